@@ -1,0 +1,61 @@
+"""The ``memviewer`` command line (DESIGN §7).
+
+With no sub-command it opens the TUI. Command modules are imported here so
+``memviewer --help`` lists everything; each keeps heavy imports inside its
+functions so that simple commands start fast.
+"""
+
+from __future__ import annotations
+
+import click
+
+from memviewer import __version__
+from memviewer.commands import core
+
+
+@click.group(invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, "--version", prog_name="memviewer")
+@click.option("--home", type=click.Path(), default=None, envvar="MEMVIEWER_HOME",
+              help="data folder (env MEMVIEWER_HOME)")
+@click.option("--socket", "socket_path", type=click.Path(), default=None, envvar="MEMVIEWER_SOCKET",
+              help="hub socket (env MEMVIEWER_SOCKET)")
+@click.option("--config", "config_file", type=click.Path(), default=None, envvar="MEMVIEWER_CONFIG",
+              help="settings TOML file (env MEMVIEWER_CONFIG)")
+@click.option("--log-level", default="WARNING", show_default=True, help="logging level")
+@click.pass_context
+def cli(ctx: click.Context, home, socket_path, config_file, log_level) -> None:
+    """memviewer: browse, search and debug the memory of your AI agents."""
+    from pathlib import Path
+
+    from memviewer.config import load_settings
+    from memviewer.logctx import configure_logging
+
+    configure_logging(log_level.upper())
+    try:
+        settings = load_settings(
+            Path(config_file) if config_file else None, home=home, socket=socket_path
+        )
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    ctx.obj = {"settings": settings}
+    if ctx.invoked_subcommand is None:
+        from memviewer.tui.app import run_app
+
+        run_app(settings)
+
+
+for _cmd in core.COMMANDS:
+    cli.add_command(_cmd)
+
+# Areas built in their own modules register themselves here.
+from memviewer.commands import optional_areas  # noqa: E402
+
+optional_areas.register(cli)
+
+
+def main() -> None:
+    cli(prog_name="memviewer")
+
+
+if __name__ == "__main__":
+    main()

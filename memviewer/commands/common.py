@@ -1,0 +1,100 @@
+"""Helpers every command uses: settings from the context, JSON and table
+output, errors with a hint and a non-zero exit, progress only on a TTY."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, NoReturn
+
+import click
+
+from memviewer.config import Settings
+from memviewer.errors import MemviewerError
+
+
+def settings_of(ctx: click.Context) -> Settings:
+    return ctx.find_root().obj["settings"]
+
+
+def dumps(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False, default=str)
+
+
+def emit_json(data: Any) -> None:
+    click.echo(dumps(data))
+
+
+def fail(message: str, *, hint: str | None = None, code: int = 1, data: Any = None) -> NoReturn:
+    """Print a clear error (JSON when ``data`` is given) and exit non-zero."""
+    if data is not None:
+        emit_json(data)
+    else:
+        click.echo(f"error: {message}", err=True)
+        if hint:
+            click.echo(f"hint: {hint}", err=True)
+    sys.exit(code)
+
+
+@contextmanager
+def open_service(ctx: click.Context, *, readonly: bool = False, **kwargs: Any) -> Iterator[Any]:
+    """An in-process ``MemoryService`` for this command's duration."""
+    from memviewer.service import MemoryService
+
+    settings = settings_of(ctx)
+    if readonly and not (settings.home_path / "memviewer.db").exists():
+        readonly = False  # first run: create the store rather than fail
+    try:
+        service = MemoryService(settings, readonly=readonly, **kwargs)
+    except MemviewerError as exc:
+        fail(exc.message)
+    try:
+        yield service
+    finally:
+        service.close()
+
+
+def print_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None) -> None:
+    """A readable table on a TTY; plain tab-separated text when piped."""
+    if not sys.stdout.isatty():
+        click.echo("\t".join(columns))
+        for row in rows:
+            click.echo("\t".join("" if v is None else str(v) for v in row))
+        return
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title, show_lines=False, header_style="bold")
+    for col in columns:
+        table.add_column(col, overflow="fold")
+    for row in rows:
+        table.add_row(*("" if v is None else str(v) for v in row))
+    Console().print(table)
+
+
+def progress_callback(label: str) -> tuple[Callable[[int, int, str], None] | None, Callable[[], None]]:
+    """A ``(done, total, item)`` callback drawing a bar on a TTY, else None."""
+    if not sys.stderr.isatty():
+        return None, lambda: None
+    state: dict[str, Any] = {}
+
+    def update(done: int, total: int, _item: str) -> None:
+        bar = state.get("bar")
+        if bar is None:
+            bar = click.progressbar(length=total, label=label, file=sys.stderr)
+            bar.__enter__()
+            state["bar"] = bar
+        bar.update(done - bar.pos)
+
+    def close() -> None:
+        if "bar" in state:
+            state["bar"].__exit__(None, None, None)
+
+    return update, close
+
+
+def short(text: str | None, n: int = 60) -> str:
+    s = " ".join((text or "").split())
+    return s if len(s) <= n else s[: n - 1] + "…"

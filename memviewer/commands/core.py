@@ -1,0 +1,111 @@
+"""Core commands: sessions, import praisonai, config, doctor."""
+
+from __future__ import annotations
+
+import click
+
+from memviewer.commands.common import (
+    emit_json,
+    fail,
+    open_service,
+    print_table,
+    progress_callback,
+    settings_of,
+    short,
+)
+
+
+@click.command("sessions")
+@click.option("--scope", default=None, help="only sessions of this scope (user, agent, …)")
+@click.option("--scope-id", default=None, help="only sessions of this scope id")
+@click.option("--filter", "text_filter", default=None, help="substring of title/agent/id")
+@click.option("--limit", type=int, default=None, help="at most this many (newest first)")
+@click.option("--json", "as_json", is_flag=True, help="print JSON")
+@click.pass_context
+def sessions_cmd(ctx: click.Context, scope, scope_id, text_filter, limit, as_json) -> None:
+    """Sessions with their episode, active and archived turn counts."""
+    with open_service(ctx, readonly=True) as svc:
+        page = svc.sessions(scope=scope, scope_id=scope_id, filter=text_filter, limit=limit)
+    if as_json:
+        emit_json(page)
+        return
+    rows = [
+        (
+            s["session_id"], short(s["title"], 40), s["agent"], f"{s['scope']}:{s['scope_id']}",
+            s["last_seen_at"], s["episodes"], s["active_turns"], s["archived_turns"], s["status"],
+        )
+        for s in page["sessions"]
+    ]
+    cols = ("id", "title", "agent", "scope", "last seen", "episodes", "active", "archived", "status")
+    print_table(cols, rows, title=f"{page['total']} sessions")
+
+
+@click.group("import")
+def import_group() -> None:
+    """Import sessions from other tools."""
+
+
+@import_group.command("praisonai")
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("--no-index", is_flag=True, help="skip embedding (keyword search only)")
+@click.option("--json", "as_json", is_flag=True, help="print the import report as JSON")
+@click.pass_context
+def import_praisonai(ctx: click.Context, paths, no_index, as_json) -> None:
+    """PraisonAI session JSON files or folders of them (.json.lock files are ignored)."""
+    update, close = progress_callback("importing")
+    with open_service(ctx) as svc:
+        try:
+            report = svc.import_praisonai(paths, update, index=not no_index)
+        finally:
+            close()
+    if as_json:
+        emit_json(report.to_dict())
+    else:
+        n_turns = sum(r["turns"] for r in report.imported)
+        new = sum(r["new_turns"] for r in report.imported)
+        click.echo(
+            f"imported {len(report.imported)} sessions ({n_turns} turns, {new} new)"
+            + (f"; {len(report.failed)} files failed" if report.failed else "")
+        )
+        for path, err in report.failed:
+            click.echo(f"  failed: {path}: {err}", err=True)
+    if report.failed:
+        ctx.exit(1)
+
+
+@click.command("config")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def config_cmd(ctx: click.Context, as_json: bool) -> None:
+    """Effective settings and where each value came from."""
+    from memviewer.config import KEYS
+
+    s = settings_of(ctx)
+    data = {k.name: {"value": s.values[k.name], "source": s.sources[k.name]} for k in KEYS}
+    if as_json:
+        emit_json(data)
+        return
+    print_table(("key", "value", "source"), [(k, v["value"], v["source"]) for k, v in data.items()])
+
+
+@click.command("doctor")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def doctor_cmd(ctx: click.Context, as_json: bool) -> None:
+    """Store integrity, schema, FTS, model, index lag and hub reachability."""
+    from memviewer.doctor import run_checks
+
+    checks = run_checks(settings_of(ctx))
+    if as_json:
+        emit_json({"ok": all(c["ok"] for c in checks), "checks": checks})
+    else:
+        print_table(
+            ("check", "ok", "detail"),
+            [(c["name"], "yes" if c["ok"] else "NO", c["detail"]) for c in checks],
+        )
+    if not all(c["ok"] for c in checks):
+        ctx.exit(1)
+
+
+COMMANDS = (sessions_cmd, import_group, config_cmd, doctor_cmd)
+_ = fail

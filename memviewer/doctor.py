@@ -1,0 +1,95 @@
+"""``memviewer doctor``: every check returns ``{name, ok, detail}``.
+
+Checks that need an optional layer import it lazily, so a broken layer shows
+up as a failed check with its error instead of crashing the command.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from memviewer import paths
+from memviewer.config import Settings
+
+Check = dict[str, Any]
+
+
+def _store(settings: Settings) -> Check:
+    from sqlalchemy import text
+
+    from memviewer.store.db import Store
+    from memviewer.store.migrations import latest_version
+
+    db = paths.db_path(settings.home_path)
+    if not db.exists():
+        return {"name": "store", "ok": True, "detail": f"{db} (not created yet)"}
+    store = Store.open(db, readonly=True)
+    try:
+        with store.engine.connect() as conn:
+            result = conn.execute(text("PRAGMA integrity_check")).scalar()
+        version = store.schema_version()
+    finally:
+        store.close()
+    ok = result == "ok" and version == latest_version()
+    return {
+        "name": "store",
+        "ok": ok,
+        "detail": f"{db}: integrity {result}, schema v{version} (latest v{latest_version()})",
+    }
+
+
+def _fts(settings: Settings) -> Check:
+    from memviewer.recall.keyword import fts_status
+
+    status = fts_status(settings)
+    return {"name": "keyword index", "ok": bool(status["ok"]), "detail": status["detail"]}
+
+
+def _model(settings: Settings) -> Check:
+    from memviewer.index.embedder import ModelNotFoundError, default_model_files
+
+    try:
+        if settings.model_dir:
+            from pathlib import Path
+
+            folder = Path(settings.model_dir).expanduser()
+            missing = [f for f in ("model.onnx", "tokenizer.json") if not (folder / f).is_file()]
+            if missing:
+                return {"name": "model", "ok": False,
+                        "detail": f"{folder} lacks {', '.join(missing)}"}
+            return {"name": "model", "ok": True, "detail": str(folder)}
+        files = default_model_files()
+        return {"name": "model", "ok": True, "detail": ", ".join(str(f) for f in files)}
+    except ModelNotFoundError as exc:
+        return {"name": "model", "ok": False, "detail": str(exc)}
+
+
+def _index(settings: Settings) -> Check:
+    from memviewer.index.indexer import index_status
+
+    status = index_status(settings)
+    return {"name": "vector index", "ok": bool(status["ok"]), "detail": status["detail"]}
+
+
+def _hub(settings: Settings) -> Check:
+    from memviewer.wire.probe import probe_hub
+
+    info = probe_hub(settings.socket_path)
+    if info is None:
+        return {"name": "hub", "ok": True, "detail": f"no hub on {settings.socket_path}"}
+    return {"name": "hub", "ok": True, "detail": f"hub {info} on {settings.socket_path}"}
+
+
+CHECKS: tuple[Callable[[Settings], Check], ...] = (_store, _fts, _model, _index, _hub)
+
+
+def run_checks(settings: Settings) -> list[Check]:
+    out = []
+    for check in CHECKS:
+        name = check.__name__.strip("_")
+        try:
+            out.append(check(settings))
+        except Exception as exc:  # report, don't crash
+            out.append({"name": name, "ok": False, "detail": f"{type(exc).__name__}: {exc}"})
+    return out

@@ -1,0 +1,48 @@
+"""Error codes shared by the manager, the hub protocol and the CLI.
+
+One exception type with a machine-readable ``code`` keeps every transport
+(in-process calls, JSON-RPC errors, CLI exit messages) speaking the same words.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+SESSION_NOT_FOUND = "session_not_found"
+EPISODE_NOT_FOUND = "episode_not_found"
+CONFLICT = "conflict"
+INVALID_ARGUMENT = "invalid_argument"
+INTERNAL = "internal"
+LLM_TIMEOUT = "llm_timeout"
+LLM_OUTPUT_MALFORMED = "llm_output_malformed"
+NOT_FOUND = "not_found"
+
+ERROR_CODES = (
+    SESSION_NOT_FOUND,
+    EPISODE_NOT_FOUND,
+    CONFLICT,
+    INVALID_ARGUMENT,
+    INTERNAL,
+    LLM_TIMEOUT,
+    LLM_OUTPUT_MALFORMED,
+    NOT_FOUND,
+)
+
+
+class MemviewerError(Exception):
+    """An expected failure with a stable code (see DESIGN §4)."""
+
+    def __init__(self, code: str, message: str, *, data: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data or {}
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data:
+            out["data"] = self.data
+        return out
+
+    def __repr__(self) -> str:
+        return f"MemviewerError({self.code!r}, {self.message!r})"

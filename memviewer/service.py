@@ -1,0 +1,292 @@
+"""``MemoryService``: the one API through which the hub, the CLI and the TUI
+read and write memory.
+
+It owns the SQL store and the session manager, and opens the heavier layers
+(keyword search, the LanceDB index and recall, exporters) lazily on first use,
+so a caller that only lists sessions never imports LanceDB or onnxruntime.
+``memviewer.wire.remote.RemoteService`` offers the same methods over the hub
+socket.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from memviewer import __version__, paths
+from memviewer.config import Settings
+from memviewer.errors import NOT_FOUND, MemviewerError
+from memviewer.session.manager import SessionManager
+from memviewer.store import repos
+from memviewer.store.db import Store
+from memviewer.store.events import EventRecord
+
+if TYPE_CHECKING:
+    from memviewer.io.praisonai import ImportReport
+
+log = logging.getLogger("memviewer")
+
+
+class MemoryService:
+    """Sessions, episodes, turns, events, search, recall and export."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        readonly: bool = False,
+        embedder: Any = None,
+        store_url: str | None = None,
+    ) -> None:
+        self.settings = settings
+        self.home = settings.home_path
+        self.readonly = readonly
+        if not readonly:
+            self.home.mkdir(parents=True, exist_ok=True)
+        url = store_url or f"sqlite:///{paths.db_path(self.home)}"
+        self.store = Store(url, readonly=readonly)
+        self.manager = SessionManager(
+            self.store,
+            classify=self._make_classifier(),
+            retention=settings.retention,
+            active_window=settings.active_window,
+        )
+        self._embedder = embedder
+        self._lazy: dict[str, Any] = {}
+
+    # -- wiring -------------------------------------------------------------
+    def _make_classifier(self) -> Callable[[str], Any] | None:
+        try:
+            from memviewer.session.intent import IntentClassifier
+        except ImportError:  # pragma: no cover - module is part of the package
+            return None
+        endpoint = self.llm_endpoint()
+        return IntentClassifier(endpoint).classify
+
+    def llm_endpoint(self) -> Any:
+        s = self.settings
+        if not (s.llm_base_url and s.llm_model):
+            return None
+        from memviewer.llm import LlmEndpoint
+
+        return LlmEndpoint(
+            base_url=s.llm_base_url, model=s.llm_model, timeout=s.llm_timeout,
+            api_key=s.llm_api_key,
+        )
+
+    @property
+    def bus(self):  # noqa: ANN201 - EventBus, kept import-light
+        return self.manager.bus
+
+    @property
+    def embedder(self) -> Any:
+        if self._embedder is None:
+            from memviewer.index.embedder import OnnxEmbedder
+
+            self._embedder = OnnxEmbedder(
+                self.settings.model_dir,
+                threads=self.settings.embed_threads or None,
+                batch_size=self.settings.embed_batch,
+            )
+        return self._embedder
+
+    def _get(self, name: str, factory: Callable[[], Any]) -> Any:
+        if name not in self._lazy:
+            self._lazy[name] = factory()
+        return self._lazy[name]
+
+    # -- writes (delegated to the manager) -----------------------------------
+    def open_session(self, **kwargs: Any) -> dict[str, Any]:
+        return self.manager.open_session(**kwargs)
+
+    def start_episode(self, session_id: str, user_message: str, **kwargs: Any) -> dict[str, Any]:
+        return self.manager.start_episode(session_id, user_message, **kwargs)
+
+    def add_turn(self, episode_id: str, role: str, content: str, **kwargs: Any) -> dict[str, Any]:
+        return self.manager.add_turn(episode_id, role, content, **kwargs)
+
+    def finalize_episode(self, episode_id: str, r_task: float | None = None, **kw: Any) -> dict:
+        return self.manager.finalize_episode(episode_id, r_task, **kw)
+
+    def abandon_episode(self, episode_id: str, reason: str | None = None, **kw: Any) -> dict:
+        return self.manager.abandon_episode(episode_id, reason, **kw)
+
+    def close_session(self, session_id: str, **kwargs: Any) -> dict[str, Any]:
+        return self.manager.close_session(session_id, **kwargs)
+
+    def apply_batch(self, commands: list[Any]) -> list[dict[str, Any]]:
+        return self.manager.apply_batch(commands)
+
+    def prune_idle(self, cutoff: float) -> list[str]:
+        return self.manager.prune_idle(cutoff)
+
+    def shutdown(self) -> list[str]:
+        return self.manager.shutdown()
+
+    def import_session(
+        self, session: dict[str, Any], turns: list[dict[str, Any]],
+        episodes: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        return self.manager.import_session(session, turns, episodes)
+
+    def import_praisonai(
+        self,
+        paths_: Iterable[str | Path],
+        progress: Callable[[int, int, str], None] | None = None,
+        *,
+        index: bool = True,
+    ) -> ImportReport:
+        """Import PraisonAI files; with ``index`` returns once they are recallable."""
+        from memviewer.io.praisonai import import_paths
+
+        report = import_paths(self.import_session, paths_, progress)
+        if index and report.imported:
+            self.sync_index(report.session_ids)
+        return report
+
+    def sync_index(self, session_ids: list[str] | None = None) -> dict[str, Any]:
+        """Bring the derived vector index up to date (blocking)."""
+        indexer = self.indexer()
+        if indexer is None:
+            return {"indexed": 0}
+        return indexer.sync(session_ids)
+
+    def indexer(self) -> Any:
+        try:
+            from memviewer.index.indexer import Indexer
+        except ImportError:
+            return None
+        return self._get("indexer", lambda: Indexer(self))
+
+    # -- reads ----------------------------------------------------------------
+    @property
+    def last_seq(self) -> int:
+        return self.store.refresh_last_seq() if self.readonly else self.store.last_seq
+
+    def sessions(
+        self,
+        *,
+        scope: str | None = None,
+        scope_id: str | None = None,
+        filter: str | None = None,
+        sort: str = "last_seen",
+        descending: bool = True,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> dict[str, Any]:
+        """A page of sessions with episode, active and archived turn counts."""
+        with self.store.read() as conn:
+            rows = repos.list_sessions(
+                conn, scope=scope, scope_id=scope_id, text_filter=filter, sort=sort,
+                descending=descending, limit=limit, offset=offset,
+            )
+            total = (
+                len(rows) + offset
+                if limit is None
+                else repos.count_sessions(conn, scope, scope_id, filter)
+            )
+            counts = repos.session_counts(conn, [r["id"] for r in rows])
+        return {
+            "total": total,
+            "offset": offset,
+            "sessions": [repos.session_public(r, counts[r["id"]]) for r in rows],
+        }
+
+    def session(self, session_id: str) -> dict[str, Any]:
+        """One session with its episodes and every turn (archived first)."""
+        with self.store.read() as conn:
+            row = repos.get_session(conn, session_id)
+            if row is None:
+                raise MemviewerError(NOT_FOUND, f"unknown session {session_id!r}")
+            counts = repos.session_counts(conn, [session_id])[session_id]
+            episodes = repos.session_episodes(conn, session_id)
+            turns = repos.session_turns(conn, session_id)
+        return {
+            "session": repos.session_public(row, counts),
+            "episodes": [repos.episode_public(e) for e in episodes],
+            "turns": [repos.turn_public(t) for t in turns],
+        }
+
+    def events(
+        self,
+        from_seq: int = 0,
+        limit: int = 1000,
+        kinds: list[str] | None = None,
+        session_id: str | None = None,
+    ) -> list[EventRecord]:
+        return self.store.events_since(from_seq, limit, kinds, session_id)
+
+    def stats(self) -> dict[str, Any]:
+        from sqlalchemy import text
+
+        with self.store.read() as conn:
+            counts = {
+                name: int(conn.execute(text(f"SELECT COUNT(*) FROM {name}")).scalar() or 0)
+                for name in ("sessions", "episodes", "turns", "events")
+            }
+            archived = int(
+                conn.execute(text("SELECT COUNT(*) FROM turns WHERE archived")).scalar() or 0
+            )
+        db = paths.db_path(self.home)
+        out: dict[str, Any] = {
+            "version": __version__,
+            "home": str(self.home),
+            "schema_version": self.store.schema_version(),
+            "last_seq": self.last_seq,
+            "counts": {**counts, "archived_turns": archived},
+            "db_bytes": db.stat().st_size if db.exists() else 0,
+            "pid": os.getpid(),
+        }
+        indexer = self._lazy.get("indexer")
+        if indexer is not None and hasattr(indexer, "status"):
+            out["index"] = indexer.status()
+        return out
+
+    # -- search / recall / export (layers opened lazily) ----------------------
+    def keyword(self) -> Any:
+        from memviewer.recall.keyword import KeywordSearch
+
+        return self._get("keyword", lambda: KeywordSearch(self.store))
+
+    def search(
+        self,
+        query: str | None = None,
+        *,
+        session_id: str | None = None,
+        around: int | str | None = None,
+        limit: int = 5,
+        window: int = 5,
+        scope: str | None = None,
+        scope_id: str | None = None,
+    ) -> dict[str, Any]:
+        """DESIGN §5.1: discovery (query), scroll (session_id) or browse (neither)."""
+        return self.keyword().search(
+            query=query, session_id=session_id, around=around, limit=limit, window=window,
+            scope=scope, scope_id=scope_id,
+        )
+
+    def recall(self, query: str, **params: Any) -> dict[str, Any]:
+        """DESIGN §5.2 two-stage recall (or ``mode='flat'``) with diagnostics."""
+        from memviewer.recall.hierarchical import recall as run_recall
+
+        return run_recall(self, query, **params)
+
+    def export(self, session_ids: list[str] | None, fmt: str, out: Any, **kw: Any) -> dict:
+        from memviewer.io.export import export_sessions
+
+        return export_sessions(self, session_ids, fmt, out, **kw)
+
+    def close(self) -> None:
+        indexer = self._lazy.get("indexer")
+        if indexer is not None and hasattr(indexer, "close"):
+            indexer.close()
+        self.store.close()
+
+    def __enter__(self) -> MemoryService:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,1 @@
+"""Sessions, episodes and turns: the manager, its event bus, intent and compaction."""

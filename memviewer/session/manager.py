@@ -1,0 +1,567 @@
+"""The session / episode manager: the only code that changes memory.
+
+Every operation validates, writes its rows and its events in one transaction
+(via ``Store.write``), and the bus sees the events after commit. Operations
+take caller-minted ids so that replays from a publisher's spool are no-ops.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from memviewer.errors import (
+    CONFLICT,
+    EPISODE_NOT_FOUND,
+    INTERNAL,
+    INVALID_ARGUMENT,
+    SESSION_NOT_FOUND,
+    MemviewerError,
+)
+from memviewer.ids import new_id
+from memviewer.logctx import log_context
+from memviewer.session import compaction
+from memviewer.session.bus import EventBus
+from memviewer.store import repos
+from memviewer.store.db import Store, WriteTx
+from memviewer.timeutil import now, parse_ts
+
+log_session = logging.getLogger("memviewer.session")
+log_episode = logging.getLogger("memviewer.episode")
+
+ROLES = ("user", "assistant", "tool", "system")
+RETENTIONS = ("compact", "keep_all")
+TITLE_CHARS = 80
+
+
+def _require_str(name: str, value: Any, *, allow_empty: bool = True) -> str:
+    if not isinstance(value, str):
+        raise MemviewerError(INVALID_ARGUMENT, f"{name} must be a string, not {type(value).__name__}")
+    if not allow_empty and not value.strip():
+        raise MemviewerError(INVALID_ARGUMENT, f"{name} must not be empty")
+    return value
+
+
+def _opt_dict(name: str, value: Any) -> dict[str, Any] | None:
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise MemviewerError(INVALID_ARGUMENT, f"{name} must be an object")
+    return value
+
+
+def _ts(value: Any) -> float:
+    try:
+        ts = parse_ts(value)
+    except ValueError as exc:
+        raise MemviewerError(INVALID_ARGUMENT, str(exc)) from None
+    return now() if ts is None else ts
+
+
+def _title_from(message: str) -> str:
+    text = " ".join(message.split())
+    return text if len(text) <= TITLE_CHARS else text[: TITLE_CHARS - 1] + "…"
+
+
+class SessionManager:
+    """Sessions, episodes and turns over a ``Store``, with an ``EventBus``."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        classify: Callable[[str], Any] | None = None,
+        retention: str = "compact",
+        active_window: int = 100,
+    ) -> None:
+        self.store = store
+        self.bus = EventBus()
+        self._classify = classify
+        self.retention = retention
+        self.active_window = active_window
+        store.on_commit(self.bus.emit_all)
+
+    # -- sessions -----------------------------------------------------------
+    def open_session(
+        self,
+        *,
+        session_id: str | None = None,
+        agent: str = "",
+        scope: str | None = None,
+        scope_id: str | None = None,
+        title: str = "",
+        meta: dict[str, Any] | None = None,
+        source: str | None = None,
+        lineage_id: str | None = None,
+        root_session_id: str | None = None,
+        thread_id: str | None = None,
+        parent_session_id: str | None = None,
+        retention: str | None = None,
+        active_window: int | None = None,
+        ts: Any = None,
+    ) -> dict[str, Any]:
+        """Create the session, or return the existing one unchanged (idempotent)."""
+        sid = _require_str("session_id", session_id or new_id("s-"), allow_empty=False)
+        _require_str("agent", agent)
+        meta = _opt_dict("meta", meta)
+        retention = retention or self.retention
+        if retention not in RETENTIONS:
+            raise MemviewerError(INVALID_ARGUMENT, f"retention must be one of {RETENTIONS}")
+        window = self.active_window if active_window is None else active_window
+        if not isinstance(window, int) or isinstance(window, bool) or window < 2:
+            raise MemviewerError(INVALID_ARGUMENT, "active_window must be an integer >= 2")
+        scope = scope or ("agent" if not scope_id else "user")
+        scope_id = scope_id if scope_id is not None else agent
+        t = _ts(ts)
+        with log_context(session_id=sid), self.store.write() as tx:
+            existing = repos.get_session(tx.conn, sid)
+            if existing is not None:
+                return repos.session_public(existing)
+            row = {
+                "id": sid,
+                "agent": agent,
+                "scope": scope,
+                "scope_id": scope_id or "",
+                "title": title or "",
+                "started_at": t,
+                "last_seen_at": t,
+                "closed_at": None,
+                "status": "open",
+                "source": source,
+                "lineage_id": lineage_id,
+                "root_session_id": root_session_id,
+                "thread_id": thread_id,
+                "parent_session_id": parent_session_id,
+                "retention": retention,
+                "active_window": window,
+                "meta": meta,
+            }
+            repos.insert_session(tx.conn, row)
+            tx.append_event(
+                "session.started",
+                sid,
+                None,
+                {"agent": agent, "scope": row["scope"], "scope_id": row["scope_id"],
+                 "title": row["title"], "source": source},
+                ts=t,
+            )
+            log_session.info("session.opened %s agent=%s", sid, agent)
+            return repos.session_public(row)
+
+    def _session(self, tx: WriteTx, session_id: str) -> dict[str, Any]:
+        _require_str("session_id", session_id, allow_empty=False)
+        row = repos.get_session(tx.conn, session_id)
+        if row is None:
+            raise MemviewerError(SESSION_NOT_FOUND, f"unknown session {session_id!r}")
+        return row
+
+    def close_session(self, session_id: str, *, ts: Any = None) -> dict[str, Any]:
+        t = _ts(ts)
+        with log_context(session_id=session_id), self.store.write() as tx:
+            row = self._session(tx, session_id)
+            if row["status"] != "open":
+                return repos.session_public(row)
+            self._abandon_open_episodes(tx, session_id, "session_closed", t)
+            repos.update_session(tx.conn, session_id, status="closed", closed_at=t, last_seen_at=t)
+            tx.append_event("session.closed", session_id, None, {}, ts=t)
+            log_session.info("session.closed %s", session_id)
+            row.update(status="closed", closed_at=t, last_seen_at=t)
+            return repos.session_public(row)
+
+    def prune_idle(self, cutoff: float) -> list[str]:
+        """Close open sessions last seen before ``cutoff`` (epoch seconds)."""
+        t = now()
+        pruned: list[str] = []
+        with self.store.write() as tx:
+            for sid in repos.open_session_ids(tx.conn, cutoff):
+                self._abandon_open_episodes(tx, sid, "idle_pruned", t)
+                repos.update_session(tx.conn, sid, status="pruned", closed_at=t)
+                tx.append_event("session.idle_pruned", sid, None, {"cutoff": cutoff}, ts=t)
+                pruned.append(sid)
+        if pruned:
+            log_session.info("session.pruned %d idle sessions", len(pruned))
+        return pruned
+
+    def shutdown(self) -> list[str]:
+        """Close every open episode as abandoned (sessions stay open for reconnects)."""
+        t = now()
+        with self.store.write() as tx:
+            ids = repos.open_episode_ids(tx.conn)
+            for eid in ids:
+                self._close_episode(tx, repos.get_episode(tx.conn, eid), "abandoned", t,
+                                    reason="shutdown")
+        log_session.info("session.shutdown: %d open episodes abandoned", len(ids))
+        return ids
+
+    def _abandon_open_episodes(self, tx: WriteTx, session_id: str, reason: str, t: float) -> None:
+        for eid in repos.open_episode_ids(tx.conn, session_id):
+            self._close_episode(tx, repos.get_episode(tx.conn, eid), "abandoned", t, reason=reason)
+
+    # -- episodes -----------------------------------------------------------
+    def start_episode(
+        self,
+        session_id: str,
+        user_message: str,
+        *,
+        episode_id: str | None = None,
+        turn_id: str | None = None,
+        meta: dict[str, Any] | None = None,
+        metadata: dict[str, Any] | None = None,
+        ts: Any = None,
+    ) -> dict[str, Any]:
+        """Open an episode whose first turn is the user's message."""
+        _require_str("session_id", session_id, allow_empty=False)
+        if not isinstance(user_message, str) or not user_message.strip():
+            raise MemviewerError(INVALID_ARGUMENT, "user_message must be a non-empty string")
+        meta = _opt_dict("meta", meta)
+        metadata = _opt_dict("metadata", metadata)
+        eid = episode_id or new_id("e-")
+        _require_str("episode_id", eid, allow_empty=False)
+        with self.store.read() as conn:  # replay: no classification, no write
+            existing = repos.get_episode(conn, eid)
+        if existing is not None:
+            if existing["session_id"] != session_id:
+                raise MemviewerError(CONFLICT, f"episode {eid!r} belongs to another session")
+            return repos.episode_public(existing)
+        intent = self._intent(user_message)
+        t = _ts(ts)
+        with log_context(session_id=session_id, episode_id=eid), self.store.write() as tx:
+            session = self._session(tx, session_id)
+            if session["status"] != "open":
+                raise MemviewerError(CONFLICT, f"session {session_id!r} is {session['status']}")
+            row = {
+                "id": eid,
+                "session_id": session_id,
+                "status": "open",
+                "closed_by": None,
+                "started_at": t,
+                "ended_at": None,
+                "intent_kind": intent["kind"],
+                "intent_confidence": intent["confidence"],
+                "intent_rule": intent["rule_id"],
+                "intent_source": intent["source"],
+                "r_task": None,
+                "meta": meta,
+            }
+            repos.insert_episode(tx.conn, row)
+            tx.append_event(
+                "episode.started", session_id, eid,
+                {"intent": intent, "user_message": user_message}, ts=t,
+            )
+            updates: dict[str, Any] = {"last_seen_at": max(t, session["last_seen_at"])}
+            if not session["title"]:
+                updates["title"] = _title_from(user_message)
+            repos.update_session(tx.conn, session_id, **updates)
+            session.update(updates)
+            turn = self._insert_turn(
+                tx, session, eid, "user", user_message, turn_id or new_id("t-"),
+                metadata=metadata, tool_calls=None, tool_call_id=None, t=t,
+            )
+            log_episode.info("episode.begun %s intent=%s", eid, intent["kind"])
+            out = repos.episode_public(row)
+            out["first_turn"] = turn
+            return out
+
+    def _intent(self, message: str) -> dict[str, Any]:
+        if self._classify is None:
+            return {"kind": "unknown", "confidence": 0.0, "rule_id": "none", "source": "none"}
+        try:
+            r = self._classify(message)
+        except MemviewerError:
+            raise
+        except Exception as exc:  # classification must never block an episode
+            log_session.warning("intent classifier failed: %s", exc)
+            return {"kind": "unknown", "confidence": 0.0, "rule_id": "none", "source": "fallback"}
+        out = {"kind": r.kind, "confidence": float(r.confidence), "rule_id": r.rule_id,
+               "source": r.source}
+        if getattr(r, "error", None):
+            out["error"] = r.error
+        return out
+
+    def _episode(self, tx: WriteTx, episode_id: str) -> dict[str, Any]:
+        _require_str("episode_id", episode_id, allow_empty=False)
+        row = repos.get_episode(tx.conn, episode_id)
+        if row is None:
+            raise MemviewerError(EPISODE_NOT_FOUND, f"unknown episode {episode_id!r}")
+        return row
+
+    def add_turn(
+        self,
+        episode_id: str,
+        role: str,
+        content: str,
+        *,
+        turn_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        tool_calls: list[Any] | None = None,
+        tool_call_id: str | None = None,
+        ts: Any = None,
+    ) -> dict[str, Any]:
+        _require_str("role", role)
+        if role not in ROLES:
+            raise MemviewerError(INVALID_ARGUMENT, f"role must be one of {ROLES}, not {role!r}")
+        _require_str("content", content)
+        metadata = _opt_dict("metadata", metadata)
+        if tool_calls is not None and not isinstance(tool_calls, list):
+            raise MemviewerError(INVALID_ARGUMENT, "tool_calls must be a list")
+        if tool_call_id is not None:
+            _require_str("tool_call_id", tool_call_id)
+        tid = turn_id or new_id("t-")
+        _require_str("turn_id", tid, allow_empty=False)
+        t = _ts(ts)
+        with log_context(episode_id=episode_id), self.store.write() as tx:
+            existing = repos.get_turn(tx.conn, tid)
+            if existing is not None:  # replay of an acknowledged command
+                if existing["episode_id"] != episode_id:
+                    raise MemviewerError(CONFLICT, f"turn {tid!r} belongs to another episode")
+                return repos.turn_public(existing)
+            episode = self._episode(tx, episode_id)
+            if episode["status"] != "open":
+                raise MemviewerError(
+                    CONFLICT, f"episode {episode_id!r} is closed ({episode['closed_by']})"
+                )
+            session = self._session(tx, episode["session_id"])
+            with log_context(session_id=session["id"]):
+                turn = self._insert_turn(
+                    tx, session, episode_id, role, content, tid,
+                    metadata=metadata, tool_calls=tool_calls, tool_call_id=tool_call_id, t=t,
+                )
+                if t > session["last_seen_at"]:
+                    repos.update_session(tx.conn, session["id"], last_seen_at=t)
+            return turn
+
+    def _insert_turn(
+        self,
+        tx: WriteTx,
+        session: dict[str, Any],
+        episode_id: str,
+        role: str,
+        content: str,
+        turn_id: str,
+        *,
+        metadata: dict[str, Any] | None,
+        tool_calls: list[Any] | None,
+        tool_call_id: str | None,
+        t: float,
+    ) -> dict[str, Any]:
+        row = {
+            "id": turn_id,
+            "session_id": session["id"],
+            "episode_id": episode_id,
+            "idx": repos.next_index(tx.conn, session["id"]),
+            "role": role,
+            "content": content,
+            "timestamp": t,
+            "archived": False,
+            "is_compaction_summary": False,
+            "replaced_count": 0,
+            "tool_calls": tool_calls,
+            "tool_call_id": tool_call_id,
+            "meta": metadata,
+        }
+        repos.insert_turn(tx.conn, row)
+        public = repos.turn_public(row)
+        tx.append_event("episode.turn_added", session["id"], episode_id, {"turn": public}, ts=t)
+        log_episode.debug("turn_added %s role=%s", turn_id, role)
+        if compaction.needs_compaction(tx.conn, session):
+            compaction.compact(tx, session, t)
+            fresh = repos.get_turn(tx.conn, turn_id)
+            if fresh is not None:
+                public = repos.turn_public(fresh)
+        return public
+
+    def finalize_episode(
+        self, episode_id: str, r_task: float | None = None, *, ts: Any = None
+    ) -> dict[str, Any]:
+        if r_task is not None and (isinstance(r_task, bool) or not isinstance(r_task, int | float)):
+            raise MemviewerError(INVALID_ARGUMENT, "r_task must be a number or null")
+        t = _ts(ts)
+        with log_context(episode_id=episode_id), self.store.write() as tx:
+            ep = self._episode(tx, episode_id)
+            if ep["status"] == "closed":
+                if ep["closed_by"] == "finalized":
+                    return repos.episode_public(ep)
+                raise MemviewerError(CONFLICT, f"episode {episode_id!r} was abandoned")
+            return self._close_episode(tx, ep, "finalized", t, r_task=r_task)
+
+    def abandon_episode(
+        self, episode_id: str, reason: str | None = None, *, ts: Any = None
+    ) -> dict[str, Any]:
+        if reason is not None:
+            _require_str("reason", reason)
+        t = _ts(ts)
+        with log_context(episode_id=episode_id), self.store.write() as tx:
+            ep = self._episode(tx, episode_id)
+            if ep["status"] == "closed":
+                if ep["closed_by"] == "abandoned":
+                    return repos.episode_public(ep)
+                raise MemviewerError(CONFLICT, f"episode {episode_id!r} was finalized")
+            return self._close_episode(tx, ep, "abandoned", t, reason=reason)
+
+    def _close_episode(
+        self,
+        tx: WriteTx,
+        ep: dict[str, Any] | None,
+        closed_by: str,
+        t: float,
+        *,
+        r_task: float | None = None,
+        reason: str | None = None,
+    ) -> dict[str, Any]:
+        if ep is None:
+            raise MemviewerError(INTERNAL, "episode vanished inside its transaction")
+        meta = dict(ep["meta"] or {})
+        if reason:
+            meta["close_reason"] = reason
+        values = {"status": "closed", "closed_by": closed_by, "ended_at": t, "meta": meta or None}
+        if r_task is not None:
+            values["r_task"] = float(r_task)
+        repos.update_episode(tx.conn, ep["id"], **values)
+        payload: dict[str, Any] = {"closed_by": closed_by}
+        if r_task is not None:
+            payload["r_task"] = float(r_task)
+        if reason:
+            payload["reason"] = reason
+        kind = "episode.finalized" if closed_by == "finalized" else "episode.abandoned"
+        if closed_by == "abandoned":
+            # Subscribers of episode.finalized see every close (with closed_by),
+            # as in the reference bus; episode.abandoned is the specific signal.
+            tx.append_event("episode.finalized", ep["session_id"], ep["id"], dict(payload), ts=t)
+        tx.append_event(kind, ep["session_id"], ep["id"], payload, ts=t)
+        log_episode.info("episode.%s %s", closed_by, ep["id"])
+        ep = dict(ep)
+        ep.update(values)
+        return repos.episode_public(ep)
+
+    # -- batches (the hub's publish path) -------------------------------------
+    OPS = (
+        "open_session",
+        "start_episode",
+        "add_turn",
+        "finalize_episode",
+        "abandon_episode",
+        "close_session",
+    )
+
+    def apply(self, command: dict[str, Any]) -> dict[str, Any]:
+        """Run one protocol command ``{"op": ..., ...}``."""
+        if not isinstance(command, dict):
+            raise MemviewerError(INVALID_ARGUMENT, "a command must be an object")
+        op = command.get("op")
+        if op not in self.OPS:
+            raise MemviewerError(INVALID_ARGUMENT, f"unknown op {op!r}; expected one of {self.OPS}")
+        args = {k: v for k, v in command.items() if k not in ("op", "cid")}
+        fn = getattr(self, op)
+        try:
+            return fn(**args)
+        except TypeError as exc:
+            raise MemviewerError(INVALID_ARGUMENT, f"{op}: {exc}") from None
+
+    def apply_batch(self, commands: list[Any]) -> list[dict[str, Any]]:
+        """Apply commands in order in one transaction; each fails alone (savepoints).
+
+        Returns one ``{"ok": result}`` or ``{"error": {code, message}}`` per
+        command. Everything is durable when this returns.
+        """
+        results: list[dict[str, Any]] = []
+        with self.store.write():
+            for cmd in commands:
+                try:
+                    with self.store.write():
+                        results.append({"ok": self.apply(cmd)})
+                except MemviewerError as exc:
+                    results.append({"error": exc.to_dict()})
+                except Exception as exc:  # never let one command sink the batch
+                    log_session.exception("command failed")
+                    results.append({"error": {"code": INTERNAL, "message": str(exc)}})
+        return results
+
+    # -- imports -------------------------------------------------------------
+    def import_session(
+        self, session: dict[str, Any], turns: list[dict[str, Any]],
+        episodes: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """Upsert a whole session history (importers); idempotent by turn id.
+
+        ``turns`` are in projection order (archived first) and carry ``id``,
+        ``role``, ``content``, ``timestamp``, ``archived`` and optional
+        ``is_compaction_summary``/``replaced_count``/``tool_calls``/``meta``.
+        Existing turns keep their row and get the file's position and flags.
+        Emits ``session.started`` for a new session and ``session.imported``.
+        """
+        sid = _require_str("session_id", session.get("id"), allow_empty=False)
+        t = now()
+        with log_context(session_id=sid), self.store.write() as tx:
+            existing = repos.get_session(tx.conn, sid)
+            row = {
+                "id": sid,
+                "agent": session.get("agent") or "",
+                "scope": session.get("scope") or "agent",
+                "scope_id": session.get("scope_id") or "",
+                "title": session.get("title") or "",
+                "started_at": session.get("started_at") or t,
+                "last_seen_at": session.get("last_seen_at") or session.get("started_at") or t,
+                "closed_at": session.get("closed_at"),
+                "status": session.get("status") or "closed",
+                "source": session.get("source"),
+                "lineage_id": session.get("lineage_id"),
+                "root_session_id": session.get("root_session_id"),
+                "thread_id": session.get("thread_id"),
+                "parent_session_id": session.get("parent_session_id"),
+                "retention": session.get("retention") or self.retention,
+                "active_window": session.get("active_window") or self.active_window,
+                "meta": session.get("meta"),
+            }
+            if existing is None:
+                repos.insert_session(tx.conn, row)
+                tx.append_event(
+                    "session.started", sid, None,
+                    {"agent": row["agent"], "scope": row["scope"], "scope_id": row["scope_id"],
+                     "title": row["title"], "source": row["source"], "imported": True},
+                    ts=t,
+                )
+            else:
+                repos.update_session(tx.conn, sid, **{k: v for k, v in row.items() if k != "id"})
+            for ep in episodes or []:
+                if repos.get_episode(tx.conn, ep["id"]) is None:
+                    repos.insert_episode(tx.conn, {**ep, "session_id": sid})
+                else:
+                    repos.update_episode(
+                        tx.conn, ep["id"], **{k: v for k, v in ep.items() if k != "id"}
+                    )
+            have = {r["id"]: r for r in repos.session_turns(tx.conn, sid)}
+            new_rows: list[dict[str, Any]] = []
+            changed = 0
+            for pos, turn in enumerate(turns):
+                values = {
+                    "session_id": sid,
+                    "episode_id": turn.get("episode_id"),
+                    "idx": pos,
+                    "role": turn["role"],
+                    "content": turn["content"],
+                    "timestamp": turn["timestamp"],
+                    "archived": bool(turn.get("archived")),
+                    "is_compaction_summary": bool(turn.get("is_compaction_summary")),
+                    "replaced_count": int(turn.get("replaced_count") or 0),
+                    "tool_calls": turn.get("tool_calls"),
+                    "tool_call_id": turn.get("tool_call_id"),
+                    "meta": turn.get("meta"),
+                }
+                old = have.get(turn["id"])
+                if old is None:
+                    new_rows.append({"id": turn["id"], **values})
+                elif any(old[k] != v for k, v in values.items()):
+                    repos.update_turn(tx.conn, turn["id"], **values)
+                    changed += 1
+            repos.insert_turns(tx.conn, new_rows)
+            archived = sum(1 for x in turns if x.get("archived"))
+            tx.append_event(
+                "session.imported", sid, None,
+                {"turns": len(turns), "new_turns": len(new_rows), "updated_turns": changed,
+                 "archived_turns": archived, "source": row["source"]},
+                ts=t,
+            )
+            return {"session_id": sid, "created": existing is None, "turns": len(turns),
+                    "new_turns": len(new_rows), "updated_turns": changed,
+                    "archived_turns": archived}

@@ -1,0 +1,1 @@
+"""The SQL source of truth: tables, migrations, transactions and the event log."""

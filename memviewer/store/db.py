@@ -1,0 +1,221 @@
+"""Engine set-up, write transactions and the gap-free event log.
+
+One ``Store`` per process. Writes go through ``Store.write()``: one outer
+transaction per call (``BEGIN IMMEDIATE`` on SQLite), nested calls become
+savepoints, and the events a transaction appends get their ``seq`` from an
+in-process counter that only advances on commit, so the log has no gaps.
+Listeners registered with ``on_commit`` see events only after they are durable.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Connection, Engine, create_engine, event, insert, select, text
+from sqlalchemy.engine import make_url
+
+from memviewer.errors import INTERNAL, MemviewerError
+from memviewer.store import migrations
+from memviewer.store.events import EventRecord
+from memviewer.store.tables import Event
+
+log = logging.getLogger("memviewer.store")
+
+EventListener = Callable[[list[EventRecord]], None]
+
+
+def sqlite_url(path: Path) -> str:
+    return f"sqlite:///{path}"
+
+
+def _sqlite_pragmas(engine: Engine, readonly: bool) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn: Any, _record: Any) -> None:
+        # Let SQLAlchemy (not pysqlite) decide when transactions begin, so
+        # SAVEPOINT works; see the SQLAlchemy pysqlite notes.
+        dbapi_conn.isolation_level = None
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA busy_timeout = 10000")
+        if not readonly:
+            cur.execute("PRAGMA journal_mode = WAL")
+        cur.execute("PRAGMA synchronous = FULL")
+        cur.execute("PRAGMA foreign_keys = ON")
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn: Connection) -> None:
+        immediate = conn.get_execution_options().get("sqlite_immediate", False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+
+@dataclass
+class WriteTx:
+    """The open write transaction: its connection and the events it appends."""
+
+    conn: Connection
+    next_seq: int
+    events: list[EventRecord] = field(default_factory=list)
+
+    def append_event(
+        self,
+        kind: str,
+        session_id: str | None,
+        episode_id: str | None,
+        payload: dict[str, Any],
+        ts: float | None = None,
+    ) -> EventRecord:
+        rec = EventRecord(
+            seq=self.next_seq,
+            kind=kind,
+            ts=time.time() if ts is None else ts,
+            session_id=session_id,
+            episode_id=episode_id,
+            payload=payload,
+        )
+        self.conn.execute(insert(Event.__table__).values(**rec.to_dict()))
+        self.next_seq += 1
+        self.events.append(rec)
+        return rec
+
+
+class Store:
+    """Owns the engine. Thread-safe: one writer at a time, readers in parallel."""
+
+    def __init__(self, url: str, *, readonly: bool = False, migrate: bool = True) -> None:
+        self.url = url
+        parsed = make_url(url)
+        self.is_sqlite = parsed.get_backend_name() == "sqlite"
+        self.readonly = readonly
+        kwargs: dict[str, Any] = {}
+        if self.is_sqlite:
+            db = parsed.database
+            if db and db != ":memory:" and not readonly:
+                Path(db).parent.mkdir(parents=True, exist_ok=True)
+            if readonly and db and db != ":memory:":
+                url = f"sqlite:///file:{db}?mode=ro&uri=true"
+            kwargs["connect_args"] = {"check_same_thread": False, "timeout": 10}
+        self.engine = create_engine(url, **kwargs)
+        if self.is_sqlite:
+            _sqlite_pragmas(self.engine, readonly)
+        self._write_lock = threading.RLock()
+        self._local = threading.local()
+        self._listeners: list[EventListener] = []
+        if migrate and not readonly:
+            with self.engine.connect().execution_options(sqlite_immediate=True) as conn:
+                with conn.begin():
+                    migrations.migrate(conn)
+        self._last_seq = self._read_last_seq()
+
+    @classmethod
+    def open(cls, path: Path, **kwargs: Any) -> Store:
+        return cls(sqlite_url(path), **kwargs)
+
+    # -- events -----------------------------------------------------------
+    def _read_last_seq(self) -> int:
+        with self.engine.connect() as conn:
+            try:
+                return int(conn.execute(text("SELECT COALESCE(MAX(seq), 0) FROM events")).scalar())
+            except Exception:  # table missing in a read-only, never-migrated db
+                return 0
+
+    @property
+    def last_seq(self) -> int:
+        return self._last_seq
+
+    def refresh_last_seq(self) -> int:
+        self._last_seq = self._read_last_seq()
+        return self._last_seq
+
+    def on_commit(self, listener: EventListener) -> None:
+        self._listeners.append(listener)
+
+    def events_since(
+        self,
+        from_seq: int,
+        limit: int = 1000,
+        kinds: list[str] | None = None,
+        session_id: str | None = None,
+    ) -> list[EventRecord]:
+        """Events with ``seq > from_seq`` in order (the resume path)."""
+        table = Event.__table__
+        q = select(table).where(table.c.seq > from_seq)
+        if kinds:
+            q = q.where(table.c.kind.in_(kinds))
+        if session_id:
+            q = q.where(table.c.session_id == session_id)
+        q = q.order_by(table.c.seq).limit(limit)
+        with self.engine.connect() as conn:
+            rows = conn.execute(q).mappings().all()
+        return [EventRecord.from_dict(dict(r)) for r in rows]
+
+    # -- transactions -----------------------------------------------------
+    @contextlib.contextmanager
+    def write(self) -> Iterator[WriteTx]:
+        if self.readonly:
+            raise MemviewerError(INTERNAL, "this store is open read-only")
+        tx: WriteTx | None = getattr(self._local, "tx", None)
+        if tx is not None:
+            mark, seq_mark = len(tx.events), tx.next_seq
+            sp = tx.conn.begin_nested()
+            try:
+                yield tx
+            except BaseException:
+                sp.rollback()
+                del tx.events[mark:]
+                tx.next_seq = seq_mark
+                raise
+            else:
+                sp.commit()
+            return
+        with self._write_lock:
+            conn = self.engine.connect().execution_options(sqlite_immediate=True)
+            try:
+                trans = conn.begin()
+                tx = WriteTx(conn=conn, next_seq=self._last_seq + 1)
+                self._local.tx = tx
+                try:
+                    yield tx
+                except BaseException:
+                    trans.rollback()
+                    raise
+                else:
+                    trans.commit()
+                    self._last_seq = tx.next_seq - 1
+            finally:
+                self._local.tx = None
+                conn.close()
+        if tx.events:
+            for listener in list(self._listeners):
+                try:
+                    listener(tx.events)
+                except Exception:  # a broken listener must not undo a commit
+                    log.exception("on_commit listener failed")
+
+    @contextlib.contextmanager
+    def read(self) -> Iterator[Connection]:
+        """A read connection; inside a write transaction, that transaction's own."""
+        tx: WriteTx | None = getattr(self._local, "tx", None)
+        if tx is not None:
+            yield tx.conn
+            return
+        with self.engine.connect() as conn:
+            yield conn
+
+    def schema_version(self) -> int:
+        with self.engine.connect() as conn:
+            try:
+                return int(
+                    conn.execute(text("SELECT MAX(version) FROM schema_migrations")).scalar() or 0
+                )
+            except Exception:
+                return 0
+
+    def close(self) -> None:
+        self.engine.dispose()

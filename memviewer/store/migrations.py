@@ -1,0 +1,177 @@
+"""Schema versions and the migrations between them.
+
+Each migration is a function run inside one transaction; ``schema_migrations``
+records which ran. Version 1 is frozen here as plain SQLAlchemy tables (not the
+live SQLModel classes) so a database created by an old release can always be
+upgraded step by step. SQLite-only steps (FTS5) sit behind ``dialect`` checks.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Column,
+    Connection,
+    Float,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    text,
+)
+
+log = logging.getLogger("memviewer.store")
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    apply: Callable[[Connection], None]
+
+
+def _v1_initial(conn: Connection) -> None:
+    md = MetaData()
+    Table(
+        "sessions", md,
+        Column("id", String, primary_key=True),
+        Column("agent", String, nullable=False, index=True),
+        Column("scope", String, nullable=False, index=True),
+        Column("scope_id", String, nullable=False, index=True),
+        Column("title", String, nullable=False),
+        Column("started_at", Float, nullable=False, index=True),
+        Column("last_seen_at", Float, nullable=False, index=True),
+        Column("closed_at", Float),
+        Column("status", String, nullable=False),
+        Column("source", String),
+        Column("lineage_id", String),
+        Column("root_session_id", String),
+        Column("thread_id", String),
+        Column("parent_session_id", String),
+        Column("meta", JSON),
+    )
+    Table(
+        "episodes", md,
+        Column("id", String, primary_key=True),
+        Column("session_id", String, nullable=False, index=True),
+        Column("status", String, nullable=False),
+        Column("closed_by", String),
+        Column("started_at", Float, nullable=False),
+        Column("ended_at", Float),
+        Column("intent_kind", String, nullable=False),
+        Column("intent_confidence", Float, nullable=False),
+        Column("intent_rule", String, nullable=False),
+        Column("intent_source", String, nullable=False),
+        Column("r_task", Float),
+        Column("meta", JSON),
+    )
+    Table(
+        "turns", md,
+        Column("num", Integer, primary_key=True, autoincrement=True),
+        Column("id", String, nullable=False, unique=True, index=True),
+        Column("session_id", String, nullable=False, index=True),
+        Column("episode_id", String, index=True),
+        Column("idx", Integer, nullable=False),
+        Column("role", String, nullable=False),
+        Column("content", Text, nullable=False),
+        Column("timestamp", Float, nullable=False),
+        Column("archived", Boolean, nullable=False),
+        Column("tool_calls", JSON),
+        Column("tool_call_id", String),
+        Column("meta", JSON),
+    )
+    Table(
+        "events", md,
+        Column("seq", Integer, primary_key=True, autoincrement=False),
+        Column("kind", String, nullable=False, index=True),
+        Column("ts", Float, nullable=False),
+        Column("session_id", String, index=True),
+        Column("episode_id", String),
+        Column("payload", JSON),
+    )
+    md.create_all(conn)
+
+
+def _v2_compaction(conn: Connection) -> None:
+    """Per-session retention and flagged compaction summaries."""
+    conn.execute(text("ALTER TABLE sessions ADD COLUMN retention VARCHAR NOT NULL DEFAULT 'compact'"))
+    conn.execute(text("ALTER TABLE sessions ADD COLUMN active_window INTEGER NOT NULL DEFAULT 100"))
+    conn.execute(
+        text("ALTER TABLE turns ADD COLUMN is_compaction_summary BOOLEAN NOT NULL DEFAULT FALSE")
+    )
+    conn.execute(text("ALTER TABLE turns ADD COLUMN replaced_count INTEGER NOT NULL DEFAULT 0"))
+    conn.execute(text("CREATE INDEX IF NOT EXISTS ix_turns_session_idx ON turns (session_id, idx)"))
+    # Imported histories written by v1 with a summary-looking system message get flagged.
+    rows = conn.execute(
+        text("SELECT num, meta FROM turns WHERE role = 'system' AND meta IS NOT NULL")
+    ).fetchall()
+    import json
+
+    for num, meta in rows:
+        data = json.loads(meta) if isinstance(meta, str) else meta
+        if isinstance(data, dict) and data.get("compaction") is True:
+            conn.execute(
+                text(
+                    "UPDATE turns SET is_compaction_summary = TRUE, replaced_count = :n "
+                    "WHERE num = :num"
+                ),
+                {"n": int(data.get("compacted_count") or 0), "num": num},
+            )
+
+
+MIGRATIONS: list[Migration] = [
+    Migration(1, "initial schema", _v1_initial),
+    Migration(2, "compaction columns", _v2_compaction),
+]
+
+
+def register(migration: Migration) -> None:
+    """Add a later migration (kept sorted); used by optional layers such as FTS."""
+    if any(m.version == migration.version for m in MIGRATIONS):
+        return
+    MIGRATIONS.append(migration)
+    MIGRATIONS.sort(key=lambda m: m.version)
+
+
+def latest_version() -> int:
+    return MIGRATIONS[-1].version
+
+
+def _ensure_table(conn: Connection) -> None:
+    conn.execute(
+        text(
+            "CREATE TABLE IF NOT EXISTS schema_migrations ("
+            "version INTEGER PRIMARY KEY, name VARCHAR NOT NULL, applied_at FLOAT NOT NULL)"
+        )
+    )
+
+
+def current_version(conn: Connection) -> int:
+    _ensure_table(conn)
+    value = conn.execute(text("SELECT MAX(version) FROM schema_migrations")).scalar()
+    return int(value or 0)
+
+
+def migrate(conn: Connection, target: int | None = None) -> list[int]:
+    """Apply pending migrations up to ``target``; return the versions applied."""
+    _ensure_table(conn)
+    have = current_version(conn)
+    applied: list[int] = []
+    for m in MIGRATIONS:
+        if m.version <= have or (target is not None and m.version > target):
+            continue
+        log.info("applying migration %d (%s)", m.version, m.name)
+        m.apply(conn)
+        conn.execute(
+            text("INSERT INTO schema_migrations (version, name, applied_at) VALUES (:v, :n, :t)"),
+            {"v": m.version, "n": m.name, "t": time.time()},
+        )
+        applied.append(m.version)
+    return applied

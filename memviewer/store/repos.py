@@ -1,0 +1,308 @@
+"""Row-level reads and writes for sessions, episodes and turns.
+
+Plain functions over a ``Connection`` using SQLAlchemy Core on the SQLModel
+tables: the hot path (hundreds of turns per batch) stays cheap, and the SQL is
+portable to PostgreSQL. Rows come back as dicts with public field names.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from sqlalchemy import Connection, and_, func, insert, or_, select, update
+
+from memviewer.store.tables import Episode, Session, Turn
+from memviewer.timeutil import iso
+
+S = Session.__table__
+E = Episode.__table__
+T = Turn.__table__
+
+
+# -- sessions --------------------------------------------------------------
+def get_session(conn: Connection, session_id: str) -> dict[str, Any] | None:
+    row = conn.execute(select(S).where(S.c.id == session_id)).mappings().first()
+    return dict(row) if row else None
+
+
+def insert_session(conn: Connection, values: dict[str, Any]) -> None:
+    conn.execute(insert(S).values(**values))
+
+
+def update_session(conn: Connection, session_id: str, **values: Any) -> None:
+    conn.execute(update(S).where(S.c.id == session_id).values(**values))
+
+
+def session_filters(
+    scope: str | None = None, scope_id: str | None = None, text_filter: str | None = None
+) -> list[Any]:
+    conds: list[Any] = []
+    if scope:
+        conds.append(S.c.scope == scope)
+    if scope_id:
+        conds.append(S.c.scope_id == scope_id)
+    if text_filter:
+        like = f"%{text_filter.lower()}%"
+        conds.append(
+            or_(
+                func.lower(S.c.title).like(like),
+                func.lower(S.c.agent).like(like),
+                func.lower(S.c.id).like(like),
+                func.lower(S.c.scope_id).like(like),
+            )
+        )
+    return conds
+
+
+SORT_COLUMNS = {
+    "last_seen": S.c.last_seen_at,
+    "started": S.c.started_at,
+    "title": S.c.title,
+    "agent": S.c.agent,
+}
+
+
+def list_sessions(
+    conn: Connection,
+    *,
+    scope: str | None = None,
+    scope_id: str | None = None,
+    text_filter: str | None = None,
+    sort: str = "last_seen",
+    descending: bool = True,
+    limit: int | None = None,
+    offset: int = 0,
+) -> list[dict[str, Any]]:
+    col = SORT_COLUMNS.get(sort, S.c.last_seen_at)
+    q = select(S)
+    conds = session_filters(scope, scope_id, text_filter)
+    if conds:
+        q = q.where(and_(*conds))
+    q = q.order_by(col.desc() if descending else col.asc(), S.c.id.desc())
+    if limit is not None:
+        q = q.limit(limit).offset(offset)
+    return [dict(r) for r in conn.execute(q).mappings().all()]
+
+
+def count_sessions(
+    conn: Connection,
+    scope: str | None = None,
+    scope_id: str | None = None,
+    text_filter: str | None = None,
+) -> int:
+    q = select(func.count()).select_from(S)
+    conds = session_filters(scope, scope_id, text_filter)
+    if conds:
+        q = q.where(and_(*conds))
+    return int(conn.execute(q).scalar() or 0)
+
+
+def session_counts(conn: Connection, session_ids: Sequence[str]) -> dict[str, dict[str, int]]:
+    """Episode / active / archived turn counts for a page of sessions."""
+    out = {sid: {"episodes": 0, "active_turns": 0, "archived_turns": 0} for sid in session_ids}
+    if not session_ids:
+        return out
+    ids = list(session_ids)
+    for i in range(0, len(ids), 500):
+        chunk = ids[i : i + 500]
+        q = (
+            select(T.c.session_id, T.c.archived, func.count())
+            .where(T.c.session_id.in_(chunk))
+            .group_by(T.c.session_id, T.c.archived)
+        )
+        for sid, archived, n in conn.execute(q):
+            out[sid]["archived_turns" if archived else "active_turns"] = int(n)
+        q2 = (
+            select(E.c.session_id, func.count())
+            .where(E.c.session_id.in_(chunk))
+            .group_by(E.c.session_id)
+        )
+        for sid, n in conn.execute(q2):
+            out[sid]["episodes"] = int(n)
+    return out
+
+
+def open_session_ids(conn: Connection, idle_before: float) -> list[str]:
+    q = select(S.c.id).where(and_(S.c.status == "open", S.c.last_seen_at < idle_before))
+    return [r[0] for r in conn.execute(q)]
+
+
+# -- episodes --------------------------------------------------------------
+def get_episode(conn: Connection, episode_id: str) -> dict[str, Any] | None:
+    row = conn.execute(select(E).where(E.c.id == episode_id)).mappings().first()
+    return dict(row) if row else None
+
+
+def insert_episode(conn: Connection, values: dict[str, Any]) -> None:
+    conn.execute(insert(E).values(**values))
+
+
+def update_episode(conn: Connection, episode_id: str, **values: Any) -> None:
+    conn.execute(update(E).where(E.c.id == episode_id).values(**values))
+
+
+def session_episodes(conn: Connection, session_id: str) -> list[dict[str, Any]]:
+    q = select(E).where(E.c.session_id == session_id).order_by(E.c.started_at, E.c.id)
+    return [dict(r) for r in conn.execute(q).mappings().all()]
+
+
+def open_episode_ids(conn: Connection, session_id: str | None = None) -> list[str]:
+    q = select(E.c.id).where(E.c.status == "open")
+    if session_id is not None:
+        q = q.where(E.c.session_id == session_id)
+    return [r[0] for r in conn.execute(q.order_by(E.c.started_at))]
+
+
+# -- turns -----------------------------------------------------------------
+def get_turn(conn: Connection, turn_id: str) -> dict[str, Any] | None:
+    row = conn.execute(select(T).where(T.c.id == turn_id)).mappings().first()
+    return dict(row) if row else None
+
+
+def get_turns(conn: Connection, turn_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+    ids = list(turn_ids)
+    out: dict[str, dict[str, Any]] = {}
+    for i in range(0, len(ids), 500):
+        q = select(T).where(T.c.id.in_(ids[i : i + 500]))
+        for r in conn.execute(q).mappings():
+            out[r["id"]] = dict(r)
+    return out
+
+
+def insert_turn(conn: Connection, values: dict[str, Any]) -> None:
+    conn.execute(insert(T).values(**values))
+
+
+def update_turn(conn: Connection, turn_id: str, **values: Any) -> None:
+    conn.execute(update(T).where(T.c.id == turn_id).values(**values))
+
+
+def insert_turns(conn: Connection, rows: list[dict[str, Any]]) -> None:
+    if rows:
+        conn.execute(insert(T), rows)
+
+
+def next_index(conn: Connection, session_id: str) -> int:
+    value = conn.execute(select(func.max(T.c.idx)).where(T.c.session_id == session_id)).scalar()
+    return 0 if value is None else int(value) + 1
+
+
+def session_turns(
+    conn: Connection,
+    session_id: str,
+    *,
+    archived: bool | None = None,
+    start: int | None = None,
+    end: int | None = None,
+    limit: int | None = None,
+    newest_first: bool = False,
+) -> list[dict[str, Any]]:
+    q = select(T).where(T.c.session_id == session_id)
+    if archived is not None:
+        q = q.where(T.c.archived == archived)
+    if start is not None:
+        q = q.where(T.c.idx >= start)
+    if end is not None:
+        q = q.where(T.c.idx <= end)
+    q = q.order_by(T.c.idx.desc() if newest_first else T.c.idx.asc())
+    if limit is not None:
+        q = q.limit(limit)
+    return [dict(r) for r in conn.execute(q).mappings().all()]
+
+
+def episode_turn_count(conn: Connection, episode_id: str) -> int:
+    q = select(func.count()).select_from(T).where(T.c.episode_id == episode_id)
+    return int(conn.execute(q).scalar() or 0)
+
+
+def active_real_turns(conn: Connection, session_id: str) -> int:
+    q = (
+        select(func.count())
+        .select_from(T)
+        .where(
+            and_(
+                T.c.session_id == session_id,
+                T.c.archived.is_(False),
+                T.c.is_compaction_summary.is_(False),
+            )
+        )
+    )
+    return int(conn.execute(q).scalar() or 0)
+
+
+def turn_public(row: dict[str, Any]) -> dict[str, Any]:
+    """The public shape of a turn (CLI/JSON/protocol)."""
+    return {
+        "turn_id": row["id"],
+        "session_id": row["session_id"],
+        "episode_id": row["episode_id"],
+        "index": row["idx"],
+        "role": row["role"],
+        "content": row["content"],
+        "timestamp": iso(row["timestamp"]),
+        "archived": bool(row["archived"]),
+        "is_compaction_summary": bool(row["is_compaction_summary"]),
+        "replaced_count": int(row["replaced_count"] or 0),
+        "tool_calls": row["tool_calls"],
+        "tool_call_id": row["tool_call_id"],
+        "metadata": row["meta"] if row["meta"] is not None else {},
+    }
+
+
+def message_public(row: dict[str, Any]) -> dict[str, Any]:
+    """The DESIGN §5.1 message shape: index, role, content, timestamp, archived."""
+    return {
+        "index": row["idx"],
+        "role": row["role"],
+        "content": row["content"],
+        "timestamp": iso(row["timestamp"]),
+        "archived": bool(row["archived"]),
+    }
+
+
+def episode_public(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "episode_id": row["id"],
+        "session_id": row["session_id"],
+        "status": row["status"],
+        "closed_by": row["closed_by"],
+        "started_at": iso(row["started_at"]),
+        "ended_at": iso(row["ended_at"]),
+        "intent": {
+            "kind": row["intent_kind"],
+            "confidence": row["intent_confidence"],
+            "rule_id": row["intent_rule"],
+            "source": row["intent_source"],
+        },
+        "r_task": row["r_task"],
+        "meta": row["meta"] or {},
+    }
+
+
+LINEAGE_KEYS = ("lineage_id", "root_session_id", "thread_id")
+
+
+def session_public(row: dict[str, Any], counts: dict[str, int] | None = None) -> dict[str, Any]:
+    out = {
+        "session_id": row["id"],
+        "agent": row["agent"],
+        "scope": row["scope"],
+        "scope_id": row["scope_id"],
+        "title": row["title"],
+        "status": row["status"],
+        "source": row["source"],
+        "started_at": iso(row["started_at"]),
+        "last_seen_at": iso(row["last_seen_at"]),
+        "closed_at": iso(row["closed_at"]),
+        "retention": row["retention"],
+        "active_window": row["active_window"],
+        "lineage_id": row["lineage_id"],
+        "root_session_id": row["root_session_id"],
+        "thread_id": row["thread_id"],
+        "parent_session_id": row["parent_session_id"],
+        "meta": row["meta"] or {},
+    }
+    if counts is not None:
+        out.update(counts)
+    return out
