@@ -159,3 +159,17 @@ def test_readonly_store_refuses_writes_but_reads(tmp_path):
         pass
     reader.close()
     writer.close()
+
+
+def test_two_writer_processes_share_one_gap_free_log(tmp_path):
+    """A CLI import while the hub runs: both stores append to the same log."""
+    path = tmp_path / "m.db"
+    a = Store.open(path)
+    b = Store.open(path)
+    ma, mb = SessionManager(a), SessionManager(b)
+    ma.open_session(session_id="s1")
+    mb.open_session(session_id="s2")  # b's counter started before a wrote
+    ma.open_session(session_id="s3")
+    assert [(e.seq, e.session_id) for e in a.events_since(0)] == [(1, "s1"), (2, "s2"), (3, "s3")]
+    a.close()
+    b.close()

@@ -2,8 +2,9 @@
 
 One ``Store`` per process. Writes go through ``Store.write()``: one outer
 transaction per call (``BEGIN IMMEDIATE`` on SQLite), nested calls become
-savepoints, and the events a transaction appends get their ``seq`` from an
-in-process counter that only advances on commit, so the log has no gaps.
+savepoints, and the events a transaction appends get their ``seq`` from the
+log's current maximum, read under the write lock, so the log has no gaps even
+when a second process writes.
 Listeners registered with ``on_commit`` see events only after they are durable.
 """
 
@@ -178,7 +179,10 @@ class Store:
             conn = self.engine.connect().execution_options(sqlite_immediate=True)
             try:
                 trans = conn.begin()
-                tx = WriteTx(conn=conn, next_seq=self._last_seq + 1)
+                # Re-read under the write lock: another process (a CLI import while
+                # a hub runs) may have appended events since we last looked.
+                last = conn.execute(text("SELECT COALESCE(MAX(seq), 0) FROM events")).scalar()
+                tx = WriteTx(conn=conn, next_seq=int(last or 0) + 1)
                 self._local.tx = tx
                 try:
                     yield tx
