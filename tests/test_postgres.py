@@ -1,0 +1,69 @@
+"""The SQL layer on PostgreSQL (the scale-out path of DESIGN §3).
+
+Runs when ``MEMVIEWER_TEST_PG_URL`` points at a server (``.ci/run`` starts a
+throwaway cluster when the PostgreSQL binaries exist); skipped otherwise.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+
+PG_URL = os.environ.get("MEMVIEWER_TEST_PG_URL")
+pytestmark = pytest.mark.skipif(not PG_URL, reason="MEMVIEWER_TEST_PG_URL not set (no PostgreSQL)")
+
+
+@pytest.fixture
+def pg_store():
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
+    from memviewer.store.db import Store
+
+    name = f"mv_{uuid.uuid4().hex[:12]}"
+    admin = create_engine(PG_URL, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    url = make_url(PG_URL).set(database=name).render_as_string(hide_password=False)
+    store = Store(url)
+    try:
+        yield store
+    finally:
+        store.close()
+        with admin.connect() as conn:
+            conn.execute(text(f'DROP DATABASE "{name}"'))
+        admin.dispose()
+
+
+def test_manager_lifecycle_compaction_and_batches_on_postgres(pg_store):
+    from memviewer.errors import MemviewerError
+    from memviewer.session.manager import SessionManager
+    from memviewer.store import repos
+    from memviewer.store.migrations import latest_version
+
+    assert pg_store.schema_version() == latest_version()
+    mgr = SessionManager(pg_store, active_window=4)
+    mgr.open_session(session_id="s1", agent="bot", meta={"k": [1, "two"]})
+    mgr.start_episode("s1", "fix the bug", episode_id="e1")
+    for i in range(10):
+        mgr.add_turn("e1", "assistant", f"m{i}", metadata={"i": i})
+    results = mgr.apply_batch(
+        [{"op": "add_turn", "episode_id": "nope", "role": "user", "content": "x"},
+         {"op": "add_turn", "episode_id": "e1", "role": "user", "content": "y"}]
+    )
+    assert results[0]["error"]["code"] == "episode_not_found" and "ok" in results[1]
+    mgr.finalize_episode("e1")
+    with pytest.raises(MemviewerError) as err:
+        mgr.add_turn("e1", "user", "late")
+    assert err.value.code == "conflict"
+    with pg_store.read() as conn:
+        turns = repos.session_turns(conn, "s1")
+        session = repos.get_session(conn, "s1")
+    assert [t["idx"] for t in turns] == list(range(len(turns)))
+    assert sum(t["is_compaction_summary"] for t in turns) == 1
+    assert turns[0]["archived"] and turns[0]["content"] == "fix the bug"
+    assert session["meta"] == {"k": [1, "two"]}
+    seqs = [e.seq for e in pg_store.events_since(0)]
+    assert seqs == list(range(1, len(seqs) + 1))
