@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from memviewer.errors import (
@@ -62,6 +63,43 @@ def _ts(value: Any) -> float:
 def _title_from(message: str) -> str:
     text = " ".join(message.split())
     return text if len(text) <= TITLE_CHARS else text[: TITLE_CHARS - 1] + "…"
+
+
+@dataclass(frozen=True)
+class TurnArgs:
+    turn_id: str
+    ts: float
+    metadata: dict[str, Any] | None
+
+
+def validate_turn(
+    episode_id: Any, role: Any, content: Any, turn_id: Any, metadata: Any, tool_calls: Any,
+    tool_call_id: Any, ts: Any,
+) -> TurnArgs:
+    """Argument checks shared by ``add_turn`` and the batch fast path."""
+    _require_str("episode_id", episode_id, allow_empty=False)
+    _require_str("role", role)
+    if role not in ROLES:
+        raise MemviewerError(INVALID_ARGUMENT, f"role must be one of {ROLES}, not {role!r}")
+    _require_str("content", content)
+    metadata = _opt_dict("metadata", metadata)
+    if tool_calls is not None and not isinstance(tool_calls, list):
+        raise MemviewerError(INVALID_ARGUMENT, "tool_calls must be a list")
+    if tool_call_id is not None:
+        _require_str("tool_call_id", tool_call_id)
+    tid = turn_id or new_id("t-")
+    _require_str("turn_id", tid, allow_empty=False)
+    return TurnArgs(turn_id=tid, ts=_ts(ts), metadata=metadata)
+
+
+def replayed_turn(existing: dict[str, Any], episode_id: str) -> dict[str, Any]:
+    if existing["episode_id"] != episode_id:
+        raise MemviewerError(CONFLICT, f"turn {existing['id']!r} belongs to another episode")
+    return repos.turn_public(existing)
+
+
+def closed_episode_error(episode: dict[str, Any]) -> MemviewerError:
+    return MemviewerError(CONFLICT, f"episode {episode['id']!r} is closed ({episode['closed_by']})")
 
 
 class SessionManager:
@@ -298,34 +336,20 @@ class SessionManager:
         tool_call_id: str | None = None,
         ts: Any = None,
     ) -> dict[str, Any]:
-        _require_str("role", role)
-        if role not in ROLES:
-            raise MemviewerError(INVALID_ARGUMENT, f"role must be one of {ROLES}, not {role!r}")
-        _require_str("content", content)
-        metadata = _opt_dict("metadata", metadata)
-        if tool_calls is not None and not isinstance(tool_calls, list):
-            raise MemviewerError(INVALID_ARGUMENT, "tool_calls must be a list")
-        if tool_call_id is not None:
-            _require_str("tool_call_id", tool_call_id)
-        tid = turn_id or new_id("t-")
-        _require_str("turn_id", tid, allow_empty=False)
-        t = _ts(ts)
+        args = validate_turn(episode_id, role, content, turn_id, metadata, tool_calls, tool_call_id, ts)
+        tid, t = args.turn_id, args.ts
         with log_context(episode_id=episode_id), self.store.write() as tx:
             existing = repos.get_turn(tx.conn, tid)
             if existing is not None:  # replay of an acknowledged command
-                if existing["episode_id"] != episode_id:
-                    raise MemviewerError(CONFLICT, f"turn {tid!r} belongs to another episode")
-                return repos.turn_public(existing)
+                return replayed_turn(existing, episode_id)
             episode = self._episode(tx, episode_id)
             if episode["status"] != "open":
-                raise MemviewerError(
-                    CONFLICT, f"episode {episode_id!r} is closed ({episode['closed_by']})"
-                )
+                raise closed_episode_error(episode)
             session = self._session(tx, episode["session_id"])
             with log_context(session_id=session["id"]):
                 turn = self._insert_turn(
                     tx, session, episode_id, role, content, tid,
-                    metadata=metadata, tool_calls=tool_calls, tool_call_id=tool_call_id, t=t,
+                    metadata=args.metadata, tool_calls=tool_calls, tool_call_id=tool_call_id, t=t,
                 )
                 if t > session["last_seen_at"]:
                     repos.update_session(tx.conn, session["id"], last_seen_at=t)
@@ -462,12 +486,21 @@ class SessionManager:
         """Apply commands in order in one transaction; each fails alone (savepoints).
 
         Returns one ``{"ok": result}`` or ``{"error": {code, message}}`` per
-        command. Everything is durable when this returns.
+        command. Everything is durable when this returns. On SQLite, runs of
+        ``add_turn`` take the batch fast path (``session.fastpath``).
         """
+        from memviewer.session.fastpath import TurnBatchWriter
+
         results: list[dict[str, Any]] = []
-        with self.store.write():
+        with self.store.write() as tx:
+            fast = TurnBatchWriter(self, tx) if self.store.is_sqlite else None
             for cmd in commands:
                 try:
+                    if fast is not None and isinstance(cmd, dict) and cmd.get("op") == "add_turn":
+                        results.append({"ok": fast.add_turn(cmd)})
+                        continue
+                    if fast is not None:
+                        fast.flush()
                     with self.store.write():
                         results.append({"ok": self.apply(cmd)})
                 except MemviewerError as exc:
@@ -475,6 +508,8 @@ class SessionManager:
                 except Exception as exc:  # never let one command sink the batch
                     log_session.exception("command failed")
                     results.append({"error": {"code": INTERNAL, "message": str(exc)}})
+            if fast is not None:
+                fast.flush()
         return results
 
     # -- imports -------------------------------------------------------------

@@ -126,9 +126,21 @@ def _v2_compaction(conn: Connection) -> None:
             )
 
 
+def _v4_turn_lookup_indexes(conn: Connection) -> None:
+    """The write path asks "active real turns of this session" on every turn."""
+    conn.execute(
+        text(
+            "CREATE INDEX IF NOT EXISTS ix_turns_session_active "
+            "ON turns (session_id, archived, is_compaction_summary)"
+        )
+    )
+
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "initial schema", _v1_initial),
     Migration(2, "compaction columns", _v2_compaction),
+    # 3: the FTS5 turn index, registered by memviewer.store.fts (imported below)
+    Migration(4, "turn lookup indexes", _v4_turn_lookup_indexes),
 ]
 
 
@@ -175,3 +187,8 @@ def migrate(conn: Connection, target: int | None = None) -> list[int]:
         )
         applied.append(m.version)
     return applied
+
+
+# Registered here so that every process (hub, CLI, TUI) agrees on the schema;
+# the module keeps its SQLite-only work behind a dialect check.
+from memviewer.store import fts as _fts  # noqa: E402,F401
