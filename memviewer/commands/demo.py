@@ -1,0 +1,137 @@
+"""``memviewer demo [--live]``: load the demo history, or run a simulated agent live."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from memviewer.commands.common import emit_json, fail, open_service, settings_of
+
+CHUNK = 500
+
+
+def _created(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
+    keys = ("sessions", "episodes", "turns", "archived_turns", "events")
+    return {k: int(after.get(k, 0)) - int(before.get(k, 0)) for k in keys}
+
+
+def _apply_through_hub(socket_path: Any, commands: list[dict[str, Any]]) -> tuple[dict, list]:
+    from memviewer.wire.remote import RemoteService
+
+    with RemoteService(socket_path, client="memviewer.demo") as remote:
+        before = remote.stats()["counts"]
+        results: list[dict[str, Any]] = []
+        for i in range(0, len(commands), CHUNK):
+            results += remote.publish(commands[i : i + CHUNK])
+        after = remote.stats()["counts"]
+    return _created(before, after), results
+
+
+def _apply_in_process(ctx: click.Context, commands: list[dict[str, Any]], index: bool) -> tuple[dict, list]:
+    with open_service(ctx) as svc:
+        before = svc.stats()["counts"]
+        results: list[dict[str, Any]] = []
+        for i in range(0, len(commands), CHUNK):
+            results += svc.apply_batch(commands[i : i + CHUNK])
+        after = svc.stats()["counts"]
+        if index:
+            try:
+                if svc.indexer() is not None:
+                    click.echo("indexing the demo sessions for recall…", err=True)
+                    svc.sync_index()
+            except Exception as exc:  # the index is derived: `memviewer reindex` can rebuild it
+                click.echo(f"warning: vector index not updated ({type(exc).__name__}: {exc}); "
+                           "run `memviewer reindex` later", err=True)
+    return _created(before, after), results
+
+
+@click.command("demo")
+@click.option("--live", is_flag=True, help="simulate an agent publishing in real time through the hub")
+@click.option("--rate", type=float, default=2.0, show_default=True, help="live: turns per second")
+@click.option("--duration", type=float, default=None, help="live: stop after this many seconds")
+@click.option("--seed", type=int, default=None, help="live: random seed")
+@click.option("--no-index", is_flag=True, help="do not update the vector index after loading")
+@click.option("--json", "as_json", is_flag=True, help="print what was created as JSON")
+@click.pass_context
+def demo_cmd(ctx: click.Context, live: bool, rate: float, duration: float | None, seed: int | None,
+             no_index: bool, as_json: bool) -> None:
+    """Load a realistic two-week demo history (idempotent), or --live: publish as an agent would.
+
+    Without --live the data goes through the hub when one runs on the socket,
+    otherwise straight into the store. Running it twice creates nothing new.
+    """
+    settings = settings_of(ctx)
+    if live:
+        _run_live(settings, rate, duration, seed, as_json)
+        return
+    from memviewer.demo.scenario import TRY, build_scenario, describe
+    from memviewer.wire.probe import probe_hub
+
+    commands = build_scenario()
+    via_hub = probe_hub(settings.socket_path) is not None
+    if via_hub:
+        created, results = _apply_through_hub(settings.socket_path, commands)
+    else:
+        created, results = _apply_in_process(ctx, commands, index=not no_index)
+    errors = [(c, r["error"]) for c, r in zip(commands, results, strict=True) if "error" in r]
+    report = {"scenario": describe(commands), "created": created, "errors": len(errors),
+              "via": f"hub at {settings.socket_path}" if via_hub else "in-process store",
+              "home": str(settings.home_path)}
+    if as_json:
+        emit_json(report)
+    else:
+        sc = report["scenario"]
+        click.echo(f"demo scenario: {sc['sessions']} sessions, {sc['episodes']} episodes, "
+                   f"{sc['turns']} turns (via {report['via']})")
+        if any(created.values()):
+            click.echo(f"created: {created['sessions']} sessions, {created['episodes']} episodes, "
+                       f"{created['turns']} turns ({created['archived_turns']} archived), "
+                       f"{created['events']} events")
+        else:
+            click.echo("nothing new: the demo data is already loaded")
+        click.echo("try:")
+        for line in TRY:
+            click.echo(f"  {line}")
+    for cmd, err in errors[:10]:
+        click.echo(f"error: {cmd['op']}: {err.get('code')}: {err.get('message')}", err=True)
+    if errors:
+        ctx.exit(1)
+
+
+def _run_live(settings: Any, rate: float, duration: float | None, seed: int | None, as_json: bool) -> None:
+    import signal
+    import threading
+
+    from memviewer import paths
+    from memviewer.client import Publisher
+    from memviewer.demo.live import LiveAgent
+    from memviewer.wire.probe import probe_hub
+
+    if rate <= 0:
+        fail("--rate must be > 0")
+    if probe_hub(settings.socket_path) is None:
+        click.echo(f"no hub on {settings.socket_path} yet: spooling until one starts "
+                   "(run `memviewer serve` or `memviewer`)", err=True)
+    stop = threading.Event()
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    pub = Publisher(settings.socket_path, paths.spool_dir(settings.home_path), client_name="memviewer.demo")
+    agent = LiveAgent(pub, rate=rate, seed=seed, stop=stop,
+                      out=(lambda _m: None) if as_json else (lambda m: click.echo(m, err=True)))
+    try:
+        counts = agent.run(duration)
+    finally:
+        delivered = pub.flush(timeout=10.0)
+        pub.close(timeout=2.0)
+    report = {**counts, "delivered": delivered, "errors": pub.errors, **{
+        k: v for k, v in pub.stats().items() if k in ("acked_commands", "spooled_commands")}}
+    if as_json:
+        emit_json(report)
+    else:
+        click.echo(f"live demo stopped: {counts['sessions']} sessions, {counts['episodes']} episodes, "
+                   f"{counts['turns']} turns; " + ("all delivered" if delivered else
+                                                   "the rest is spooled until a hub starts"), err=True)
+
+
+COMMANDS = (demo_cmd,)

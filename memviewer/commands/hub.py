@@ -1,0 +1,193 @@
+"""``memviewer serve`` (the hub in the foreground) and ``memviewer tail`` (the event stream)."""
+
+from __future__ import annotations
+
+import sys
+from datetime import datetime
+from typing import Any
+
+import click
+
+from memviewer.commands.common import dumps, fail, settings_of, short
+
+
+@click.command("serve")
+@click.option("--no-index", is_flag=True, help="do not start the background vector indexer")
+@click.pass_context
+def serve_cmd(ctx: click.Context, no_index: bool) -> None:
+    """Run the hub in the foreground (Ctrl-C or SIGTERM stops it cleanly).
+
+    Agents publish to it through memviewer.client.Publisher; the TUI, `tail`
+    and the CLI read through it. Stopping it abandons open episodes and
+    removes the socket.
+    """
+    import asyncio
+    import signal
+
+    from memviewer import __version__
+    from memviewer.service import MemoryService
+    from memviewer.wire.hub import Hub, HubError
+
+    settings = settings_of(ctx)
+    sock = settings.socket_path
+    from memviewer.wire.probe import probe_hub
+
+    running = probe_hub(sock)
+    if running is not None:
+        fail(f"a memviewer hub ({running}) is already running on {sock}",
+             hint="stop it first, or pass --socket PATH to run another one")
+    service = MemoryService(settings)
+
+    async def main() -> dict[str, Any]:
+        hub = Hub(service, sock, frame_limit=settings.frame_limit,
+                  subscriber_queue=settings.subscriber_queue, start_indexer=not no_index)
+        await hub.start()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, hub.request_stop)
+        click.echo(f"memviewer hub {__version__} listening on {sock} (home {settings.home_path}); "
+                   "Ctrl-C to stop", err=True)
+        await hub.serve_forever()
+        return {"abandoned": hub.last_close_report.get("abandoned_episodes", [])}
+
+    try:
+        report = asyncio.run(main())
+    except HubError as exc:
+        service.close()
+        fail(str(exc), hint="pass --socket PATH to run a hub on another socket")
+    service.close()
+    click.echo(f"hub stopped; {len(report['abandoned'])} open episodes abandoned", err=True)
+
+
+# -- tail --------------------------------------------------------------------------------
+def _clock(ts: float) -> str:
+    return datetime.fromtimestamp(ts).strftime("%m-%d %H:%M:%S")
+
+
+def _summary(kind: str, p: dict[str, Any]) -> str:
+    if kind == "episode.turn_added":
+        t = p.get("turn") or {}
+        tool = (t.get("metadata") or {}).get("tool")
+        role = f"{t.get('role')}[{tool}]" if tool else str(t.get("role"))
+        return f"#{t.get('index')} {role}: {short(t.get('content'), 90)}"
+    if kind == "episode.started":
+        intent = p.get("intent") or {}
+        return f"[{intent.get('kind', '?')}] {short(p.get('user_message'), 90)}"
+    if kind == "session.started":
+        src = f" source={p['source']}" if p.get("source") else ""
+        return f"agent={p.get('agent')} {p.get('scope')}:{p.get('scope_id')}{src} {short(p.get('title'), 50)}"
+    if kind in ("episode.finalized", "episode.abandoned"):
+        extra = f" reason={p['reason']}" if p.get("reason") else ""
+        extra += f" r_task={p['r_task']}" if p.get("r_task") is not None else ""
+        return f"closed_by={p.get('closed_by')}{extra}"
+    if kind == "session.compacted":
+        return f"archived {p.get('archived_count')} turns ({p.get('replaced_count')} in total)"
+    if kind == "session.imported":
+        return f"{p.get('turns')} turns ({p.get('new_turns')} new, {p.get('archived_turns')} archived)"
+    return short(dumps(p), 90) if p else ""
+
+
+def format_event(ev: Any, as_json: bool) -> str:
+    """One output line for an ``EventRecord``: NDJSON or a readable summary."""
+    if as_json:
+        return dumps(ev.to_dict())
+    sid = (ev.session_id or "-")[-8:]
+    eid = (ev.episode_id or "-")[-8:]
+    return f"{ev.seq:>7} {_clock(ev.ts)} {ev.kind:<19} s:{sid:<8} e:{eid:<8} {_summary(ev.kind, ev.payload)}"
+
+
+def _write(line: str) -> None:
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()
+
+
+def _stored_events(settings: Any, from_seq: int, kinds: list[str] | None, session: str | None,
+                   limit: int | None) -> tuple[int, Any]:
+    """(last_seq, page reader) from the hub if one answers, else the store read-only."""
+    from memviewer.wire.probe import probe_hub
+
+    if probe_hub(settings.socket_path) is not None:
+        from memviewer.wire.remote import RemoteService
+
+        remote = RemoteService(settings.socket_path)
+        return remote.last_seq, lambda cur, n: remote.events(cur, n, kinds, session)
+    from memviewer import paths
+    from memviewer.store.db import Store
+
+    db = paths.db_path(settings.home_path)
+    if not db.exists():
+        return 0, lambda cur, n: []
+    store = Store.open(db, readonly=True)
+    return store.refresh_last_seq(), lambda cur, n: store.events_since(cur, n, kinds, session)
+
+
+@click.command("tail")
+@click.option("--from-seq", type=int, default=None,
+              help="print events after this seq (0 = from the start; default: the last 10)")
+@click.option("--no-follow", is_flag=True, help="print what is stored and exit")
+@click.option("--json", "as_json", is_flag=True,
+              help="NDJSON lines {seq, kind, ts, session_id, episode_id, payload}")
+@click.option("--kind", "kinds", multiple=True, help="only this event kind (repeatable)")
+@click.option("--session", "session_id", default=None, help="only events of this session")
+@click.pass_context
+def tail_cmd(ctx: click.Context, from_seq: int | None, no_follow: bool, as_json: bool,
+             kinds: tuple[str, ...], session_id: str | None) -> None:
+    """Events as they happen (resumes by seq after a hub restart, no gaps, no duplicates).
+
+    With --no-follow and no hub running, the store is read directly (read-only).
+    """
+    from memviewer.store.events import EVENT_KINDS
+
+    bad = [k for k in kinds if k not in EVENT_KINDS]
+    if bad:
+        fail(f"unknown event kind(s): {', '.join(bad)}", hint="kinds: " + ", ".join(EVENT_KINDS))
+    if from_seq is not None and from_seq < 0:
+        fail("--from-seq must be >= 0")
+    settings = settings_of(ctx)
+    kind_list = list(kinds) or None
+    try:
+        if no_follow or from_seq is None:
+            last, page = _stored_events(settings, from_seq or 0, kind_list, session_id, None)
+            start = from_seq if from_seq is not None else max(0, last - 10)
+            if no_follow:
+                cursor = start
+                while True:
+                    events = page(cursor, 1000)
+                    for ev in events:
+                        _write(format_event(ev, as_json))
+                        cursor = ev.seq
+                    if len(events) < 1000 or cursor >= last:
+                        break
+                return
+            from_seq = start
+        _follow(settings, from_seq, kind_list, session_id, as_json)
+    except BrokenPipeError:
+        sys.stderr.close()
+    except KeyboardInterrupt:
+        pass
+
+
+def _follow(settings: Any, from_seq: int, kinds: list[str] | None, session_id: str | None,
+            as_json: bool) -> None:
+    import asyncio
+
+    from memviewer.wire.subscriber import ConnectionState, Subscriber
+
+    def note(st: ConnectionState) -> None:
+        if st.status == "reconnecting" and st.attempt > 1:
+            return  # one line per outage is enough
+        msg = {"connected": f"connected to {settings.socket_path}", "resumed": "resumed",
+               "lagged": "lagged behind", "reconnecting": "waiting for the hub",
+               "closed": "closed"}.get(st.status, st.status)
+        click.echo(f"# {msg} (seq {st.last_seq}){': ' + st.detail if st.detail else ''}", err=True)
+
+    async def run() -> None:
+        sub = Subscriber(settings.socket_path, from_seq=from_seq, kinds=kinds, session_id=session_id,
+                         on_state=note, client="memviewer.tail")
+        async for ev in sub.stream():
+            _write(format_event(ev, as_json))
+
+    asyncio.run(run())
+
+
+COMMANDS = (serve_cmd, tail_cmd)

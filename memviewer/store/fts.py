@@ -1,0 +1,271 @@
+"""The FTS5 keyword index over every turn, kept in step by SQLite triggers.
+
+Migration 3 creates two contentless FTS5 tables keyed by ``turns.num`` (the
+stable integer key), fills them from the existing turns, and installs triggers
+on ``turns`` so an insert, a content update or a delete changes the index in
+the same transaction: a turn is searchable the moment its write commits, and
+neither the store nor the session manager knows the index exists.
+
+Why two tables (measured in ``docs/bench/search.md``):
+
+* ``turns_fts`` — ``porter unicode61 remove_diacritics 2``: word-level BM25
+  with stemming ("migrate" finds "migration") for every script that separates
+  words with spaces. Trigram BM25 on English is both noisier ("api" matches
+  "capital") and slower (each word is a phrase of several very common trigrams).
+* ``turns_fts_cjk`` — ``trigram``: substring search for scripts written without
+  spaces (Chinese, Japanese, Thai, …), where unicode61 would index a whole
+  sentence as one token. Only turns containing such characters are indexed, so
+  the table stays small on mostly-English data. Text is stored with two
+  trailing spaces, so every occurrence of a one- or two-character term is the
+  prefix of some indexed trigram; ``turns_fts_cjk_vocab`` (fts5vocab) turns
+  such a short term into the exact set of trigrams that contain it.
+
+Contentless tables (``content=''``) avoid a second copy of the text; the
+triggers pass the old text to FTS5's ``delete`` command, which is exactly what
+was indexed. On a database without FTS5 (PostgreSQL, an SQLite build without
+it) or with ``MEMVIEWER_FORCE_NO_FTS=1`` the migration does nothing and keyword
+search falls back to a substring scan. ``ensure()`` installs the index later
+on a writable store where it is missing (e.g. the flag was dropped).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import sqlite3
+from collections.abc import Mapping
+from typing import Any
+
+from sqlalchemy import Connection
+
+from memviewer.store import migrations
+
+log = logging.getLogger("memviewer.store")
+
+WORD_TABLE = "turns_fts"
+CJK_TABLE = "turns_fts_cjk"
+CJK_VOCAB = "turns_fts_cjk_vocab"
+WORD_TOKENIZER = "porter unicode61 remove_diacritics 2"
+FORCE_ENV = "MEMVIEWER_FORCE_NO_FTS"
+PAD = "  "  # see the module docstring: short CJK terms become trigram prefixes
+
+# Scripts written without spaces between words (plus Hangul, whose words carry
+# attached particles): kana, CJK ideographs (+ extension A, compatibility and
+# the supplementary planes), Hangul syllables, half-width katakana, Thai, Lao,
+# Myanmar and Khmer. Both SQLite GLOB and the Python query parser use it.
+NO_SPACE_RANGES = (
+    ("\u3040", "\u30ff"),
+    ("\u3400", "\u4dbf"),
+    ("\u4e00", "\u9fff"),
+    ("\uac00", "\ud7af"),
+    ("\uf900", "\ufaff"),
+    ("\uff66", "\uff9f"),
+    ("\u0e00", "\u0eff"),
+    ("\u1000", "\u109f"),
+    ("\u1780", "\u17ff"),
+    ("\U00020000", "\U0002ebef"),
+)
+NO_SPACE_CLASS = "".join(f"{a}-{b}" for a, b in NO_SPACE_RANGES)
+NO_SPACE_GLOB = f"*[{NO_SPACE_CLASS}]*"
+
+_TRIGGERS = {
+    "turns_fts_ai": f"""
+        CREATE TRIGGER turns_fts_ai AFTER INSERT ON turns BEGIN
+          INSERT INTO {WORD_TABLE}(rowid, content) VALUES (new.num, new.content);
+        END""",
+    "turns_fts_ad": f"""
+        CREATE TRIGGER turns_fts_ad AFTER DELETE ON turns BEGIN
+          INSERT INTO {WORD_TABLE}({WORD_TABLE}, rowid, content) VALUES ('delete', old.num, old.content);
+        END""",
+    "turns_fts_au": f"""
+        CREATE TRIGGER turns_fts_au AFTER UPDATE OF content, num ON turns BEGIN
+          INSERT INTO {WORD_TABLE}({WORD_TABLE}, rowid, content) VALUES ('delete', old.num, old.content);
+          INSERT INTO {WORD_TABLE}(rowid, content) VALUES (new.num, new.content);
+        END""",
+}
+_CJK_TRIGGERS = {
+    "turns_fts_cjk_ai": f"""
+        CREATE TRIGGER turns_fts_cjk_ai AFTER INSERT ON turns
+        WHEN new.content GLOB '{NO_SPACE_GLOB}' BEGIN
+          INSERT INTO {CJK_TABLE}(rowid, content) VALUES (new.num, new.content || '{PAD}');
+        END""",
+    "turns_fts_cjk_ad": f"""
+        CREATE TRIGGER turns_fts_cjk_ad AFTER DELETE ON turns
+        WHEN old.content GLOB '{NO_SPACE_GLOB}' BEGIN
+          INSERT INTO {CJK_TABLE}({CJK_TABLE}, rowid, content)
+            VALUES ('delete', old.num, old.content || '{PAD}');
+        END""",
+    "turns_fts_cjk_aud": f"""
+        CREATE TRIGGER turns_fts_cjk_aud AFTER UPDATE OF content, num ON turns
+        WHEN old.content GLOB '{NO_SPACE_GLOB}' BEGIN
+          INSERT INTO {CJK_TABLE}({CJK_TABLE}, rowid, content)
+            VALUES ('delete', old.num, old.content || '{PAD}');
+        END""",
+    "turns_fts_cjk_aui": f"""
+        CREATE TRIGGER turns_fts_cjk_aui AFTER UPDATE OF content, num ON turns
+        WHEN new.content GLOB '{NO_SPACE_GLOB}' BEGIN
+          INSERT INTO {CJK_TABLE}(rowid, content) VALUES (new.num, new.content || '{PAD}');
+        END""",
+}
+
+
+def forced_off(env: Mapping[str, str] | None = None) -> bool:
+    """True when ``MEMVIEWER_FORCE_NO_FTS`` asks for the substring-scan path."""
+    value = (os.environ if env is None else env).get(FORCE_ENV, "")
+    return value.strip().lower() in ("1", "true", "yes", "on")
+
+
+@functools.cache
+def sqlite_support() -> dict[str, Any]:
+    """What this process's SQLite offers: ``{"fts5", "trigram", "version"}`` (probed once)."""
+    out: dict[str, Any] = {"version": sqlite3.sqlite_version, "fts5": False, "trigram": False}
+    probe = sqlite3.connect(":memory:")
+    try:
+        try:
+            probe.execute("CREATE VIRTUAL TABLE p USING fts5(x)")
+            out["fts5"] = True
+            probe.execute("CREATE VIRTUAL TABLE q USING fts5(x, tokenize='trigram')")
+            out["trigram"] = True
+        except sqlite3.Error:
+            pass
+    finally:
+        probe.close()
+    return out
+
+
+def _is_sqlite(conn: Connection) -> bool:
+    return conn.dialect.name == "sqlite"
+
+
+def installed(conn: Connection) -> dict[str, bool]:
+    """Which index tables exist in this database: ``{"word": bool, "cjk": bool}``."""
+    if not _is_sqlite(conn):
+        return {"word": False, "cjk": False}
+    names = {
+        r[0]
+        for r in conn.exec_driver_sql(
+            "SELECT name FROM sqlite_master WHERE name IN (?, ?, ?)",
+            (WORD_TABLE, CJK_TABLE, CJK_VOCAB),
+        )
+    }
+    return {"word": WORD_TABLE in names, "cjk": CJK_TABLE in names and CJK_VOCAB in names}
+
+
+def install(conn: Connection) -> dict[str, bool]:
+    """Create the tables and triggers that are missing and backfill them.
+
+    Runs inside the caller's transaction; returns what is installed afterwards.
+    """
+    if not _is_sqlite(conn):
+        return {"word": False, "cjk": False}
+    support = sqlite_support()
+    have = installed(conn)
+    if not support["fts5"]:
+        log.warning("SQLite %s has no FTS5: keyword search uses a substring scan", support["version"])
+        return have
+    if not have["word"]:
+        conn.exec_driver_sql(
+            f"CREATE VIRTUAL TABLE {WORD_TABLE} USING fts5("
+            f"content, content='', tokenize='{WORD_TOKENIZER}')"
+        )
+        conn.exec_driver_sql(f"INSERT INTO {WORD_TABLE}(rowid, content) SELECT num, content FROM turns")
+        conn.exec_driver_sql(f"INSERT INTO {WORD_TABLE}({WORD_TABLE}) VALUES ('optimize')")
+        for name, ddl in _TRIGGERS.items():
+            conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {name}")
+            conn.exec_driver_sql(ddl)
+    if not have["cjk"] and support["trigram"]:
+        conn.exec_driver_sql(f"DROP TABLE IF EXISTS {CJK_TABLE}")
+        conn.exec_driver_sql(
+            f"CREATE VIRTUAL TABLE {CJK_TABLE} USING fts5(content, content='', tokenize='trigram')"
+        )
+        conn.exec_driver_sql(
+            f"CREATE VIRTUAL TABLE {CJK_VOCAB} USING fts5vocab({CJK_TABLE}, 'row')"
+        )
+        conn.exec_driver_sql(
+            f"INSERT INTO {CJK_TABLE}(rowid, content) SELECT num, content || '{PAD}' FROM turns "
+            f"WHERE content GLOB '{NO_SPACE_GLOB}'"
+        )
+        for name, ddl in _CJK_TRIGGERS.items():
+            conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {name}")
+            conn.exec_driver_sql(ddl)
+    elif not support["trigram"]:
+        log.warning("SQLite %s has no trigram tokenizer: CJK search uses a substring scan",
+                    support["version"])
+    return installed(conn)
+
+
+def rebuild(conn: Connection) -> None:
+    """Re-index every turn (repair after a crash of a foreign writer, or a tokenizer change)."""
+    have = installed(conn)
+    if have["word"]:
+        conn.exec_driver_sql(f"INSERT INTO {WORD_TABLE}({WORD_TABLE}) VALUES ('delete-all')")
+        conn.exec_driver_sql(f"INSERT INTO {WORD_TABLE}(rowid, content) SELECT num, content FROM turns")
+        conn.exec_driver_sql(f"INSERT INTO {WORD_TABLE}({WORD_TABLE}) VALUES ('optimize')")
+    if have["cjk"]:
+        conn.exec_driver_sql(f"INSERT INTO {CJK_TABLE}({CJK_TABLE}) VALUES ('delete-all')")
+        conn.exec_driver_sql(
+            f"INSERT INTO {CJK_TABLE}(rowid, content) SELECT num, content || '{PAD}' FROM turns "
+            f"WHERE content GLOB '{NO_SPACE_GLOB}'"
+        )
+
+
+def counts(conn: Connection) -> dict[str, int]:
+    """Rows in each index and in ``turns`` (the doctor compares them)."""
+    have = installed(conn)
+    out = {"turns": int(conn.exec_driver_sql("SELECT COUNT(*) FROM turns").scalar() or 0)}
+    if have["word"]:
+        out["word"] = int(conn.exec_driver_sql(f"SELECT COUNT(*) FROM {WORD_TABLE}_docsize").scalar() or 0)
+    if have["cjk"]:
+        out["cjk"] = int(conn.exec_driver_sql(f"SELECT COUNT(*) FROM {CJK_TABLE}_docsize").scalar() or 0)
+    return out
+
+
+def _apply_v3(conn: Connection) -> None:
+    # Automated-session demotion reads count/min/max(timestamp) per candidate
+    # session; this index answers that without touching the turn rows.
+    conn.exec_driver_sql(
+        "CREATE INDEX IF NOT EXISTS ix_turns_session_ts ON turns (session_id, timestamp)"
+    )
+    if not _is_sqlite(conn):
+        log.info("migration 3: %s has no FTS5; keyword search will scan", conn.dialect.name)
+        return
+    if forced_off():
+        log.info("migration 3: %s is set; FTS index not created", FORCE_ENV)
+        return
+    install(conn)
+
+
+MIGRATION = migrations.Migration(3, "fts5 turn index", _apply_v3)
+migrations.register(MIGRATION)
+
+
+def ensure(store: Any) -> dict[str, bool]:
+    """Install the index on a writable SQLite store where it is missing.
+
+    Covers a database migrated while this module was not imported, or while
+    ``MEMVIEWER_FORCE_NO_FTS`` was set. Read-only stores are left alone.
+    """
+    if not store.is_sqlite or forced_off():
+        return {"word": False, "cjk": False}
+    with store.read() as conn:
+        have = installed(conn)
+    support = sqlite_support()
+    missing = (not have["word"] and support["fts5"]) or (not have["cjk"] and support["trigram"])
+    if not missing or store.readonly:
+        return have
+    log.info("installing the keyword index (backfilling existing turns)")
+    with store.write() as tx:
+        if store.schema_version() < MIGRATION.version:
+            migrations.migrate(tx.conn)
+        return install(tx.conn)
+
+
+def reindex(store: Any) -> dict[str, int]:
+    """Rebuild the keyword index of a writable store from its turns (for ``memviewer reindex``)."""
+    if not store.is_sqlite or forced_off():
+        return {}
+    ensure(store)
+    with store.write() as tx:
+        rebuild(tx.conn)
+        return counts(tx.conn)

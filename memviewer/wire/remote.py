@@ -1,0 +1,112 @@
+"""``RemoteService``: the read side of ``MemoryService``, through a running hub.
+
+The CLI and the TUI use it when a hub owns the store, so they see exactly what
+the hub serves. Methods and results match ``MemoryService``; hub errors come
+back as ``MemviewerError`` with the DESIGN §4 code.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from memviewer.errors import INTERNAL, MemviewerError
+from memviewer.store.events import EventRecord
+from memviewer.wire import protocol
+from memviewer.wire.syncclient import HubUnavailable, RpcConnection
+
+
+class RemoteService:
+    """A small synchronous client; thread-safe (one request at a time)."""
+
+    def __init__(self, socket_path: str | Path, *, timeout: float = 120.0,
+                 client: str = "memviewer.remote") -> None:
+        self.socket_path = Path(socket_path)
+        self.timeout = timeout
+        self.client = client
+        self._conn: RpcConnection | None = None
+        self._hello: dict[str, Any] = {}
+        self._lock = threading.Lock()
+
+    def _connect(self) -> RpcConnection:
+        conn = RpcConnection(self.socket_path, timeout=self.timeout)
+        try:
+            self._hello = conn.call(
+                protocol.HELLO,
+                {"protocol": protocol.PROTOCOL_VERSION, "role": "reader", "client": self.client},
+            )
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
+        """One request; reconnects once if the hub restarted since the last call."""
+        with self._lock:
+            for attempt in (1, 2):
+                try:
+                    if self._conn is None:
+                        self._conn = self._connect()
+                    return self._conn.call(method, params or {})
+                except HubUnavailable as exc:
+                    if self._conn is not None:
+                        self._conn.close()
+                        self._conn = None
+                    if attempt == 2:
+                        raise MemviewerError(INTERNAL, f"hub unavailable: {exc}") from None
+                except protocol.RpcError as err:
+                    raise MemviewerError(err.app_code, err.message, data=err.data) from None
+        raise AssertionError("unreachable")
+
+    # -- the MemoryService read API ------------------------------------------------
+    def hello(self) -> dict[str, Any]:
+        """The hub's ``hello`` answer (server_version, protocol, last_seq, frame_limit, pid)."""
+        with self._lock:
+            if self._conn is None:
+                try:
+                    self._conn = self._connect()
+                except HubUnavailable as exc:
+                    raise MemviewerError(INTERNAL, f"hub unavailable: {exc}") from None
+            return dict(self._hello)
+
+    @property
+    def last_seq(self) -> int:
+        return int(self.call(protocol.EVENTS, {"from_seq": 0, "limit": 1})["last_seq"])
+
+    def sessions(self, **params: Any) -> dict[str, Any]:
+        return self.call(protocol.SESSIONS, params)
+
+    def session(self, session_id: str) -> dict[str, Any]:
+        return self.call(protocol.SESSION, {"session_id": session_id})
+
+    def search(self, query: str | None = None, **params: Any) -> dict[str, Any]:
+        return self.call(protocol.SEARCH, {"query": query, **params})
+
+    def recall(self, query: str, **params: Any) -> dict[str, Any]:
+        return self.call(protocol.RECALL, {"query": query, **params})
+
+    def stats(self) -> dict[str, Any]:
+        return self.call(protocol.STATS)
+
+    def events(self, from_seq: int = 0, limit: int = 1000, kinds: list[str] | None = None,
+               session_id: str | None = None) -> list[EventRecord]:
+        result = self.call(protocol.EVENTS, {"from_seq": from_seq, "limit": limit, "kinds": kinds,
+                                             "session_id": session_id})
+        return [EventRecord.from_dict(e) for e in result["events"]]
+
+    def publish(self, commands: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Apply commands through the hub (durable when this returns); one result each."""
+        return self.call(protocol.PUBLISH, {"commands": commands})["results"]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> RemoteService:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

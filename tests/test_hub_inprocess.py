@@ -1,0 +1,106 @@
+"""The hub hosted inside an already-running event loop (how the TUI embeds it)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from pathlib import Path
+
+import pytest
+
+from memviewer.store.events import EventRecord
+from memviewer.wire.hub import Hub, HubAlreadyRunning
+from memviewer.wire.remote import RemoteService
+from memviewer.wire.subscriber import Subscriber
+
+
+async def _collect(sub: Subscriber, until_seq: int, out: list[EventRecord]) -> None:
+    async for ev in sub.stream():
+        out.append(ev)  # type: ignore[arg-type]
+        if sub.last_seq >= until_seq:
+            return
+
+
+def test_hub_inside_a_running_loop_serves_and_fans_out(service, settings) -> None:  # noqa: ANN001
+    sock = settings.socket_path
+
+    async def main() -> None:
+        hub = Hub(service, sock, start_indexer=False)
+        await hub.start()
+        assert oct(os.stat(sock).st_mode & 0o777) == "0o600"
+        # a remote client publishes while the app itself writes in-process from a worker thread
+        remote = RemoteService(sock)
+        results = await asyncio.to_thread(remote.publish, [
+            {"op": "open_session", "session_id": "s-remote", "agent": "remote"},
+            {"op": "start_episode", "session_id": "s-remote", "episode_id": "e-remote",
+             "user_message": "fix the flaky test"},
+        ])
+        assert all("ok" in r for r in results)
+        await asyncio.to_thread(service.open_session, session_id="s-local", agent="tui")
+        last = service.last_seq
+        got: list[EventRecord] = []
+        await asyncio.wait_for(_collect(Subscriber(sock, 0), last, got), timeout=10)
+        assert [e.seq for e in got] == list(range(1, last + 1))
+        assert {e.session_id for e in got} == {"s-remote", "s-local"}
+        stats = await asyncio.to_thread(remote.stats)
+        assert stats["counts"]["sessions"] == 2 and stats["hub"]["pid"] == os.getpid()
+        remote.close()
+        report = await hub.close()
+        assert report["abandoned_episodes"] == ["e-remote"]
+        assert not Path(sock).exists()
+        # the loop goes on, and a new hub can take over the same socket and service
+        hub2 = Hub(service, sock, start_indexer=False)
+        await hub2.start()
+        again = await asyncio.to_thread(lambda: RemoteService(sock).session("s-local"))
+        assert again["session"]["agent"] == "tui"
+        await hub2.close(shutdown_service=False)
+
+    asyncio.run(main())
+
+
+def test_a_second_hub_object_on_the_same_socket_is_refused(service, settings) -> None:  # noqa: ANN001
+    async def main() -> None:
+        first = Hub(service, settings.socket_path, start_indexer=False)
+        await first.start()
+        try:
+            with pytest.raises(HubAlreadyRunning, match="already running"):
+                await Hub(service, settings.socket_path, start_indexer=False).start()
+            assert Path(settings.socket_path).exists()
+            info = await asyncio.to_thread(lambda: RemoteService(settings.socket_path).stats())
+            assert info["hub"]["pid"] == os.getpid()
+        finally:
+            await first.close(shutdown_service=False)
+
+    asyncio.run(main())
+
+
+def test_socket_path_too_long_is_a_clear_error(service, tmp_path: Path) -> None:  # noqa: ANN001
+    from memviewer.wire.hub import HubError
+
+    async def main() -> None:
+        with pytest.raises(HubError, match="too long"):
+            await Hub(service, tmp_path / ("d" * 120) / "hub.sock", start_indexer=False).start()
+
+    asyncio.run(main())
+
+
+def test_events_missed_in_process_are_read_from_the_store(service, settings) -> None:  # noqa: ANN001
+    """Commits this process did not see (another writer) show up from the store, in order."""
+
+    async def main() -> None:
+        hub = Hub(service, settings.socket_path, start_indexer=False)
+        await hub.start()
+        got: list[EventRecord] = []
+        sub = Subscriber(settings.socket_path, 0)
+        task = asyncio.ensure_future(_collect(sub, 3, got))
+        await asyncio.sleep(0.2)  # live by now
+        hub._closed.set()  # hide the next commits from the fan-out, as if another process wrote them
+        service.open_session(session_id="s-a", agent="a")
+        service.open_session(session_id="s-b", agent="b")
+        hub._closed.clear()
+        service.open_session(session_id="s-c", agent="c")  # seen in-process: reveals the gap 1..2
+        await asyncio.wait_for(task, timeout=5)
+        assert [(e.seq, e.session_id) for e in got] == [(1, "s-a"), (2, "s-b"), (3, "s-c")]
+        await hub.close(shutdown_service=False)
+
+    asyncio.run(main())

@@ -1,0 +1,162 @@
+"""Hub process lifecycle: permissions, one hub per socket, stale sockets, SIGTERM, spool ingestion."""
+
+from __future__ import annotations
+
+import json
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from memviewer import paths
+from memviewer.client import Publisher
+from memviewer.store.db import Store
+from memviewer.wire.probe import hub_hello
+from memviewer.wire.spool import SpoolFile
+from memviewer.wire.testing import HubProcess
+
+pytestmark = pytest.mark.integration
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(path.stat().st_mode)
+
+
+def _store(home: Path) -> Store:
+    return Store.open(paths.db_path(home), readonly=True)
+
+
+def test_socket_0600_in_a_0700_folder(tmp_path: Path, short_tmp: Path) -> None:
+    sock = short_tmp / "run" / "nested" / "hub.sock"  # folders do not exist yet
+    with HubProcess(tmp_path / "home", sock):
+        assert stat.S_ISSOCK(sock.lstat().st_mode)
+        assert _mode(sock) == 0o600
+        assert _mode(sock.parent) == 0o700
+    # the default location: a memviewer folder in XDG_RUNTIME_DIR, tightened to 0700
+    runtime = short_tmp / "xdg"
+    runtime.mkdir()
+    (runtime / "memviewer").mkdir(mode=0o755)
+    (runtime / "memviewer").chmod(0o755)
+    default_sock = runtime / "memviewer" / "hub.sock"
+    with HubProcess(tmp_path / "home", default_sock, export_socket=False,
+                    extra_env={"XDG_RUNTIME_DIR": str(runtime)}):
+        assert _mode(default_sock) == 0o600
+        assert _mode(default_sock.parent) == 0o700
+    assert not default_sock.exists()
+
+
+def test_second_hub_on_a_live_socket_exits_with_a_message(tmp_path: Path, short_tmp: Path) -> None:
+    sock = short_tmp / "hub.sock"
+    with HubProcess(tmp_path / "a", sock) as first:
+        second = HubProcess(tmp_path / "b", sock)
+        proc = second.spawn()
+        assert proc.wait(20) != 0
+        assert "already running" in second.log()
+        hello = hub_hello(sock, timeout=5)
+        assert hello is not None and hello["pid"] == first.pid
+
+
+def test_stale_socket_is_replaced_but_other_files_are_not(tmp_path: Path, short_tmp: Path) -> None:
+    sock = short_tmp / "hub.sock"
+    dead = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dead.bind(str(sock))
+    dead.close()  # the file stays behind, nobody listens: connect is refused
+    assert sock.exists()
+    with HubProcess(tmp_path / "home", sock) as hub:
+        assert hub_hello(sock)["pid"] == hub.pid  # type: ignore[index]
+
+    not_a_socket = short_tmp / "data.sock"
+    not_a_socket.write_text("precious")
+    refused = HubProcess(tmp_path / "home", not_a_socket)
+    assert refused.spawn().wait(20) != 0
+    assert "not a socket" in refused.log()
+    assert not_a_socket.read_text() == "precious"
+
+
+def test_sigterm_abandons_open_episodes_and_removes_the_socket(tmp_path: Path, short_tmp: Path) -> None:
+    sock = short_tmp / "hub.sock"
+    hub = HubProcess(tmp_path / "home", sock).start()
+    try:
+        with Publisher(sock, tmp_path / "spool") as pub:
+            sid = pub.open_session(agent="sigterm")
+            open_eid = pub.start_episode(sid, "fix the build")
+            done_eid = pub.start_episode(sid, "and the docs")
+            pub.finalize_episode(done_eid)
+            assert pub.flush(10)
+        assert hub.stop(signal.SIGTERM) == 0
+    finally:
+        hub.kill()
+    assert not sock.exists()
+    assert not sock.with_name("hub.sock.lock").exists()
+    assert "1 open episodes abandoned" in hub.log()
+    store = _store(tmp_path / "home")
+    try:
+        kinds = [(e.kind, e.episode_id, e.payload.get("reason")) for e in store.events_since(0, 100)]
+    finally:
+        store.close()
+    assert ("episode.abandoned", open_eid, "shutdown") in kinds
+    assert not any(k == "episode.abandoned" and e == done_eid for k, e, _ in kinds)
+
+
+CRASHING_PUBLISHER = textwrap.dedent("""
+    import sys, time
+    from memviewer.client import Publisher
+    pub = Publisher(sys.argv[1], sys.argv[2], max_queue=50)
+    sid = pub.open_session(agent="crashy", session_id="s-crashy")
+    eid = pub.start_episode(sid, "collect the logs", episode_id="e-crashy")
+    for i in range(300):
+        pub.add_turn(eid, "tool", f"log line {i}", turn_id=f"t-crashy-{i:04d}", metadata={"tool": "tail"})
+    while pub.stats()["spooled_commands"] < 302:
+        time.sleep(0.02)
+    print("spooled", flush=True)
+    time.sleep(60)
+""")
+
+
+def test_spools_of_dead_publishers_are_ingested_on_start_and_live_ones_are_left_alone(
+    tmp_path: Path, short_tmp: Path
+) -> None:
+    home = tmp_path / "home"
+    sock = short_tmp / "hub.sock"
+    spool_dir = paths.spool_dir(home)
+    # 1. a publisher process that spooled (no hub) and then died by SIGKILL
+    proc = subprocess.Popen([sys.executable, "-c", CRASHING_PUBLISHER, str(sock), str(spool_dir)],
+                            stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "spooled"
+    finally:
+        proc.kill()
+        proc.wait(10)
+    # 2. a live owner: its lock keeps the hub away from its file
+    owned = SpoolFile(spool_dir)
+    owned.append([json.dumps({"cid": 1, "op": "open_session", "session_id": "s-owned",
+                              "agent": "owner"}).encode()])
+    assert len(list(spool_dir.glob("*.ndjson"))) == 2
+
+    with HubProcess(home, sock) as hub:
+        hello = hub_hello(sock)
+        assert hello is not None
+        remaining = list(spool_dir.glob("*.ndjson"))
+        assert remaining == [owned.path]
+        from memviewer.wire.remote import RemoteService
+
+        with RemoteService(sock) as remote:
+            crashy = remote.session("s-crashy")
+            real = [t for t in crashy["turns"] if not t["is_compaction_summary"]]
+            assert [t["content"] for t in real] == ["collect the logs"] + [
+                f"log line {i}" for i in range(300)]
+            assert remote.sessions(filter="owner")["total"] == 0
+            assert remote.stats()["hub"]["spool_ingested"][0]["skipped_owned"] == 1
+        hub.stop()
+    owned.finish([owned.read(0)[0][0]])  # the owner exits, leaving its line behind
+    with HubProcess(home, sock):
+        from memviewer.wire.remote import RemoteService
+
+        with RemoteService(sock) as remote:
+            assert remote.sessions(filter="owner")["total"] == 1
+    assert list(spool_dir.glob("*.ndjson")) == []

@@ -1,0 +1,86 @@
+"""``memviewer tail``: NDJSON / readable lines, from the store without a hub, live with one."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from memviewer.cli import cli
+from memviewer.client import Publisher
+from memviewer.wire.testing import HubProcess, hub_env
+
+KEYS = {"seq", "kind", "ts", "session_id", "episode_id", "payload"}
+
+
+def _run(settings, *args: str):  # noqa: ANN001, ANN202
+    base = ["--home", str(settings.home_path), "--socket", str(settings.socket_path)]
+    return CliRunner().invoke(cli, [*base, *args])
+
+
+def _tail(settings, *args: str) -> list[str]:  # noqa: ANN001
+    result = _run(settings, "tail", *args)
+    assert result.exit_code == 0, result.output
+    return result.output.splitlines()
+
+
+def test_no_follow_reads_the_store_without_a_hub(service, settings) -> None:  # noqa: ANN001
+    sid = service.open_session(agent="tailer")["session_id"]
+    for n in range(6):
+        eid = service.start_episode(sid, f"task {n}: fix the build")["episode_id"]
+        service.add_turn(eid, "tool", "compiler output …", metadata={"tool": "make"})
+        service.finalize_episode(eid)
+    last = service.last_seq
+    expected = [e.to_dict() for e in service.events(0, 10_000)]
+    service.close()  # no writer left: tail must open the store read-only by itself
+
+    lines = _tail(settings, "--no-follow", "--json", "--from-seq", "0")
+    objs = [json.loads(line) for line in lines]
+    assert objs == json.loads(json.dumps(expected))
+    assert all(set(o) == KEYS for o in objs) and [o["seq"] for o in objs] == list(range(1, last + 1))
+
+    started = [json.loads(line) for line in _tail(settings, "--no-follow", "--json", "--from-seq", "0",
+                                                  "--kind", "episode.started")]
+    assert [o["payload"]["user_message"] for o in started] == [f"task {n}: fix the build" for n in range(6)]
+
+    recent = _tail(settings, "--no-follow")  # default: the last 10, readable
+    assert len(recent) == 10
+    assert recent[-1].split()[0] == str(last) and "episode.finalized" in recent[-1]
+    assert any("tool[make]: compiler output" in line for line in recent)
+
+
+def test_unknown_kind_is_a_clear_error(settings) -> None:  # noqa: ANN001
+    result = _run(settings, "tail", "--no-follow", "--kind", "session.exploded")
+    assert result.exit_code != 0 and "unknown event kind" in result.output
+
+
+@pytest.mark.integration
+def test_follow_prints_live_events_from_a_hub(tmp_path: Path, short_tmp: Path) -> None:
+    home, sock = tmp_path / "home", short_tmp / "hub.sock"
+    with HubProcess(home, sock):
+        tail = subprocess.Popen(
+            [sys.executable, "-c", "from memviewer.cli import main; main()",
+             "tail", "--json", "--from-seq", "0"],
+            env=hub_env(home, sock), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )
+        try:
+            time.sleep(0.5)
+            with Publisher(sock, tmp_path / "spool") as pub:
+                sid = pub.open_session(agent="live-tail")
+                eid = pub.start_episode(sid, "watch this")
+                pub.add_turn(eid, "assistant", "you are watching")
+                assert pub.flush(10)
+            assert tail.stdout is not None
+            seen = [json.loads(tail.stdout.readline()) for _ in range(4)]
+        finally:
+            tail.terminate()
+            tail.wait(10)
+    assert [o["kind"] for o in seen] == ["session.started", "episode.started", "episode.turn_added",
+                                         "episode.turn_added"]
+    assert seen[-1]["payload"]["turn"]["content"] == "you are watching"
+    assert [o["seq"] for o in seen] == [1, 2, 3, 4]

@@ -1,0 +1,46 @@
+"""Core modules import without Textual; the publisher imports with the standard library only."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+CORE = (
+    "memviewer.service", "memviewer.cli", "memviewer.session.manager", "memviewer.store.db",
+    "memviewer.wire.hub", "memviewer.wire.subscriber", "memviewer.wire.remote", "memviewer.wire.probe",
+    "memviewer.commands.hub", "memviewer.commands.demo", "memviewer.demo.scenario", "memviewer.demo.live",
+)
+
+
+def _run(code: str) -> dict:
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_core_modules_do_not_import_textual() -> None:
+    code = (
+        "import importlib, json, sys\n"
+        f"for name in {CORE!r}: importlib.import_module(name)\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('textual', 'lancedb', 'onnxruntime'))))\n"
+    )
+    assert _run(code) == []
+
+
+def test_the_publisher_needs_only_the_standard_library() -> None:
+    code = (
+        "import json, sys\n"
+        "before = set(sys.modules)\n"
+        "import memviewer.client\n"
+        "new = sorted(set(sys.modules) - before)\n"
+        "bad = [m for m in new if m.split('.')[0] not in sys.stdlib_module_names "
+        "and m.split('.')[0] != 'memviewer']\n"
+        "print(json.dumps({'bad': bad, 'memviewer': [m for m in new if m.startswith('memviewer')]}))\n"
+    )
+    result = _run(code)
+    assert result["bad"] == []
+    allowed = {"memviewer", "memviewer.client", "memviewer.ids", "memviewer.paths", "memviewer.wire",
+               "memviewer.wire.protocol", "memviewer.wire.spool", "memviewer.wire.syncclient"}
+    assert set(result["memviewer"]) <= allowed
