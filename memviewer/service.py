@@ -280,9 +280,10 @@ class MemoryService:
         return export_sessions(self, session_ids, fmt, out, **kw)
 
     def close(self) -> None:
-        indexer = self._lazy.get("indexer")
-        if indexer is not None and hasattr(indexer, "close"):
-            indexer.close()
+        for name in ("indexer", "keyword"):
+            layer = self._lazy.get(name)
+            if layer is not None and hasattr(layer, "close"):
+                layer.close()
         self.store.close()
 
     def __enter__(self) -> MemoryService:

@@ -1,0 +1,83 @@
+"""``memviewer search``: discovery, scroll and browse over archived and active turns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from memviewer.commands.common import emit_json, fail, open_service, print_table, short
+
+QUERY_HELP = """\b
+QUERY syntax: plain words (each optional; more matches and rarer words rank
+higher; the exact phrase ranks highest), "quoted phrases", and CJK text (a run
+without spaces is an exact substring; separate words with spaces). Operators
+and punctuation are plain text, so any input is safe.
+"""
+
+
+@click.command("search", epilog=QUERY_HELP)
+@click.argument("query", required=False, default=None)
+@click.option("--session", "session_id", default=None, help="scroll this session (or search inside it)")
+@click.option("--around", default=None, help="anchor message index for --session (default: most recent)")
+@click.option("--limit", default=5, show_default=True, type=int, help="sessions to return")
+@click.option("--window", default=5, show_default=True, type=int, help="messages either side of the anchor")
+@click.option("--scope", default=None, help="only sessions of this scope (user, agent, …)")
+@click.option("--scope-id", default=None, help="only sessions of this scope id")
+@click.option("--json", "as_json", is_flag=True, help="print the DESIGN §5.1 JSON contract")
+@click.pass_context
+def search_cmd(
+    ctx: click.Context, query, session_id, around, limit, window, scope, scope_id, as_json
+) -> None:
+    """Keyword search across sessions (QUERY), scroll one (--session), or browse recent ones."""
+    with open_service(ctx, readonly=True) as svc:
+        result = svc.search(
+            query, session_id=session_id, around=around, limit=limit, window=window,
+            scope=scope, scope_id=scope_id,
+        )
+    if not result.get("success"):
+        if as_json:
+            fail(result["error"], data=result)
+        fail(result["error"], hint=result.get("hint"))
+    if as_json:
+        emit_json(result)
+        return
+    _print_human(result)
+
+
+def _print_human(result: dict[str, Any]) -> None:
+    mode = result["mode"]
+    if mode == "discovery":
+        rows = [
+            (h["session_id"], short(h["title"], 32), f"{h['score']:.3f}", short(h["snippet"], 90),
+             h["when"], h["anchor_index"])
+            for h in result["results"]
+        ]
+        print_table(
+            ("id", "title", "score", "snippet", "when", "anchor"), rows,
+            title=f"{result['total_found']} sessions match {result['query']!r}",
+        )
+        if result["results"]:
+            top = result["results"][0]
+            click.echo(
+                f"read more: memviewer search --session {top['session_id']} --around {top['anchor_index']}",
+                err=True,
+            )
+    elif mode == "scroll":
+        rows = [
+            (m["index"], "archived" if m["archived"] else "active", m["role"], m["timestamp"],
+             short(m["content"], 100))
+            for m in result["messages"]
+        ]
+        print_table(
+            ("#", "state", "role", "timestamp", "content"), rows,
+            title=f"{result['session_id']} around {result['around_message_id']}",
+        )
+    else:
+        rows = [(r["session_id"], short(r["title"], 48), r["when"], r["message_count"])
+                for r in result["results"]]
+        print_table(("id", "title", "when", "messages"), rows,
+                    title=f"{result['total_found']} sessions, most recent first")
+
+
+COMMANDS = (search_cmd,)

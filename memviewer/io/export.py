@@ -1,0 +1,176 @@
+"""``export_sessions``: stream sessions out as json, jsonl, md or PraisonAI files.
+
+Guarantees:
+
+* constant memory — sessions are visited by keyset pages and loaded one at a
+  time (``exporters.bundle``);
+* nothing half-written — unknown ids are reported before anything is written,
+  a file output is written to a temporary sibling and renamed into place, and
+  PraisonAI files are staged in a hidden folder and moved in at the end;
+* redaction (``standard`` / ``strict``) masks content, metadata values, titles
+  and tool-call arguments — never ids or timestamps — with one ``Redactor`` per
+  export, so a secret gets the same mask everywhere in it; the store is never
+  touched.
+
+``out`` is a path, ``"-"``/``None`` for stdout (json, jsonl, md), or any
+object with ``write`` (for the TUI and tests). PraisonAI needs a folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from memviewer.errors import INVALID_ARGUMENT, SESSION_NOT_FOUND, MemviewerError
+from memviewer.io.exporters import bundle as bundles
+from memviewer.io.exporters.json_format import JsonWriter
+from memviewer.io.exporters.jsonl_format import JsonlWriter
+from memviewer.io.exporters.markdown_format import MarkdownWriter
+from memviewer.io.exporters.praisonai_format import PraisonAIWriter
+
+FORMATS = ("json", "jsonl", "md", "praisonai")
+STREAM_WRITERS = {"json": JsonWriter, "jsonl": JsonlWriter, "md": MarkdownWriter}
+REDACT_LEVELS = ("standard", "strict")
+
+Progress = Callable[[int, int, str], None]
+
+
+def _check_args(session_ids: Sequence[str] | None, fmt: str, redact: str | None) -> list[str] | None:
+    if fmt not in FORMATS:
+        raise MemviewerError(
+            INVALID_ARGUMENT, f"unknown format {fmt!r}; expected one of {', '.join(FORMATS)}"
+        )
+    if redact is not None and redact not in REDACT_LEVELS:
+        raise MemviewerError(
+            INVALID_ARGUMENT,
+            f"unknown redaction level {redact!r}; expected one of {', '.join(REDACT_LEVELS)}",
+        )
+    if session_ids is None:
+        return None
+    if isinstance(session_ids, str) or not all(isinstance(s, str) for s in session_ids):
+        raise MemviewerError(INVALID_ARGUMENT, "session_ids must be a list of session id strings")
+    return list(dict.fromkeys(session_ids))  # keep the order given, drop repeats
+
+
+def export_sessions(
+    service: Any,
+    session_ids: Sequence[str] | None,
+    fmt: str,
+    out: Any = None,
+    *,
+    redact: str | None = None,
+    progress: Progress | None = None,
+) -> dict[str, Any]:
+    """Export ``session_ids`` (``None`` = every session); returns counts and where it went."""
+    ids = _check_args(session_ids, fmt, redact)
+    store = service.store
+    if ids is not None:
+        with store.read() as conn:
+            unknown = bundles.missing_ids(conn, ids)
+        if unknown:
+            raise MemviewerError(
+                SESSION_NOT_FOUND,
+                f"unknown session{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}",
+                data={"unknown": unknown},
+            )
+        total = len(ids)
+        id_iter: Iterator[str] = iter(ids)
+    else:
+        with store.read() as conn:
+            from memviewer.store import repos
+
+            total = repos.count_sessions(conn)
+        id_iter = bundles.all_session_ids(store)
+
+    redactor = None
+    if redact:
+        from memviewer.io.redact import Redactor
+
+        redactor = Redactor(redact)
+    stats = {"sessions": 0, "turns": 0}
+
+    def each_bundle() -> Iterator[bundles.Bundle]:
+        for sid in id_iter:
+            with store.read() as conn:
+                b = bundles.load_bundle(conn, sid)
+            if b is None:
+                continue  # deleted while we were exporting
+            if redactor is not None:
+                b = bundles.redact_bundle(b, redactor)
+            stats["sessions"] += 1
+            stats["turns"] += len(b.turns)
+            yield b
+            if progress:
+                progress(stats["sessions"], total, sid)
+
+    if fmt == "praisonai":
+        path = _export_praisonai(each_bundle(), out)
+    else:
+        path = _export_stream(each_bundle(), fmt, out, redact)
+    result: dict[str, Any] = {"format": fmt, **stats, "path": path, "redact": redact, "redactions": {}}
+    if redactor is not None:
+        result["redactions"] = {k: v for k, v in redactor.counts.items() if v}
+    return result
+
+
+def _export_stream(items: Iterator[bundles.Bundle], fmt: str, out: Any, redact: str | None) -> str:
+    writer_cls = STREAM_WRITERS[fmt]
+    if out is None or out == "-":
+        _write_all(writer_cls(sys.stdout, redact), items)
+        sys.stdout.flush()
+        return "-"
+    if hasattr(out, "write"):
+        _write_all(writer_cls(out, redact), items)
+        return getattr(out, "name", "<stream>")
+    path = Path(out).expanduser()
+    if path.is_dir():
+        raise MemviewerError(INVALID_ARGUMENT, f"{path} is a folder; -o needs a file path for {fmt}")
+    if not path.parent.exists():
+        raise MemviewerError(INVALID_ARGUMENT, f"folder {path.parent} does not exist")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
+            _write_all(writer_cls(fh, redact), items)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            tmp.unlink()
+    return str(path)
+
+
+def _write_all(writer: Any, items: Iterator[bundles.Bundle]) -> None:
+    writer.begin()
+    for b in items:
+        writer.write(b)
+    writer.end()
+
+
+def _export_praisonai(items: Iterator[bundles.Bundle], out: Any) -> str:
+    if out is None or out == "-" or hasattr(out, "write"):
+        raise MemviewerError(
+            INVALID_ARGUMENT, "the praisonai format writes one file per session",
+            data={"hint": "pass -o DIR (created if missing)"},
+        )
+    folder = Path(out).expanduser()
+    if folder.exists() and not folder.is_dir():
+        raise MemviewerError(INVALID_ARGUMENT, f"{folder} is a file; praisonai export needs a folder")
+    folder.mkdir(parents=True, exist_ok=True)
+    staging = folder / f".memviewer-export-{os.getpid()}"
+    staging.mkdir(exist_ok=True)
+    try:
+        writer = PraisonAIWriter(staging)
+        for b in items:
+            writer.write(b)
+        for name in writer.names:
+            os.replace(staging / name, folder / name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return str(folder)
+

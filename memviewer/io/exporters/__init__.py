@@ -1,0 +1,1 @@
+"""One module per export format; each turns a session bundle into text or files."""

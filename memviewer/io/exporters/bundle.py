@@ -1,0 +1,113 @@
+"""A session bundle: the rows one exporter needs, loaded one session at a time.
+
+Exports iterate sessions page by page and load a single session's episodes and
+turns at a time, so memory stays flat however many sessions are exported.
+Redaction is applied to a copy of the bundle (content, metadata values, titles,
+tool-call arguments), never to ids or timestamps, and never to the store.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, and_, or_, select
+
+from memviewer.store import repos
+from memviewer.store.tables import Session
+
+S = Session.__table__
+PAGE = 200
+
+
+@dataclass
+class Bundle:
+    session: dict[str, Any]  # the sessions row
+    episodes: list[dict[str, Any]]  # episode rows, by start time
+    turns: list[dict[str, Any]]  # turn rows in projection order (archived first)
+
+    @property
+    def id(self) -> str:
+        return str(self.session["id"])
+
+
+def load_bundle(conn: Connection, session_id: str) -> Bundle | None:
+    row = repos.get_session(conn, session_id)
+    if row is None:
+        return None
+    return Bundle(row, repos.session_episodes(conn, session_id), repos.session_turns(conn, session_id))
+
+
+def missing_ids(conn: Connection, ids: Sequence[str]) -> list[str]:
+    found: set[str] = set()
+    for i in range(0, len(ids), 500):
+        chunk = list(ids[i : i + 500])
+        found.update(r[0] for r in conn.execute(select(S.c.id).where(S.c.id.in_(chunk))))
+    return [i for i in ids if i not in found]
+
+
+def all_session_ids(store: Any) -> Iterator[str]:
+    """Every session id, oldest first, by keyset pages (no OFFSET, no full list in memory)."""
+    last: tuple[float, str] | None = None
+    while True:
+        q = select(S.c.started_at, S.c.id).order_by(S.c.started_at, S.c.id).limit(PAGE)
+        if last is not None:
+            q = q.where(or_(S.c.started_at > last[0], and_(S.c.started_at == last[0], S.c.id > last[1])))
+        with store.read() as conn:
+            page = [(float(a), str(b)) for a, b in conn.execute(q)]
+        if not page:
+            return
+        yield from (sid for _, sid in page)
+        last = page[-1]
+
+
+def _redact_tool_calls(calls: Any, redactor: Any) -> Any:
+    """Mask tool-call arguments; call ids, types and function names stay readable."""
+    if not isinstance(calls, list):
+        return redactor.redact_obj(calls)
+    out = []
+    for call in calls:
+        if isinstance(call, dict):
+            call = dict(call)
+            fn = call.get("function")
+            if isinstance(fn, dict):
+                fn = dict(fn)
+                if "arguments" in fn:
+                    fn["arguments"] = redactor.redact_obj(fn["arguments"])
+                call["function"] = fn
+            for key in ("arguments", "args", "input"):
+                if key in call:
+                    call[key] = redactor.redact_obj(call[key])
+        out.append(call)
+    return out
+
+
+_KEEP_PRAISONAI = ("created_at", "updated_at", "user_id")  # timestamps and ids stay verbatim
+
+
+def _redact_praisonai(kept: dict[str, Any], redactor: Any) -> dict[str, Any]:
+    return {k: v if k in _KEEP_PRAISONAI else redactor.redact_obj(v) for k, v in kept.items()}
+
+
+def redact_bundle(bundle: Bundle, redactor: Any) -> Bundle:
+    session = dict(bundle.session)
+    session["title"] = redactor.redact(session["title"] or "")
+    meta = session.get("meta")
+    if isinstance(meta, dict):
+        session["meta"] = {
+            k: _redact_praisonai(v, redactor) if k == "praisonai" and isinstance(v, dict)
+            else redactor.redact_obj(v)
+            for k, v in meta.items()
+        }
+    episodes = [{**e, "meta": redactor.redact_obj(e["meta"])} for e in bundle.episodes]
+    turns = [
+        {
+            **t,
+            "content": redactor.redact(t["content"] or ""),
+            "meta": redactor.redact_obj(t["meta"]),
+            "tool_calls": _redact_tool_calls(t["tool_calls"], redactor),
+        }
+        for t in bundle.turns
+    ]
+    return Bundle(session, episodes, turns)

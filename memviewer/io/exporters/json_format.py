@@ -1,0 +1,86 @@
+"""``memviewer.export`` v1: the full-fidelity JSON envelope.
+
+Layout (one session per line, so a reader can stream it; still plain JSON)::
+
+    {"format": "memviewer.export", "version": 1, "redaction": null, "sessions": [
+    {"session": {...}, "episodes": [...], "turns": [...]},
+    ...
+    ]}
+
+Times are epoch seconds exactly as stored (ISO strings would round them);
+``metadata`` is the stored JSON verbatim; turns are in projection order with
+their ``archived`` flag, compaction summaries flagged with ``replaced_count``.
+``memviewer import json`` reads it back (``memviewer.io.json_import``).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, TextIO
+
+from memviewer.io.exporters.bundle import Bundle
+
+FORMAT = "memviewer.export"
+VERSION = 1
+
+SESSION_FIELDS = (
+    ("session_id", "id"), ("agent", "agent"), ("scope", "scope"), ("scope_id", "scope_id"),
+    ("title", "title"), ("status", "status"), ("source", "source"), ("started_at", "started_at"),
+    ("last_seen_at", "last_seen_at"), ("closed_at", "closed_at"), ("retention", "retention"),
+    ("active_window", "active_window"), ("lineage_id", "lineage_id"),
+    ("root_session_id", "root_session_id"), ("thread_id", "thread_id"),
+    ("parent_session_id", "parent_session_id"), ("metadata", "meta"),
+)
+EPISODE_FIELDS = (
+    ("episode_id", "id"), ("status", "status"), ("closed_by", "closed_by"),
+    ("started_at", "started_at"), ("ended_at", "ended_at"), ("intent_kind", "intent_kind"),
+    ("intent_confidence", "intent_confidence"), ("intent_rule", "intent_rule"),
+    ("intent_source", "intent_source"), ("r_task", "r_task"), ("metadata", "meta"),
+)
+TURN_FIELDS = (
+    ("turn_id", "id"), ("episode_id", "episode_id"), ("index", "idx"), ("role", "role"),
+    ("content", "content"), ("timestamp", "timestamp"), ("archived", "archived"),
+    ("is_compaction_summary", "is_compaction_summary"), ("replaced_count", "replaced_count"),
+    ("tool_calls", "tool_calls"), ("tool_call_id", "tool_call_id"), ("metadata", "meta"),
+)
+_BOOLS = {"archived", "is_compaction_summary"}
+
+
+def _record(row: dict[str, Any], fields: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    out = {}
+    for public, column in fields:
+        value = row.get(column)
+        out[public] = bool(value) if public in _BOOLS else value
+    return out
+
+
+def session_record(bundle: Bundle) -> dict[str, Any]:
+    return {
+        "session": _record(bundle.session, SESSION_FIELDS),
+        "episodes": [_record(e, EPISODE_FIELDS) for e in bundle.episodes],
+        "turns": [_record(t, TURN_FIELDS) for t in bundle.turns],
+    }
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+class JsonWriter:
+    def __init__(self, stream: TextIO, redaction: str | None) -> None:
+        self.stream = stream
+        self.redaction = redaction
+        self.count = 0
+
+    def begin(self) -> None:
+        head = dumps({"format": FORMAT, "version": VERSION, "redaction": self.redaction})
+        self.stream.write(head[:-1] + ',"sessions":[\n')
+
+    def write(self, bundle: Bundle) -> None:
+        if self.count:
+            self.stream.write(",\n")
+        self.stream.write(dumps(session_record(bundle)))
+        self.count += 1
+
+    def end(self) -> None:
+        self.stream.write("\n]}\n" if self.count else "]}\n")

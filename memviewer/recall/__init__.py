@@ -1,0 +1,1 @@
+"""Recall: keyword session search (FTS5) and two-stage hierarchical recall."""

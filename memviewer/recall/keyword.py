@@ -1,0 +1,701 @@
+"""Cross-session keyword search: discovery, scroll and browse (DESIGN §5.1).
+
+Discovery runs one BM25 query per index (``memviewer.store.fts``) for the best
+``CANDIDATE_TURNS`` turns, archived and active alike, then reads only the
+matched sessions (three statements in all, on a per-thread read-only SQLite
+connection, see ``_reader``). Words found in more than ``COMMON_DF`` turns
+only rank turns that also hold a rarer word of the query (``_word_match``),
+which keeps questions full of common words fast. How a session is scored:
+
+1. turn score = ``-bm25`` (positive; higher is better) × the share of the
+   query's units the turn contains (``ParsedQuery.coverage``, Lucene's "coord"),
+   so one rare word cannot outrank a turn that holds the whole question. A
+   compaction summary counts half (``SUMMARY_WEIGHT``): it repeats archived
+   turns, which should anchor the hit themselves.
+2. session score = best turn + ½ second + ¼ third (``SESSION_DECAY``): a session
+   that keeps coming back to the topic beats one passing mention, and length
+   alone does not win. The best turn is the anchor.
+3. automated sessions are multiplied by ``AUTOMATED_DEMOTION`` (0.25): source
+   (column, ``meta.source`` or ``meta.metadata.source``) in
+   ``AUTOMATED_SOURCES``, ``automated: true`` in the metadata, or more than 60
+   turns per hour over a span of at least 4 turns.
+4. lineage dedup: sessions sharing ``lineage_id`` / ``root_session_id`` /
+   ``thread_id`` (never ``parent_session_id``: siblings forked from one parent
+   are different conversations) collapse to their best hit.
+5. ties go to the most recently seen session.
+
+Demotion only lowers a score, so step 3 runs on candidates in score order and
+stops once ``limit`` hits are certain (see ``_rank``). Without FTS5 the same
+pipeline runs on a substring scan (``LIKE``) scored like the reference store:
++1 per unit found in a turn, +2 when the whole query occurs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import math
+import re
+import sqlite3
+import threading
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import Connection, or_, select
+from sqlalchemy.engine import make_url
+
+from memviewer.errors import INVALID_ARGUMENT, SESSION_NOT_FOUND, MemviewerError
+from memviewer.recall import fts_query
+from memviewer.recall.fts_query import ParsedQuery, Unit
+from memviewer.recall.snippets import make_snippet
+from memviewer.store import fts, repos
+from memviewer.store.tables import Session, Turn
+from memviewer.timeutil import iso
+
+log = logging.getLogger("memviewer.recall")
+
+S = Session.__table__
+T = Turn.__table__
+
+BOOKEND_SIZE = 2
+AUTOMATED_DEMOTION = 0.25
+AUTOMATED_RATE_THRESHOLD = 60.0  # turns per hour
+AUTOMATED_MIN_TURNS = 4
+AUTOMATED_SOURCES = frozenset({"scheduled", "automated", "cron", "system", "batch"})
+LINEAGE_KEYS = ("lineage_id", "root_session_id", "thread_id")
+CANDIDATE_TURNS = 400
+SESSION_DECAY = (1.0, 0.5, 0.25)
+SUMMARY_WEIGHT = 0.5
+MAX_EXPANSIONS = 512
+COMMON_DF = 2000  # a word unit in more turns than this only ranks turns that have a rarer one
+BROAD_WINDOW = 20_000  # at most this many (newest) matching turns are ranked by BM25
+FALLBACK_MAX_ROWS = 20_000
+MAX_LIMIT = 1000
+MAX_WINDOW = 500
+CONVERSATIONAL = ("user", "assistant")
+_INT = re.compile(r"[+-]?\d+")
+
+
+@dataclass(frozen=True)
+class _Filters:
+    scope: str | None = None
+    scope_id: str | None = None
+    session_id: str | None = None
+
+    @property
+    def any(self) -> bool:
+        return bool(self.scope or self.scope_id or self.session_id)
+
+
+def _error(mode: str, message: str, hint: str) -> dict[str, Any]:
+    return {"success": False, "mode": mode, "error": message, "hint": hint}
+
+
+def _int_arg(name: str, value: Any, lo: int, hi: int) -> int:
+    if isinstance(value, bool):
+        value = None
+    if isinstance(value, str) and _INT.fullmatch(value.strip()):
+        value = int(value.strip())
+    if not isinstance(value, int) or not lo <= value <= hi:
+        raise MemviewerError(
+            INVALID_ARGUMENT, f"{name} must be an integer from {lo} to {hi}, not {value!r}",
+            data={"hint": f"pass --{name} N with {lo} ≤ N ≤ {hi}"},
+        )
+    return value
+
+
+def _meta_value(row: dict[str, Any], key: str) -> Any:
+    """A key from the session's metadata, or from the original metadata an importer kept."""
+    meta = row.get("meta") or {}
+    if not isinstance(meta, dict):
+        return None
+    value = meta.get(key)
+    if value in (None, "") and isinstance(meta.get("metadata"), dict):
+        value = meta["metadata"].get(key)
+    return value
+
+
+def lineage_key(row: dict[str, Any]) -> str | None:
+    for key in LINEAGE_KEYS:
+        value = row.get(key) or _meta_value(row, key)
+        if value:
+            return str(value)
+    return None
+
+
+def tagged_automated(row: dict[str, Any]) -> bool:
+    source = str(row.get("source") or _meta_value(row, "source") or "").strip().lower()
+    return source in AUTOMATED_SOURCES or _meta_value(row, "automated") is True
+
+
+def rate_automated(n: int, first: float | None, last: float | None) -> bool:
+    if n < AUTOMATED_MIN_TURNS or first is None or last is None:
+        return False
+    span_hours = (last - first) / 3600.0
+    return span_hours > 0 and n / span_hours > AUTOMATED_RATE_THRESHOLD
+
+
+class KeywordSearch:
+    """BM25 session search over archived and active turns (see the module docstring)."""
+
+    def __init__(self, store: Any, *, use_fts: bool | None = None) -> None:
+        self.store = store
+        self._use_fts = use_fts
+        self._tables: dict[str, bool] | None = None
+        self._local = threading.local()
+        self._raw: list[sqlite3.Connection] = []
+        self._raw_lock = threading.Lock()
+        db = make_url(store.url).database if store.is_sqlite else None
+        self._db_path = db if db and db != ":memory:" and not db.startswith("file:") else None
+
+    def close(self) -> None:
+        """Close the per-thread read connections (the store itself belongs to the caller)."""
+        with self._raw_lock:
+            for conn in self._raw:
+                conn.close()
+            self._raw.clear()
+
+    @contextlib.contextmanager
+    def _reader(self) -> Iterator[_Db]:
+        """One read snapshot for a whole search.
+
+        On a SQLite file this is a per-thread, read-only ``sqlite3`` connection
+        kept open between searches (WAL: it sees every committed write and never
+        blocks the writer); SQLAlchemy's pool and statement layer cost more than
+        the search itself. Elsewhere it is ``store.read()``.
+        """
+        if self._db_path is None:
+            with self.store.read() as conn:
+                yield _Db(conn)
+            return
+        raw = getattr(self._local, "conn", None)
+        if raw is None:
+            raw = sqlite3.connect(
+                f"file:{self._db_path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False
+            )
+            raw.execute("PRAGMA busy_timeout = 10000")
+            self._local.conn = raw
+            with self._raw_lock:
+                self._raw.append(raw)
+        raw.execute("BEGIN")
+        try:
+            yield _Db(raw=raw)
+        finally:
+            raw.execute("ROLLBACK")
+
+    # -- index state ----------------------------------------------------------
+    def tables(self) -> dict[str, bool]:
+        """Which FTS tables this search uses (none when forced off or unavailable)."""
+        if self._tables is None:
+            if self._use_fts is False or (self._use_fts is None and fts.forced_off()):
+                self._tables = {"word": False, "cjk": False}
+            elif not self.store.is_sqlite:
+                self._tables = {"word": False, "cjk": False}
+            else:
+                try:
+                    self._tables = fts.ensure(self.store)
+                except Exception:  # a locked or odd database must not break search
+                    log.exception("could not check or install the keyword index")
+                    with self.store.read() as conn:
+                        self._tables = fts.installed(conn)
+        return self._tables
+
+    @property
+    def mode(self) -> str:
+        t = self.tables()
+        return "fts5" if t["word"] else "scan"
+
+    # -- entry point ------------------------------------------------------------
+    def search(
+        self,
+        query: str | None = None,
+        session_id: str | None = None,
+        around: int | str | None = None,
+        limit: int = 5,
+        window: int = 5,
+        scope: str | None = None,
+        scope_id: str | None = None,
+    ) -> dict[str, Any]:
+        """DESIGN §5.1: discovery (query), scroll (session_id) or browse (neither).
+
+        A query with a session id searches inside that session. Never raises:
+        every failure comes back as ``{"success": false, "mode", "error", "hint"}``.
+        """
+        text = query.strip() if isinstance(query, str) else query
+        mode = "discovery" if text else "scroll" if session_id else "browse"
+        try:
+            if text is not None and not isinstance(text, str):
+                raise MemviewerError(INVALID_ARGUMENT, f"query must be text, not {type(query).__name__}")
+            for name, value in (("session_id", session_id), ("scope", scope), ("scope_id", scope_id)):
+                if value is not None and not isinstance(value, str):
+                    raise MemviewerError(INVALID_ARGUMENT, f"{name} must be text")
+            limit = _int_arg("limit", limit, 1, MAX_LIMIT)
+            window = _int_arg("window", window, 0, MAX_WINDOW)
+            if mode == "discovery":
+                return self._discovery(text, limit, window, _Filters(scope, scope_id, session_id))
+            if mode == "scroll":
+                return self._scroll(session_id, around, window)
+            if around not in (None, ""):
+                raise MemviewerError(
+                    INVALID_ARGUMENT, "an anchor (around) needs a session id",
+                    data={"hint": "pass --session ID with --around N"},
+                )
+            return self._browse(limit, scope, scope_id)
+        except MemviewerError as exc:
+            return _error(mode, exc.message, str(exc.data.get("hint") or _HINTS.get(exc.code, "")))
+        except Exception as exc:  # the contract is an error dict, never a traceback
+            log.exception("keyword search failed")
+            return _error(mode, f"internal error: {type(exc).__name__}: {exc}",
+                          "this is a bug; `memviewer doctor` checks the store and the index")
+
+    # -- discovery ---------------------------------------------------------------
+    def _discovery(self, text: str, limit: int, window: int, filters: _Filters) -> dict[str, Any]:
+        pq = fts_query.parse(text)
+        out: dict[str, Any] = {"success": True, "mode": "discovery", "query": text}
+        tables = self.tables()
+        with self._reader() as db:
+            candidates: dict[int, _Candidate] = {}
+            if tables["word"] and (match := _word_match(db, pq)):
+                _add(candidates, _fts_candidates(db, fts.WORD_TABLE, match, pq, filters))
+            if pq.cjk_units and tables["cjk"] and (match := _cjk_match(db, pq.cjk_units)):
+                _add(candidates, _fts_candidates(db, fts.CJK_TABLE, match, pq, filters))
+            scan = ([] if tables["word"] else pq.word_units) + ([] if tables["cjk"] else pq.cjk_units)
+            if scan:
+                whole = None if tables["word"] else pq.text
+                with self.store.read() as conn:
+                    _add(candidates, _scan_candidates(conn, scan, whole, filters))
+            if not candidates:
+                return {**out, "total_found": 0, "results": []}
+            sessions: dict[str, dict[str, Any]] = {}
+            per_session: dict[str, list[tuple[float, int]]] = defaultdict(list)
+            for c in candidates.values():
+                sid = c.session["id"]
+                if sid not in sessions:
+                    sessions[sid] = _parse_meta(c.session)
+                per_session[sid].append((c.score * (SUMMARY_WEIGHT if c.summary else 1.0), -c.idx))
+            raw: dict[str, float] = {}
+            anchors: dict[str, int] = {}
+            for sid, items in per_session.items():
+                items.sort(reverse=True)
+                raw[sid] = sum(w * sc for w, (sc, _) in zip(SESSION_DECAY, items, strict=False))
+                anchors[sid] = -items[0][1]
+            ranked, total = _rank(db, raw, sessions, limit)
+            results = _hits(db, [(sessions[sid], anchors[sid], score) for sid, score in ranked], window, pq)
+        return {**out, "total_found": total, "results": results}
+
+    # -- scroll ----------------------------------------------------------------
+    def _scroll(self, session_id: str, around: Any, window: int) -> dict[str, Any]:
+        with self._reader() as db:
+            if not db.all("SELECT 1 FROM sessions WHERE id = ?", (session_id,)):
+                raise MemviewerError(
+                    SESSION_NOT_FOUND, f"unknown session {session_id!r}",
+                    data={"hint": "list sessions with `memviewer search` (browse) or `memviewer sessions`"},
+                )
+            top = db.all("SELECT MAX(idx) FROM turns WHERE session_id = ?", (session_id,))[0][0]
+            n = 0 if top is None else int(top) + 1
+            if around is None or (isinstance(around, str) and not around.strip()):
+                anchor = n - 1
+            else:
+                anchor = _anchor(around)
+                if not 0 <= anchor < n:
+                    span = f"0–{n - 1}" if n else "none"
+                    raise MemviewerError(
+                        INVALID_ARGUMENT,
+                        f"message index {anchor} is out of range: session {session_id!r} has "
+                        f"{n} messages (indexes {span})",
+                        data={"hint": "use anchor_index from a discovery hit, or omit --around "
+                                      "for the most recent messages"},
+                    )
+            messages = _window(db, session_id, anchor, window) if n else []
+        return {
+            "success": True,
+            "mode": "scroll",
+            "session_id": session_id,
+            "around_message_id": str(anchor) if n else None,
+            "messages": messages,
+        }
+
+    # -- browse -----------------------------------------------------------------
+    def _browse(self, limit: int, scope: str | None, scope_id: str | None) -> dict[str, Any]:
+        with self.store.read() as conn:
+            rows = repos.list_sessions(conn, scope=scope, scope_id=scope_id, limit=limit)
+            total = repos.count_sessions(conn, scope, scope_id)
+            counts = repos.session_counts(conn, [r["id"] for r in rows])
+            db = _Db(conn)
+            results = [
+                {
+                    "session_id": r["id"],
+                    "title": _title(db, r),
+                    "when": iso(r["last_seen_at"] or r["started_at"]),
+                    "message_count": counts[r["id"]]["active_turns"] + counts[r["id"]]["archived_turns"],
+                }
+                for r in rows
+            ]
+        return {"success": True, "mode": "browse", "total_found": total, "results": results}
+
+
+_HINTS = {
+    INVALID_ARGUMENT: "see `memviewer search --help` for the accepted syntax",
+    SESSION_NOT_FOUND: "list sessions with `memviewer search` (browse) or `memviewer sessions`",
+}
+
+
+def _anchor(around: Any) -> int:
+    if isinstance(around, int) and not isinstance(around, bool):
+        return around
+    if isinstance(around, str) and _INT.fullmatch(around.strip()):
+        return int(around.strip())
+    raise MemviewerError(
+        INVALID_ARGUMENT, f"around must be a message index (an integer), not {around!r}",
+        data={"hint": "use anchor_index from a discovery hit, e.g. --around 12"},
+    )
+
+
+class _Db:
+    """Plain SQL for the hot path, over a raw ``sqlite3`` connection (see ``_reader``) or a
+    SQLAlchemy connection (``exec_driver_sql`` with the driver's parameter style)."""
+
+    def __init__(self, conn: Connection | None = None, raw: sqlite3.Connection | None = None) -> None:
+        self.conn = conn
+        self.raw = raw
+        self.style = conn.dialect.paramstyle if conn is not None else "qmark"
+
+    def all(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
+        if self.raw is not None:
+            return self.raw.execute(sql, tuple(params)).fetchall()
+        assert self.conn is not None
+        if self.style in ("format", "pyformat"):
+            sql = sql.replace("?", "%s")
+        elif self.style != "qmark":
+            count = iter(range(1, len(params) + 1))
+            sql = re.sub(r"\?", lambda _m: f":{next(count)}", sql)
+        return list(self.conn.exec_driver_sql(sql, tuple(params)))
+
+
+def _marks(n: int) -> str:
+    return ",".join("?" * n)
+
+
+# -- candidate turns ------------------------------------------------------------
+_SESSION_COLS = ("id", "title", "agent", "started_at", "last_seen_at", "source", "lineage_id",
+                 "root_session_id", "thread_id", "meta")
+_S_SELECT = ", ".join(f"s.{c}" for c in _SESSION_COLS)
+
+
+@dataclass
+class _Candidate:
+    score: float
+    idx: int
+    summary: bool
+    session: dict[str, Any]
+
+
+def _add(into: dict[int, _Candidate], found: Iterable[tuple[int, _Candidate]]) -> None:
+    """Merge one index's candidates; a turn found by both indexes adds up its scores."""
+    for num, cand in found:
+        if num in into:
+            into[num].score += cand.score
+        else:
+            into[num] = cand
+
+
+def _candidate(score: float, idx: int, summary: Any, session_row: Sequence[Any]) -> _Candidate:
+    return _Candidate(score, int(idx), bool(summary), dict(zip(_SESSION_COLS, session_row, strict=True)))
+
+
+def _fts_candidates(
+    db: _Db, table: str, match: str, pq: ParsedQuery, filters: _Filters
+) -> list[tuple[int, _Candidate]]:
+    """The best ``CANDIDATE_TURNS`` turns by BM25 with their turn and session columns,
+    each BM25 scaled by the share of query units the turn contains (``coverage``).
+
+    FTS5 computes BM25 for every match before it can sort, about 1 µs a turn, so
+    a query whose words are everywhere ("rollback plan" in 500 000 of 4 million
+    turns) would take seconds. BM25 is therefore taken over the ``BROAD_WINDOW``
+    most recently stored matching turns (FTS5 walks rowids newest first and
+    stops there); any query with fewer matches is ranked in full, and rare words
+    always reach old sessions (see ``_word_match``).
+
+    BM25 ranks inside a LIMITed subquery, so only the kept turns are joined;
+    with a filter, the filter joins run inside it (they must, to keep the LIMIT
+    meaningful).
+    """
+    where, params, join = [f"{table} MATCH ?"], [match], ""
+    if filters.any:
+        join = f" JOIN turns ft ON ft.num = {table}.rowid"
+        if filters.session_id:
+            where.append("ft.session_id = ?")
+            params.append(filters.session_id)
+        if filters.scope or filters.scope_id:
+            join += " JOIN sessions fs ON fs.id = ft.session_id"
+            if filters.scope:
+                where.append("fs.scope = ?")
+                params.append(filters.scope)
+            if filters.scope_id:
+                where.append("fs.scope_id = ?")
+                params.append(filters.scope_id)
+    sql = (
+        f"SELECT r.num, r.bm, t.idx, t.is_compaction_summary, t.content, {_S_SELECT} FROM ("
+        f"SELECT * FROM (SELECT {table}.rowid AS num, bm25({table}) AS bm FROM {table}{join} "
+        f"WHERE {' AND '.join(where)} ORDER BY {table}.rowid DESC LIMIT ?) ORDER BY bm LIMIT ?"
+        ") r JOIN turns t ON t.num = r.num JOIN sessions s ON s.id = t.session_id"
+    )
+    params += [BROAD_WINDOW, CANDIDATE_TURNS]
+    try:
+        rows = db.all(sql, params)
+    except Exception as exc:
+        if "fts5" in str(exc).lower() or "syntax error" in str(exc).lower():
+            raise MemviewerError(
+                INVALID_ARGUMENT, f"the search index could not read this query ({exc})",
+                data={"hint": 'use plain words or a "quoted phrase"'},
+            ) from None
+        raise
+    return [(int(r[0]), _candidate(-float(r[1]) * pq.coverage(r[4] or ""), r[2], r[3], r[5:])) for r in rows]
+
+
+def _word_match(db: _Db, pq: ParsedQuery) -> str | None:
+    """``fts_query.word_match``, restricted to turns with at least one uncommon unit.
+
+    BM25 costs about a microsecond per matching turn, and FTS5 ranks every
+    match: "What did we decide about the kiwi rollout?" would rank the ~10 % of
+    turns that say "decide" just to find the few that say "kiwi". One statement
+    counts each unit's matches (capped at ``COMMON_DF + 1``); when some units
+    are common and at least one uncommon unit occurs, the expression becomes
+    ``(uncommon units) AND (all units)``: the same BM25 scores (common words
+    still count) for the turns that can matter.
+    """
+    base = fts_query.word_match(pq)
+    units = pq.word_units
+    if base is None or len(units) < 2:
+        return base
+    probe = (f"(SELECT count(*) FROM (SELECT 1 FROM {fts.WORD_TABLE} WHERE {fts.WORD_TABLE} MATCH ? "
+             f"LIMIT {COMMON_DF + 1}))")
+    literals = [fts_query.fts_string(u.text) for u in units]
+    counts = db.all("SELECT " + ", ".join([probe] * len(units)), literals)[0]
+    rare = [u for u, n in zip(units, counts, strict=True) if 0 < n <= COMMON_DF]
+    if not rare or len(rare) == sum(1 for n in counts if n > 0):
+        return base
+    return f"({' OR '.join(fts_query.fts_string(u.text) for u in rare)}) AND ({base})"
+
+
+def _cjk_match(db: _Db, units: Sequence[Unit]) -> str | None:
+    """Runs of ≥3 characters are trigram phrases; shorter ones expand to the trigrams
+    that start with them (every occurrence is such a prefix, thanks to ``fts.PAD``)."""
+    parts: list[str] = []
+    for u in units:
+        if len(u.text) >= 3:
+            parts.append(fts_query.fts_string(u.text))
+            continue
+        prefix = u.text.lower()
+        rows = db.all(
+            f"SELECT term FROM {fts.CJK_VOCAB} WHERE term >= ? AND term < ? ORDER BY doc DESC LIMIT ?",
+            (prefix, prefix + "\U0010ffff", MAX_EXPANSIONS),
+        )
+        parts += [fts_query.fts_string(r[0]) for r in rows]
+    return " OR ".join(parts) if parts else None
+
+
+def _scan_candidates(
+    conn: Connection, units: Sequence[Unit], whole: str | None, filters: _Filters
+) -> list[tuple[int, _Candidate]]:
+    """The no-FTS path: a case-insensitive substring scan (portable SQL), scored like the
+    reference store: +1 per unit present in a turn, +2 when the whole query is."""
+    needles = [u.text for u in units]
+    cols = [getattr(S.c, c) for c in _SESSION_COLS]
+    q = (
+        select(T.c.num, T.c.content, T.c.idx, T.c.is_compaction_summary, *cols)
+        .join(S, S.c.id == T.c.session_id)
+        .where(or_(*(T.c.content.icontains(n, autoescape=True) for n in needles)))
+    )
+    if filters.session_id:
+        q = q.where(T.c.session_id == filters.session_id)
+    if filters.scope:
+        q = q.where(S.c.scope == filters.scope)
+    if filters.scope_id:
+        q = q.where(S.c.scope_id == filters.scope_id)
+    q = q.order_by(T.c.num.desc()).limit(FALLBACK_MAX_ROWS)
+    lowered = [n.lower() for n in needles]
+    whole_low = whole.lower() if whole and len(units) > 1 else None
+    out: list[tuple[int, _Candidate]] = []
+    for r in conn.execute(q):
+        low = (r[1] or "").lower()
+        score = sum(1.0 for n in lowered if n in low) + (2.0 if whole_low and whole_low in low else 0.0)
+        if score > 0:
+            out.append((int(r[0]), _candidate(score, r[2], r[3], r[4:])))
+    return out
+
+
+def _parse_meta(row: dict[str, Any]) -> dict[str, Any]:
+    if isinstance(row["meta"], str):  # raw SQL returns the JSON text
+        try:
+            row["meta"] = json.loads(row["meta"])
+        except ValueError:
+            row["meta"] = None
+    return row
+
+
+# -- ranking ------------------------------------------------------------------------
+def _rate_stats(db: _Db, ids: Sequence[str]) -> dict[str, tuple[int, float, float]]:
+    sql = (
+        "SELECT session_id, COUNT(*), MIN(timestamp), MAX(timestamp) FROM turns "
+        f"WHERE session_id IN ({_marks(len(ids))}) GROUP BY session_id"
+    )
+    return {sid: (int(n), lo, hi) for sid, n, lo, hi in db.all(sql, ids)}
+
+
+def _rank(
+    db: _Db, raw: dict[str, float], sessions: dict[str, dict[str, Any]], limit: int
+) -> tuple[list[tuple[str, float]], int]:
+    """Demote, dedup by lineage and sort; returns (top ``limit`` (sid, score), total_found).
+
+    Sessions are visited in raw-score order in chunks. Demotion can only lower
+    a score, so once ``limit`` lineage groups have a final score above the next
+    unvisited raw score, no unvisited session can enter the top ``limit``.
+    """
+    ids = list(raw)
+    recency = {sid: sessions[sid]["last_seen_at"] or sessions[sid]["started_at"] or 0.0 for sid in ids}
+    order = sorted(ids, key=lambda s: (-raw[s], -recency[s], s))
+    group = {sid: lineage_key(sessions[sid]) or f"\x00{sid}" for sid in ids}
+    total = len(set(group.values()))
+    best: dict[str, tuple[float, float, str]] = {}  # group -> (score, recency, sid)
+    chunk = max(limit * 2, 10)
+    pos = 0
+    while pos < len(order):
+        batch = order[pos : pos + chunk]
+        pos += len(batch)
+        need_rate = [sid for sid in batch if not tagged_automated(sessions[sid])]
+        rates = _rate_stats(db, need_rate) if need_rate else {}
+        for sid in batch:
+            automated = tagged_automated(sessions[sid]) or rate_automated(*rates.get(sid, (0, None, None)))
+            score = raw[sid] * (AUTOMATED_DEMOTION if automated else 1.0)
+            cand = (score, recency[sid], sid)
+            g = group[sid]
+            if g not in best or (cand[0], cand[1]) > (best[g][0], best[g][1]):
+                best[g] = cand
+        bound = raw[order[pos]] if pos < len(order) else -math.inf
+        if sum(1 for sc, _, _ in best.values() if sc > bound) >= limit:
+            break
+    winners = sorted(best.values(), key=lambda c: (-c[0], -c[1], c[2]))[:limit]
+    return [(sid, score) for score, _, sid in winners], total
+
+
+# -- building hits ------------------------------------------------------------------
+_MSG_COLS = "idx, role, content, timestamp, archived"
+_WINDOW, _OPENING, _CLOSING, _FIRST_USER = range(4)
+
+
+def _message(r: Sequence[Any]) -> dict[str, Any]:
+    return {"index": r[0], "role": r[1], "content": r[2], "timestamp": iso(r[3]), "archived": bool(r[4])}
+
+
+def _window(db: _Db, session_id: str, anchor: int, window: int) -> list[dict[str, Any]]:
+    rows = db.all(
+        f"SELECT {_MSG_COLS} FROM turns WHERE session_id = ? AND idx BETWEEN ? AND ? ORDER BY idx",
+        (session_id, anchor - window, anchor + window),
+    )
+    return [_message(r) for r in rows]
+
+
+def _hits(
+    db: _Db, picks: list[tuple[dict[str, Any], int, float]], window: int, pq: ParsedQuery
+) -> list[dict[str, Any]]:
+    """Windows, bookends and missing titles of every hit, read in one compound statement."""
+    if not picks:
+        return []
+    parts: list[str] = []
+    params: list[Any] = []
+    conv = "role IN ('user', 'assistant')"
+    for k, (row, anchor, _) in enumerate(picks):
+        sid = row["id"]
+        parts.append(f"SELECT {k}, {_WINDOW}, {_MSG_COLS} FROM turns "
+                     "WHERE session_id = ? AND idx BETWEEN ? AND ?")
+        params += [sid, anchor - window, anchor + window]
+        for part, order in ((_OPENING, "ASC"), (_CLOSING, "DESC")):
+            parts.append(f"SELECT * FROM (SELECT {k}, {part}, {_MSG_COLS} FROM turns "
+                         f"WHERE session_id = ? AND {conv} ORDER BY idx {order} LIMIT {BOOKEND_SIZE})")
+            params.append(sid)
+        if not (row.get("title") or row.get("agent")):
+            parts.append(f"SELECT * FROM (SELECT {k}, {_FIRST_USER}, {_MSG_COLS} FROM turns "
+                         "WHERE session_id = ? AND role = 'user' ORDER BY idx LIMIT 1)")
+            params.append(sid)
+    grouped: dict[tuple[int, int], list[Sequence[Any]]] = defaultdict(list)
+    for r in db.all(" UNION ALL ".join(parts), params):
+        grouped[(r[0], r[1])].append(r[2:])
+    out = []
+    for k, (row, anchor, score) in enumerate(picks):
+        context = sorted(grouped[(k, _WINDOW)], key=lambda r: r[0])
+        content = next((r[2] for r in context if r[0] == anchor), "")
+        hit: dict[str, Any] = {
+            "session_id": row["id"],
+            "title": _title_of(row, grouped[(k, _FIRST_USER)]),
+            "when": iso(row["last_seen_at"] or row["started_at"]),
+            "snippet": make_snippet(content, pq.needles),
+            "score": float(f"{score:.6g}"),
+            "anchor_index": anchor,
+            "messages": [_message(r) for r in context],
+        }
+        opening = sorted(grouped[(k, _OPENING)], key=lambda r: r[0])
+        closing = sorted(grouped[(k, _CLOSING)], key=lambda r: r[0])
+        # More than BOOKEND_SIZE conversational messages exist iff the two ends differ.
+        if len({r[0] for r in opening} | {r[0] for r in closing}) > BOOKEND_SIZE:
+            hit["bookends"] = {"opening": [_message(r) for r in opening],
+                               "closing": [_message(r) for r in closing]}
+        out.append(hit)
+    return out
+
+
+def _title_of(row: dict[str, Any], first_user: Sequence[Sequence[Any]]) -> str:
+    """The seed's title rule: title, else agent name, else the first user message, else the id."""
+    if row.get("title"):
+        return str(row["title"])
+    if row.get("agent"):
+        return str(row["agent"])
+    text = " ".join(str(first_user[0][2] if first_user else "").split())
+    return text[:60] if text else str(row["id"])
+
+
+def _title(db: _Db, row: dict[str, Any]) -> str:
+    first: list[Any] = []
+    if not (row.get("title") or row.get("agent")):
+        first = db.all(
+            f"SELECT {_MSG_COLS} FROM turns WHERE session_id = ? AND role = 'user' ORDER BY idx LIMIT 1",
+            (row["id"],),
+        )
+    return _title_of(row, first)
+
+
+def fts_status(settings: Any) -> dict[str, Any]:
+    """For ``memviewer doctor``: FTS5 support, the tokenizers in use, rows indexed vs turns."""
+    from memviewer import paths
+    from memviewer.store.db import Store
+
+    support = fts.sqlite_support()
+    caps = f"SQLite {support['version']}, FTS5 {'yes' if support['fts5'] else 'no'}, " \
+           f"trigram {'yes' if support['trigram'] else 'no'}"
+    if fts.forced_off():
+        return {"ok": True, "detail": f"{fts.FORCE_ENV} is set: substring scan ({caps})"}
+    if not support["fts5"]:
+        return {"ok": True, "detail": f"degraded: no FTS5, keyword search scans ({caps})"}
+    db = paths.db_path(settings.home_path)
+    if not db.exists():
+        return {"ok": True, "detail": f"store not created yet ({caps})"}
+    store = Store.open(db, readonly=True)
+    try:
+        with store.read() as conn:
+            have = fts.installed(conn)
+            if not have["word"]:
+                return {"ok": False, "detail": f"keyword index missing: the next write command "
+                                               f"installs it ({caps})"}
+            n = fts.counts(conn)
+    finally:
+        store.close()
+    parts = [f"{n['word']}/{n['turns']} turns indexed ({fts.WORD_TOKENIZER})"]
+    if have["cjk"]:
+        parts.append(f"{n['cjk']} CJK turns (trigram)")
+    ok = n["word"] == n["turns"]
+    if not ok:
+        parts.append("index out of step with turns: run `memviewer reindex`")
+    return {"ok": ok, "detail": "; ".join(parts) + f" ({caps})"}

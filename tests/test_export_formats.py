@@ -1,0 +1,245 @@
+"""Exports: golden files per format, redaction, stdout, errors, nothing half-written.
+
+Regenerate the golden files after an intended format change with
+``UPDATE_GOLDEN=1 pytest tests/test_export_formats.py`` and review the diff.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+import memviewer.store.fts  # noqa: F401 - registers migration 3
+from memviewer.cli import cli
+from memviewer.errors import MemviewerError
+from memviewer.io.export import export_sessions
+from memviewer.io.praisonai import import_paths
+from memviewer.session.manager import SessionManager
+from memviewer.store.db import Store
+
+GOLDEN = Path(__file__).parent / "golden"
+FIXTURES = Path(__file__).parent / "fixtures" / "praisonai"
+T0 = 1_781_000_000.0
+SECRET = "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"
+
+
+def golden_sessions(mgr: SessionManager) -> None:
+    """A live-style session with two episodes, a tool exchange, compaction and secrets,
+    plus a PraisonAI file import: every id and timestamp fixed."""
+    ep = {"status": "closed", "closed_by": "finalized", "intent_kind": "task", "intent_confidence": 0.92,
+          "intent_rule": "en.imperative", "intent_source": "heuristic", "r_task": 0.8, "meta": None}
+    episodes = [
+        {**ep, "id": "e-1", "started_at": T0, "ended_at": T0 + 50},
+        {**ep, "id": "e-2", "started_at": T0 + 100, "ended_at": None, "status": "open", "closed_by": None,
+         "intent_kind": "memory_probe", "intent_confidence": 0.88, "intent_rule": "en.recall", "r_task": None,
+         "meta": {"note": "mail ops@example.com"}},
+    ]
+
+    def turn(i: int, role: str, content: str, **kw: Any) -> dict[str, Any]:
+        return {"id": f"t-{i}", "episode_id": "e-1" if i < 4 else "e-2", "role": role, "content": content,
+                "timestamp": T0 + 10 * i, "archived": i < 4, **kw}
+
+    turns = [
+        turn(0, "user", f"Deploy with key {SECRET} please.\n# not a heading"),
+        turn(1, "assistant", "", tool_calls=[{"id": "call_1", "type": "function", "function": {
+            "name": "deploy", "arguments": json.dumps({"service": "billing", "key": SECRET})}}]),
+        turn(2, "tool", '{"status": "ok"}', tool_call_id="call_1"),
+        turn(3, "assistant", "Deployed billing. Questions go to ops@example.com.", meta={"model": "m-1"}),
+        {"id": "t-sum", "episode_id": None, "role": "system", "timestamp": T0 + 95, "archived": False,
+         "content": "[compaction summary] 4 earlier turns were archived.\n- user: Deploy with key …",
+         "is_compaction_summary": True, "replaced_count": 4,
+         "meta": {"compaction": True, "compacted_count": 4}},
+        turn(5, "user", "What did we deploy, and which key did I give you?"),
+        turn(6, "assistant", f"Billing, with {SECRET}.", meta={"latency_ms": 812}),
+    ]
+    mgr.import_session(
+        {"id": "s-live", "agent": "deployer", "scope": "user", "scope_id": "alice",
+         "title": "Deploy billing", "started_at": T0, "last_seen_at": T0 + 60, "status": "open",
+         "source": "cli", "lineage_id": "lin-7", "meta": {"team": "payments", "contact": "ops@example.com"}},
+        turns, episodes,
+    )
+    report = import_paths(mgr.import_session, [FIXTURES / "billing-review-8c1e.json"])
+    assert not report.failed
+
+
+@pytest.fixture
+def service(tmp_path: Path):
+    store = Store.open(tmp_path / "g.db")
+    golden_sessions(SessionManager(store))
+    yield SimpleNamespace(store=store)
+    store.close()
+
+
+def _check_golden(name: str, actual: str) -> None:
+    path = GOLDEN / name
+    if os.environ.get("UPDATE_GOLDEN"):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(actual, encoding="utf-8")
+    assert actual == path.read_text(encoding="utf-8"), f"{name} differs from its golden file"
+
+
+@pytest.mark.parametrize("fmt,ext", [("json", "json"), ("jsonl", "jsonl"), ("md", "md")])
+def test_stream_formats_match_golden(service, fmt: str, ext: str) -> None:
+    buf = io.StringIO()
+    result = export_sessions(service, None, fmt, buf)
+    assert result["sessions"] == 2 and result["turns"] == 7 + 11
+    _check_golden(f"export.{ext}", buf.getvalue())
+
+
+def test_praisonai_folder_matches_golden(service, tmp_path: Path) -> None:
+    out = tmp_path / "pa"
+    result = export_sessions(service, None, "praisonai", out)
+    assert result["path"] == str(out)
+    names = sorted(p.name for p in out.iterdir())
+    assert names == ["billing-review-8c1e.json", "s-live.json"]  # no staging folder left behind
+    for name in names:
+        _check_golden(f"praisonai/{name}", (out / name).read_text(encoding="utf-8"))
+
+
+def test_json_export_is_valid_and_complete(service) -> None:
+    buf = io.StringIO()
+    export_sessions(service, ["s-live"], "json", buf)
+    doc = json.loads(buf.getvalue())
+    assert doc["format"] == "memviewer.export" and doc["version"] == 1
+    (entry,) = doc["sessions"]
+    assert [e["episode_id"] for e in entry["episodes"]] == ["e-1", "e-2"]
+    turns = entry["turns"]
+    assert [t["index"] for t in turns] == list(range(7))
+    assert [t["archived"] for t in turns] == [True] * 4 + [False] * 3
+    summary = turns[4]
+    assert summary["is_compaction_summary"] and summary["replaced_count"] == 4
+    assert turns[1]["tool_calls"][0]["function"]["name"] == "deploy"
+
+
+def test_redaction_masks_consistently_and_leaves_the_store_alone(service) -> None:
+    before = _dump(service)
+    buf = io.StringIO()
+    result = export_sessions(service, ["s-live"], "json", buf, redact="standard")
+    text = buf.getvalue()
+    assert SECRET not in text and "ops@example.com" not in text
+    doc = json.loads(text)
+    entry = doc["sessions"][0]
+    assert doc["redaction"] == "standard"
+    key_mask = "[REDACTED:api_key:1]"
+    assert key_mask in entry["turns"][0]["content"] and key_mask in entry["turns"][6]["content"]
+    assert key_mask in entry["turns"][1]["tool_calls"][0]["function"]["arguments"]
+    assert entry["session"]["metadata"]["contact"] == "[REDACTED:email:1]"
+    assert "[REDACTED:email:1]" in entry["turns"][3]["content"]
+    assert entry["episodes"][1]["metadata"]["note"] == "mail [REDACTED:email:1]"
+    # ids, timestamps and tool names are never touched
+    assert entry["turns"][1]["tool_calls"][0]["id"] == "call_1"
+    assert [t["turn_id"] for t in entry["turns"]][:2] == ["t-0", "t-1"]
+    assert entry["turns"][0]["timestamp"] == T0
+    assert result["redactions"] == {"api_key": 3, "email": 3}
+    assert _dump(service) == before
+
+
+def test_redaction_reaches_titles_and_praisonai_metadata(service, tmp_path: Path) -> None:
+    from sqlalchemy import text
+
+    with service.store.write() as tx:
+        tx.conn.execute(text("UPDATE sessions SET title = :t WHERE id = 's-live'"), {"t": f"key {SECRET}"})
+    buf = io.StringIO()
+    export_sessions(service, ["s-live"], "md", buf, redact="strict")
+    assert SECRET not in buf.getvalue() and "# key [REDACTED:api_key:1]" in buf.getvalue()
+    export_sessions(service, ["s-live"], "praisonai", tmp_path / "pa", redact="standard")
+    doc = json.loads((tmp_path / "pa" / "s-live.json").read_text())
+    assert doc["metadata"]["title"] == "key [REDACTED:api_key:1]"
+    assert doc["created_at"] == "2026-06-09T10:13:20+00:00" and doc["user_id"] == "alice"
+
+
+def _dump(service) -> list:
+    from sqlalchemy import text
+
+    with service.store.read() as conn:
+        return [tuple(r) for t in ("sessions", "episodes", "turns")
+                for r in conn.execute(text(f"SELECT * FROM {t} ORDER BY 1"))]
+
+
+def test_unknown_ids_fail_before_writing_anything(service, tmp_path: Path) -> None:
+    target = tmp_path / "out.json"
+    with pytest.raises(MemviewerError) as err:
+        export_sessions(service, ["s-live", "nope-1", "nope-2"], "json", target)
+    assert err.value.code == "session_not_found" and "nope-1, nope-2" in err.value.message
+    assert err.value.data["unknown"] == ["nope-1", "nope-2"]
+    assert not target.exists() and not list(tmp_path.glob(".out.json*"))
+    with pytest.raises(MemviewerError):
+        export_sessions(service, None, "praisonai", "-")
+    with pytest.raises(MemviewerError):
+        export_sessions(service, None, "xml", io.StringIO())
+
+
+def test_failed_file_export_keeps_the_previous_file(service, tmp_path: Path, monkeypatch) -> None:
+    target = tmp_path / "out.md"
+    target.write_text("previous export\n")
+    from memviewer.io.exporters import markdown_format
+
+    def boom(self, bundle):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(markdown_format.MarkdownWriter, "write", boom)
+    with pytest.raises(OSError):
+        export_sessions(service, None, "md", target)
+    assert target.read_text() == "previous export\n"
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".out")] == []
+
+
+# -- the CLI -----------------------------------------------------------------------
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    h = tmp_path / "home"
+    h.mkdir()
+    store = Store.open(h / "memviewer.db")
+    golden_sessions(SessionManager(store))
+    store.close()
+    return h
+
+
+def _run(home: Path, *args: str):
+    return CliRunner().invoke(cli, ["--home", str(home), *args], catch_exceptions=False)
+
+
+def test_cli_export_to_stdout_and_file(home: Path, tmp_path: Path) -> None:
+    r = _run(home, "export", "s-live", "--format", "jsonl", "-o", "-")
+    assert r.exit_code == 0
+    lines = r.stdout.strip().split("\n")
+    assert len(lines) == 7 and json.loads(lines[0])["turn_id"] == "t-0"
+    assert "exported 1 sessions (7 turns)" in r.stderr
+    r = _run(home, "export", "--all", "--format", "json")  # no -o: stdout
+    assert r.exit_code == 0 and len(json.loads(r.stdout)["sessions"]) == 2
+    out = tmp_path / "all.md"
+    r = _run(home, "export", "--all", "--format", "md", "-o", str(out), "--redact", "standard")
+    assert r.exit_code == 0 and str(out) in r.stdout and "masked" in r.stdout
+    assert SECRET not in out.read_text() and "# Billing migration review" in out.read_text()
+
+
+def test_cli_export_errors(home: Path, tmp_path: Path) -> None:
+    r = _run(home, "export", "s-live", "ghost", "--format", "json", "-o", str(tmp_path / "x.json"))
+    assert r.exit_code != 0 and "ghost" in r.stderr and not (tmp_path / "x.json").exists()
+    assert _run(home, "export", "--format", "json").exit_code != 0
+    assert _run(home, "export", "--all", "--format", "praisonai").exit_code != 0
+    assert _run(home, "export", "--all", "s-live", "--format", "md").exit_code != 0
+
+
+def test_cli_json_round_trip_through_import(home: Path, tmp_path: Path) -> None:
+    first = tmp_path / "a.json"
+    assert _run(home, "export", "--all", "--format", "json", "-o", str(first)).exit_code == 0
+    other = tmp_path / "other-home"
+    r = _run(other, "import", "json", str(first), "--no-index")
+    assert r.exit_code == 0 and "imported 2 sessions (18 turns, 18 new)" in r.stdout
+    again = _run(other, "import", "json", str(first), "--no-index")
+    assert "18 turns, 0 new" in again.stdout  # idempotent
+    second = tmp_path / "b.json"
+    assert _run(other, "export", "--all", "--format", "json", "-o", str(second)).exit_code == 0
+    assert first.read_bytes() == second.read_bytes()
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "something-else"}')
+    r = _run(other, "import", "json", str(bad))
+    assert r.exit_code != 0 and "memviewer.export" in r.stderr

@@ -1,0 +1,180 @@
+"""Round trips: export → import into a fresh store → export gives identical bytes
+(json and praisonai), and PraisonAI files survive memviewer without loss."""
+
+from __future__ import annotations
+
+import io
+import itertools
+import json
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import text
+
+import memviewer.store.fts  # noqa: F401 - registers migration 3
+from memviewer.io.export import export_sessions
+from memviewer.io.json_import import import_file
+from memviewer.io.praisonai import import_paths
+from memviewer.session.manager import SessionManager
+from memviewer.store.db import Store
+
+FIXTURES = Path(__file__).parent / "fixtures" / "praisonai"
+_counter = itertools.count()
+
+json_leaf = (
+    st.none() | st.booleans() | st.integers(-(2**53), 2**53)
+    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=12)
+)
+json_value = st.recursive(
+    json_leaf,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
+    max_leaves=6,
+)
+meta_keys = st.sampled_from(["a", "note", "x y", "ключ", "title"])
+meta = st.none() | st.dictionaries(meta_keys, json_value, max_size=3)
+ident = st.text(alphabet="abcxyz019-_./: ", min_size=1, max_size=10)
+
+
+@st.composite
+def session_bundle(draw: st.DrawFn) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
+    sid = "s" + draw(ident)
+    t = draw(st.floats(1e9, 2e9))
+    n_eps = draw(st.integers(0, 2))
+    episodes = [
+        {"id": f"{sid}-e{i}", "status": draw(st.sampled_from(["open", "closed"])),
+         "closed_by": draw(st.none() | st.sampled_from(["finalized", "abandoned"])),
+         "started_at": t + i, "ended_at": draw(st.none() | st.just(t + i + 0.5)),
+         "intent_kind": draw(st.sampled_from(["task", "chitchat", "unknown"])),
+         "intent_confidence": draw(st.floats(0, 1)), "intent_rule": "r", "intent_source": "heuristic",
+         "r_task": draw(st.none() | st.floats(0, 1)), "meta": draw(meta)}
+        for i in range(n_eps)
+    ]
+    n = draw(st.integers(0, 8))
+    n_archived = draw(st.integers(0, n))
+    turns = []
+    for i in range(n):
+        t += draw(st.floats(0, 5000))
+        turns.append({
+            "id": f"{sid}-t{i}",
+            "episode_id": draw(st.none() | st.sampled_from([e["id"] for e in episodes] or [None])),
+            "role": draw(st.sampled_from(["user", "assistant", "tool", "system"])),
+            "content": draw(st.text(max_size=40)),
+            "timestamp": t,
+            "archived": i < n_archived,
+            "tool_calls": draw(st.none() | st.lists(st.fixed_dictionaries({
+                "id": ident, "type": st.just("function"),
+                "function": st.fixed_dictionaries({"name": ident, "arguments": st.text(max_size=20)}),
+            }), max_size=2)),
+            "tool_call_id": draw(st.none() | ident),
+            "meta": draw(meta),
+        })
+    if n_archived and n_archived < n or (n_archived and draw(st.booleans())):
+        turns.insert(n_archived, {
+            "id": f"{sid}-sum", "episode_id": None, "role": "system", "timestamp": t + 1,
+            "content": f"[compaction summary] {n_archived} earlier turns were archived.", "archived": False,
+            "is_compaction_summary": True, "replaced_count": n_archived,
+            "meta": {"compaction": True, "compacted_count": n_archived}, "tool_calls": None,
+            "tool_call_id": None,
+        })
+    scope = draw(st.sampled_from(["user", "agent", "team"]))
+    session = {
+        "id": sid, "agent": draw(st.text(max_size=8)), "scope": scope, "scope_id": draw(st.text(max_size=6)),
+        "title": draw(st.text(max_size=20)), "started_at": t - 1e6, "last_seen_at": t,
+        "closed_at": draw(st.none() | st.just(t + 2)), "status": draw(st.sampled_from(["open", "closed"])),
+        "source": draw(st.none() | st.sampled_from(["cli", "cron", ""])),
+        "lineage_id": draw(st.none() | ident), "root_session_id": draw(st.none() | ident),
+        "thread_id": None, "parent_session_id": draw(st.none() | ident),
+        "retention": draw(st.sampled_from(["compact", "keep_all"])),
+        "active_window": draw(st.integers(2, 500)),
+        "meta": draw(meta),
+    }
+    return session, turns, episodes
+
+
+def _fresh(tmp: Path) -> tuple[SimpleNamespace, SessionManager]:
+    store = Store.open(tmp / f"rt-{next(_counter)}.db")
+    return SimpleNamespace(store=store), SessionManager(store)
+
+
+def _json_export(svc: SimpleNamespace) -> str:
+    buf = io.StringIO()
+    export_sessions(svc, None, "json", buf)
+    return buf.getvalue()
+
+
+def _folder_bytes(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+ROUNDTRIP = settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+
+
+@ROUNDTRIP
+@given(bundles=st.lists(session_bundle(), min_size=1, max_size=3, unique_by=lambda b: b[0]["id"]))
+def test_json_round_trip_is_byte_identical(tmp_path: Path, bundles) -> None:
+    a, mgr_a = _fresh(tmp_path)
+    b, mgr_b = _fresh(tmp_path)
+    try:
+        for session, turns, episodes in bundles:
+            mgr_a.import_session(session, turns, episodes)
+        first = _json_export(a)
+        path = tmp_path / f"export-{next(_counter)}.json"
+        path.write_text(first, encoding="utf-8")
+        report = import_file(mgr_b.import_session, path)
+        assert len(report["imported"]) == len(bundles)
+        assert _json_export(b) == first
+        assert import_file(mgr_b.import_session, path)["imported"][0]["new_turns"] == 0  # idempotent
+    finally:
+        a.store.close()
+        b.store.close()
+
+
+@ROUNDTRIP
+@given(bundles=st.lists(session_bundle(), min_size=1, max_size=3, unique_by=lambda b: b[0]["id"]))
+def test_praisonai_round_trip_is_byte_identical(tmp_path: Path, bundles) -> None:
+    a, mgr_a = _fresh(tmp_path)
+    b, mgr_b = _fresh(tmp_path)
+    n = next(_counter)
+    try:
+        for session, turns, episodes in bundles:
+            mgr_a.import_session(session, turns, episodes)
+        export_sessions(a, None, "praisonai", tmp_path / f"pa1-{n}")
+        report = import_paths(mgr_b.import_session, [tmp_path / f"pa1-{n}"])
+        assert not report.failed and len(report.imported) == len(bundles)
+        export_sessions(b, None, "praisonai", tmp_path / f"pa2-{n}")
+        assert _folder_bytes(tmp_path / f"pa2-{n}") == _folder_bytes(tmp_path / f"pa1-{n}")
+    finally:
+        a.store.close()
+        b.store.close()
+
+
+def _rows(store: Store) -> dict[str, list[tuple]]:
+    with store.read() as conn:
+        return {
+            "sessions": [tuple(r) for r in conn.execute(text("SELECT * FROM sessions ORDER BY id"))],
+            "turns": [tuple(r)[1:] for r in conn.execute(text("SELECT * FROM turns ORDER BY id"))],
+        }
+
+
+def test_praisonai_files_survive_memviewer_losslessly(tmp_path: Path) -> None:
+    a, mgr_a = _fresh(tmp_path)
+    b, mgr_b = _fresh(tmp_path)
+    try:
+        assert not import_paths(mgr_a.import_session, [FIXTURES]).failed
+        export_sessions(a, None, "praisonai", tmp_path / "out")
+        assert sorted(p.name for p in (tmp_path / "out").iterdir()) == sorted(
+            p.name for p in FIXTURES.glob("*.json")
+        )
+        assert not import_paths(mgr_b.import_session, [tmp_path / "out"]).failed
+        assert _rows(b.store) == _rows(a.store)  # same ids, contents, flags and metadata
+        original = json.loads((FIXTURES / "billing-review-8c1e.json").read_text())
+        written = json.loads((tmp_path / "out" / "billing-review-8c1e.json").read_text())
+        assert written == original  # this file already had every key in canonical form
+    finally:
+        a.store.close()
+        b.store.close()
