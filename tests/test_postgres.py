@@ -67,3 +67,25 @@ def test_manager_lifecycle_compaction_and_batches_on_postgres(pg_store):
     assert session["meta"] == {"k": [1, "two"]}
     seqs = [e.seq for e in pg_store.events_since(0)]
     assert seqs == list(range(1, len(seqs) + 1))
+
+
+def test_keyword_search_falls_back_to_a_scan_on_postgres(pg_store, tmp_path):
+    from memviewer.config import load_settings
+    from memviewer.index.embedder import HashEmbedder
+    from memviewer.service import MemoryService
+
+    svc = MemoryService(load_settings(env={}, home=str(tmp_path / "h")), embedder=HashEmbedder(),
+                        store_url=pg_store.url)
+    svc.open_session(session_id="s1", agent="a", active_window=4)
+    e = svc.start_episode("s1", "we decided the billing migration goes to Adyen")["episode_id"]
+    for i in range(6):
+        svc.add_turn(e, "assistant", f"step {i} 部署令牌 XZ99")
+    svc.open_session(session_id="s2", agent="cronbot", source="cron")
+    svc.start_episode("s2", "billing report")
+    hits = svc.search("billing migration")
+    assert [h["session_id"] for h in hits["results"]] == ["s1", "s2"]  # cron session demoted
+    assert hits["results"][0]["messages"][0]["archived"] is True  # the hit is an archived turn
+    assert svc.search("令牌")["total_found"] == 1
+    assert [m["index"] for m in svc.search(session_id="s1", around=2, window=1)["messages"]] == [1, 2, 3]
+    assert {r["session_id"]: r["message_count"] for r in svc.search()["results"]} == {"s1": 8, "s2": 1}
+    svc.close()
