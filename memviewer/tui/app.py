@@ -1,0 +1,257 @@
+"""The viewer application and ``run_app(settings)`` (``memviewer`` with no arguments).
+
+Start-up order matters for the first paint: probe the socket (cheap), open the
+SQL store, paint the Sessions screen; only then host the hub and subscribe
+to its events. LanceDB and the ONNX model are never imported here: the
+Recall screen loads them in a thread worker on first use.
+"""
+
+from __future__ import annotations
+
+import gc
+import json
+import os
+import time
+from collections.abc import Callable, Iterable
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from textual import work
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.screen import Screen
+
+from memviewer.config import Settings
+from memviewer.tui.hub_link import HostedHub, HubStatus, decide
+from memviewer.tui.live_feed import LiveFeed
+from memviewer.tui.live_worker import follow_hub
+from memviewer.tui.messages import HubChanged, LiveState
+from memviewer.tui.screens.export import ExportScreen
+from memviewer.tui.screens.help import HelpScreen
+from memviewer.tui.screens.live import LiveScreen
+from memviewer.tui.screens.recall import RecallScreen
+from memviewer.tui.screens.session import SessionScreen
+from memviewer.tui.screens.sessions import SessionsScreen
+
+ServiceFactory = Callable[[Settings, bool], Any]
+PAINT_REPORT_ENV = "MEMVIEWER_TUI_PAINT_REPORT"
+LIVE_BACKLOG = 500
+BOOT_FALLBACK_S = 1.0
+
+
+def _default_factory(settings: Settings, readonly: bool) -> Any:
+    from memviewer import paths
+    from memviewer.service import MemoryService
+
+    if readonly and not paths.db_path(settings.home_path).exists():
+        readonly = False  # nothing stored yet: nothing to protect
+    return MemoryService(settings, readonly=readonly)
+
+
+class MemviewerApp(App[None]):
+    """Sessions, Session, Live, Recall and Export screens over one ``MemoryService``."""
+
+    TITLE = "memviewer"
+    CSS_PATH = ["app.tcss", "sessions.tcss", "session.tcss", "live.tcss", "recall.tcss", "export.tcss"]
+    MODES = {"sessions": SessionsScreen, "live": LiveScreen, "recall": RecallScreen}
+    DEFAULT_MODE = "sessions"
+    BINDINGS = [
+        Binding("1", "switch_mode('sessions')", "Sessions"),
+        Binding("2", "switch_mode('live')", "Live"),
+        Binding("3", "switch_mode('recall')", "Recall"),
+        Binding("e", "export", "Export"),
+        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        service: Any = None,
+        service_factory: ServiceFactory | None = None,
+        hub: str = "auto",
+        live: bool = True,
+        live_cap: int = 2000,
+        paint_report: str | None = None,
+        hub_indexer: bool = True,
+    ) -> None:
+        super().__init__()
+        self.settings = settings
+        self.started_at = time.time()
+        self.hub_status: HubStatus = decide(settings.socket_path, hub)
+        self._owns_service = service is None
+        factory = service_factory or _default_factory
+        self.service = (
+            service if service is not None else factory(settings, self.hub_status.role == "connected")
+        )
+        self.hosted: HostedHub | None = None
+        self.hub_indexer = hub_indexer
+        self.live_enabled = live and self.hub_status.role in ("hosting", "connected")
+        self.live_cap = live_cap
+        self.feed = LiveFeed(cap=max(live_cap, 1000))
+        self.paint_report = paint_report if paint_report is not None else os.environ.get(PAINT_REPORT_ENV)
+        self._painted = False
+        self._booted = False
+        self.sub_title = self.hub_status.label()
+
+    # -- lifecycle ------------------------------------------------------------
+    def on_mount(self) -> None:
+        # The hub (and the indexer it starts) waits for the first paint; the
+        # timer covers a first screen that never reports one.
+        self.set_timer(BOOT_FALLBACK_S, self._boot_once)
+
+    def _boot_once(self) -> None:
+        if self._booted:
+            return
+        self._booted = True
+        # Everything built so far (modules, screens, styles) lives as long as the app:
+        # keep it out of full garbage collections, which otherwise stall the UI ~100 ms.
+        gc.freeze()
+        if self.hub_status.role == "hosting":
+            self.boot_hub()
+        elif self.live_enabled:
+            self.start_live()
+        else:
+            self.feed.set_state("off", self.hub_status.label())
+
+    @work(exclusive=True, group="hub")
+    async def boot_hub(self) -> None:
+        hosted = HostedHub(self.service, self.settings.socket_path, start_indexer=self.hub_indexer)
+        try:
+            await hosted.start()
+        except Exception as exc:  # the viewer still works without a hub
+            self.hub_status = HubStatus(
+                "unavailable", self.settings.socket_path, f"{type(exc).__name__}: {exc}"
+            )
+            self.live_enabled = False
+            self.feed.set_state("off", self.hub_status.label())
+            self.post_message(HubChanged(self.hub_status.label()))
+            self.notify(self.hub_status.label(), severity="warning", timeout=8)
+            return
+        self.hosted = hosted
+        self.post_message(HubChanged(self.hub_status.label()))
+        if self.live_enabled:
+            self.start_live()
+
+    def start_live(self) -> None:
+        start = max(0, int(self.service.last_seq) - LIVE_BACKLOG)
+        self.follow_events(start)
+
+    @work(exclusive=True, group="live")
+    async def follow_events(self, from_seq: int) -> None:
+        """Long-lived subscriber: events into the feed, state changes as messages."""
+        await follow_hub(
+            self.settings.socket_path,
+            from_seq,
+            self.feed.add,
+            lambda state, detail: self.post_message(LiveState(state, detail)),
+        )
+
+    def on_hub_changed(self, message: HubChanged) -> None:
+        self.sub_title = message.label
+
+    def on_live_state(self, message: LiveState) -> None:
+        self.feed.set_state(message.state, message.detail)
+
+    async def on_unmount(self) -> None:
+        gc.unfreeze()  # let what this app built be collected (several apps may run in one process)
+        self.workers.cancel_group(self, "live")
+        if self.hosted is not None:
+            await self.hosted.close()
+        if self._owns_service:
+            self.service.close()
+
+    # -- first paint (bench hook) -------------------------------------------------
+    def first_paint_done(self, rows: int, total: int) -> None:
+        if self._painted:
+            return
+        self._painted = True
+        if not self.paint_report:
+            self._boot_once()
+            return
+        report = {
+            "t_paint": time.time(),
+            "t_app_init": self.started_at,
+            "rows": rows,
+            "total": total,
+            "rss_kb": _rss_kb(),
+            "cpu_s": _cpu_s(),
+            "heavy_loaded": sorted(m for m in ("lancedb", "onnxruntime", "pyarrow") if m in _modules()),
+        }
+        Path(self.paint_report).write_text(json.dumps(report), encoding="utf-8")
+        self.exit()
+
+    # -- actions ------------------------------------------------------------------
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_export(self) -> None:
+        current, selected = None, []
+        context = getattr(self.screen, "export_context", None)
+        if callable(context):
+            current, selected = context()
+        self.push_screen(ExportScreen(current=current, selected=selected))
+
+    def open_session(self, session_id: str, anchor: int | None = None) -> None:
+        self.push_screen(SessionScreen(session_id, anchor=anchor))
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        yield SystemCommand(
+            "Sessions screen", "Browse, filter and search sessions (1)", partial(self.switch_mode, "sessions")
+        )
+        yield SystemCommand(
+            "Live screen", "Tail the hub's event stream (2)", partial(self.switch_mode, "live")
+        )
+        yield SystemCommand(
+            "Recall screen",
+            "Two-stage recall with its explain trace (3)",
+            partial(self.switch_mode, "recall"),
+        )
+        yield SystemCommand(
+            "Export sessions", "JSON, JSONL, Markdown or PraisonAI, with redaction (e)", self.action_export
+        )
+        yield SystemCommand("Key bindings", "Show every key of every screen (?)", self.action_help)
+        for binding in getattr(screen, "BINDINGS", []):
+            if isinstance(binding, Binding) and binding.description:
+                key = binding.key_display or binding.key
+                yield SystemCommand(
+                    f"{binding.description}",
+                    f"{type(screen).__name__.removesuffix('Screen')} screen ({key})",
+                    partial(self.call_later, screen.run_action, binding.action),
+                )
+
+
+def _modules() -> Iterable[str]:
+    import sys
+
+    return sys.modules.keys()
+
+
+def _cpu_s() -> float:
+    """CPU seconds this process used so far (less sensitive to a busy machine than wall time)."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _rss_kb() -> int:
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    import resource
+
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+
+
+def run_app(settings: Settings, **kwargs: Any) -> None:
+    """Open the viewer; hosts the hub when none answers on ``settings.socket_path``."""
+    MemviewerApp(settings, **kwargs).run()

@@ -1,0 +1,214 @@
+"""How stored data looks on screen: dates, badges, turns, episodes.
+
+Everything returns ``rich.text.Text`` built from plain strings, never markup:
+stored text is shown verbatim, so a turn that contains ``[bold]`` or Markdown
+shows those characters rather than being interpreted. Dates are absolute
+(UTC, as stored) so screenshots and snapshots do not drift with the clock.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from rich.text import Text
+
+AUTOMATED_SOURCES = frozenset({"scheduled", "automated", "cron", "system", "batch"})
+LINEAGE_KEYS = ("lineage_id", "root_session_id", "thread_id")
+ROLE_STYLES = {
+    "user": "bold cyan",
+    "assistant": "bold green",
+    "tool": "bold magenta",
+    "system": "bold yellow",
+}
+STATUS_STYLES = {
+    "open": "green",
+    "closed": "dim",
+    "pruned": "yellow",
+    "finalized": "green",
+    "abandoned": "red",
+}
+COLLAPSED_LINES = 6
+COLLAPSED_CHARS = 600
+
+
+def short_time(iso: str | None) -> str:
+    """``2025-01-15T10:32:07.5Z`` -> ``2025-01-15 10:32`` (UTC, as stored)."""
+    if not iso:
+        return ""
+    return f"{iso[:10]} {iso[11:16]}"
+
+
+def long_time(iso: str | None) -> str:
+    if not iso:
+        return ""
+    return f"{iso[:10]} {iso[11:19]}"
+
+
+def clock_time(iso: str | None) -> str:
+    return iso[11:19] if iso else ""
+
+
+def one_line(text: str, width: int) -> str:
+    """Whitespace collapsed to single spaces, cut to ``width`` with an ellipsis."""
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= width else flat[: max(0, width - 1)] + "…"
+
+
+def is_automated(session: Mapping[str, Any]) -> bool:
+    source = (session.get("source") or "").strip().lower()
+    meta = session.get("meta") or {}
+    return source in AUTOMATED_SOURCES or bool(isinstance(meta, dict) and meta.get("automated"))
+
+
+def lineage_of(session: Mapping[str, Any]) -> str | None:
+    """The first lineage key set on the session (``parent_session_id`` is not one)."""
+    for key in LINEAGE_KEYS:
+        if session.get(key):
+            return str(session[key])
+    return None
+
+
+def badges(session: Mapping[str, Any]) -> Text:
+    out = Text()
+    if is_automated(session):
+        out.append("auto", style="bold yellow")
+    if lineage_of(session):
+        if out:
+            out.append(" ")
+        out.append("lineage", style="bold blue")
+    if session.get("archived_turns"):
+        if out:
+            out.append(" ")
+        out.append("compacted", style="magenta")
+    return out
+
+
+def status_text(status: str | None) -> Text:
+    status = status or ""
+    return Text(status, style=STATUS_STYLES.get(status, ""))
+
+
+def scope_label(session: Mapping[str, Any]) -> str:
+    scope, scope_id = session.get("scope") or "", session.get("scope_id") or ""
+    return f"{scope}:{scope_id}" if scope_id else scope
+
+
+def tool_names(tool_calls: Iterable[Any] | None) -> list[str]:
+    names: list[str] = []
+    for call in tool_calls or []:
+        name = None
+        if isinstance(call, dict):
+            fn = call.get("function")
+            name = fn.get("name") if isinstance(fn, dict) else None
+            name = name or call.get("name") or call.get("type")
+        names.append(str(name or "?"))
+    return names
+
+
+def _pretty_json(value: Any) -> str:
+    try:
+        return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def _collapse(content: str) -> tuple[str, int]:
+    """The first lines of ``content`` and how many lines were hidden."""
+    lines = content.splitlines() or [""]
+    shown = lines[:COLLAPSED_LINES]
+    text = "\n".join(shown)
+    if len(text) > COLLAPSED_CHARS:
+        text = text[:COLLAPSED_CHARS] + "…"
+    return text, max(0, len(lines) - len(shown))
+
+
+def turn_text(turn: Mapping[str, Any], *, expanded: bool = False, anchor: bool = False) -> Text:
+    """One turn: a header line, then its content verbatim (folded unless expanded)."""
+    role = str(turn.get("role") or "")
+    head = Text()
+    if anchor:
+        head.append("▶ ", style="bold red")
+    head.append(f"#{turn.get('index', '?'):<4} ", style="bold")
+    if turn.get("is_compaction_summary"):
+        head.append(" SUMMARY ", style="bold black on yellow")
+        head.append(f" synthetic · replaces {turn.get('replaced_count', 0)} archived turns", style="yellow")
+    else:
+        head.append(f"{role:<10}", style=ROLE_STYLES.get(role, "bold"))
+    head.append(f" {long_time(turn.get('timestamp'))}", style="dim")
+    if turn.get("archived"):
+        head.append("  archived", style="magenta")
+    if turn.get("tool_call_id"):
+        head.append(f"  ↳ {turn['tool_call_id']}", style="magenta")
+    calls = turn.get("tool_calls") or []
+    if calls:
+        marker = "▾" if expanded else "▸"
+        names = ", ".join(tool_names(calls))
+        head.append(f"  {marker} {len(calls)} tool call{'s' if len(calls) != 1 else ''}: ", style="magenta")
+        head.append(names, style="bold magenta")
+    out = head
+    out.append("\n")
+    content = str(turn.get("content") or "")
+    if expanded:
+        out.append(content)
+    else:
+        shown, hidden = _collapse(content)
+        out.append(shown)
+        if hidden or len(content) > COLLAPSED_CHARS:
+            more = f" +{hidden} more lines" if hidden else ""
+            out.append(f"\n  …{more} (Enter expands)", style="dim italic")
+    if expanded and calls:
+        out.append("\n── tool calls ──\n", style="magenta")
+        out.append(_pretty_json(calls), style="magenta")
+    meta = turn.get("metadata") or {}
+    if expanded and meta:
+        out.append("\n── metadata ──\n", style="dim")
+        out.append(_pretty_json(meta), style="dim")
+    return out
+
+
+def episode_text(episode: Mapping[str, Any], number: int, turns: int) -> Text:
+    """Episode header: intent kind with the rule that fired, status, reward."""
+    intent = episode.get("intent") or {}
+    out = Text()
+    out.append(f"▌ Episode {number} ", style="bold")
+    out.append(str(intent.get("kind", "unknown")), style="bold cyan")
+    out.append(
+        f" ({intent.get('rule_id', 'none')}, {float(intent.get('confidence') or 0):.2f})", style="cyan"
+    )
+    status = episode.get("closed_by") or episode.get("status") or ""
+    out.append("  ")
+    out.append_text(status_text(status))
+    if episode.get("r_task") is not None:
+        out.append(f"  reward {float(episode['r_task']):.2f}", style="bold")
+    out.append(f"  {turns} turns  {short_time(episode.get('started_at'))}", style="dim")
+    return out
+
+
+def boundary_text(archived: int, first_active: int | None, *, side: str) -> Text:
+    """The line that marks where compaction cut the session."""
+    if side == "archived":
+        tail = (
+            f"active window continues at #{first_active}" if first_active is not None else "no active turns"
+        )
+        label = f" compaction boundary · {archived} turns archived above · {tail} "
+    else:
+        label = f" compaction boundary · {archived} earlier turns archived (see archived view) "
+    return Text(f"━━{label}━━", style="bold magenta")
+
+
+def hit_text(hit: Mapping[str, Any]) -> Text:
+    """A keyword search hit: title, when, score, anchor, and its snippet verbatim."""
+    out = Text()
+    out.append(one_line(hit.get("title") or hit.get("session_id") or "", 60), style="bold")
+    out.append(f"  {short_time(hit.get('when'))}", style="dim")
+    score = hit.get("score")
+    if isinstance(score, int | float):
+        out.append(f"  score {score:.3f}", style="green")
+    if hit.get("anchor_index") is not None:
+        out.append(f"  at #{hit['anchor_index']}", style="cyan")
+    out.append(f"  {hit.get('session_id', '')}", style="dim")
+    out.append("\n  ")
+    out.append(one_line(hit.get("snippet") or "", 200), style="italic")
+    return out

@@ -1,0 +1,147 @@
+"""The live event feed between the subscriber worker and the Live screen.
+
+The subscriber may deliver a thousand events a second; the screen repaints
+at ~15 Hz. The feed sits in between: the worker appends (dropping duplicate
+seqs after a reconnect), the screen drains a batch per tick. Both run on the
+app's event loop, so no locking is needed. Memory stays bounded: the inbox
+and the rate window are fixed-size.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from rich.text import Text
+
+from memviewer.store.events import EventRecord
+from memviewer.tui.formatting import one_line, tool_names
+
+KIND_STYLES = {
+    "session.started": "bold green",
+    "session.closed": "dim green",
+    "session.idle_pruned": "yellow",
+    "session.compacted": "bold magenta",
+    "session.imported": "blue",
+    "episode.started": "bold cyan",
+    "episode.turn_added": "cyan",
+    "episode.finalized": "green",
+    "episode.abandoned": "red",
+}
+
+
+class LiveFeed:
+    """Deduplicated, bounded buffer of events plus an events-per-second history."""
+
+    def __init__(self, cap: int = 5000, window_s: int = 60, clock: Callable[[], float] = time.monotonic):
+        self.cap = cap
+        self.window_s = window_s
+        self._clock = clock
+        self.inbox: deque[EventRecord] = deque(maxlen=cap)
+        self.last_seq = 0
+        self.received = 0
+        self.duplicates = 0
+        self.overflowed = 0
+        self.state = "starting"
+        self.detail = ""
+        self._seconds: deque[list[int]] = deque(maxlen=window_s)
+
+    def add(self, event: EventRecord) -> bool:
+        """Keep ``event`` unless its seq was already seen (replays after a resume)."""
+        if event.seq <= self.last_seq:
+            self.duplicates += 1
+            return False
+        self.last_seq = event.seq
+        self.received += 1
+        if len(self.inbox) == self.cap:
+            self.overflowed += 1
+        self.inbox.append(event)
+        second = int(self._clock())
+        if self._seconds and self._seconds[-1][0] == second:
+            self._seconds[-1][1] += 1
+        else:
+            self._seconds.append([second, 1])
+        return True
+
+    def drain(self) -> list[EventRecord]:
+        out = list(self.inbox)
+        self.inbox.clear()
+        return out
+
+    def rate_series(self) -> list[float]:
+        """Events per second for each of the last ``window_s`` seconds (oldest first)."""
+        now = int(self._clock())
+        counts = {sec: n for sec, n in self._seconds}
+        return [float(counts.get(sec, 0)) for sec in range(now - self.window_s + 1, now + 1)]
+
+    def rate(self, seconds: int = 5) -> float:
+        """Mean events per second over the last complete ``seconds``."""
+        series = self.rate_series()[-seconds - 1 : -1]
+        return sum(series) / len(series) if series else 0.0
+
+    def set_state(self, state: str, detail: str = "") -> None:
+        self.state, self.detail = state, detail
+
+
+@dataclass(frozen=True)
+class EventFilter:
+    """Kinds are prefixes (``episode.`` matches every episode event); session is a substring."""
+
+    kinds: tuple[str, ...] = ()
+    session: str = ""
+
+    @classmethod
+    def parse(cls, kinds: str, session: str) -> EventFilter:
+        parts = tuple(p.strip() for p in kinds.replace(" ", ",").split(",") if p.strip())
+        return cls(parts, session.strip())
+
+    def matches(self, event: EventRecord) -> bool:
+        if self.kinds and not any(event.kind.startswith(k) for k in self.kinds):
+            return False
+        if self.session and self.session not in (event.session_id or ""):
+            return False
+        return True
+
+    @property
+    def active(self) -> bool:
+        return bool(self.kinds or self.session)
+
+
+def _summary(event: EventRecord) -> str:
+    p = event.payload or {}
+    if event.kind == "episode.turn_added":
+        turn = p.get("turn") or {}
+        text = turn.get("content") or ""
+        if turn.get("tool_calls"):
+            text = f"{text} → {', '.join(tool_names(turn['tool_calls']))}".strip()
+        return f"{turn.get('role', '?')} #{turn.get('index', '?')}: {text}"
+    if event.kind == "episode.started":
+        intent = (p.get("intent") or {}).get("kind", "?")
+        return f"[{intent}] {p.get('user_message', '')}"
+    if event.kind == "session.started":
+        scope = f"{p.get('scope', '')}:{p.get('scope_id', '')}"
+        return f"agent={p.get('agent', '')} scope={scope} {p.get('title', '')}"
+    if event.kind in ("episode.finalized", "episode.abandoned"):
+        extra = f" r_task={p['r_task']}" if "r_task" in p else ""
+        return f"{p.get('closed_by', '')}{extra} {p.get('reason', '') or ''}"
+    if event.kind == "session.compacted":
+        return (
+            f"archived {p.get('archived_count', '?')} turns, summary at #{p.get('summary_index', '?')}"
+            f" replaces {p.get('replaced_count', '?')}, {p.get('active_count', '?')} kept active"
+        )
+    return " ".join(f"{k}={v}" for k, v in p.items())
+
+
+def event_text(event: EventRecord, width: int = 200) -> Text:
+    """One line per event: seq, time (UTC), kind, session, and what happened."""
+    stamp = datetime.fromtimestamp(event.ts, tz=UTC).strftime("%H:%M:%S.%f")[:12]
+    out = Text(no_wrap=True, overflow="ellipsis")
+    out.append(f"{event.seq:>8} ", style="bold")
+    out.append(f"{stamp} ", style="dim")
+    out.append(f"{event.kind:<20} ", style=KIND_STYLES.get(event.kind, ""))
+    out.append(f"{(event.session_id or '-')[-12:]:>12} ", style="blue")
+    out.append(one_line(_summary(event), width))
+    return out

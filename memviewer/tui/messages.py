@@ -1,0 +1,47 @@
+"""Messages that carry worker results back to the UI thread/loop.
+
+Thread workers never touch widgets: they post one of these and the screen
+applies it in its own handler.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from textual.message import Message
+
+
+class HubChanged(Message):
+    """The hub role or its socket state changed (header subtitle follows)."""
+
+    def __init__(self, label: str) -> None:
+        super().__init__()
+        self.label = label
+
+
+class LiveState(Message):
+    """Subscriber connection state: connecting, connected, reconnecting, resumed, failed."""
+
+    def __init__(self, state: str, detail: str = "") -> None:
+        super().__init__()
+        self.state = state
+        self.detail = detail
+
+
+class Loaded(Message):
+    """A thread worker's result (``kind`` says which) or its error message."""
+
+    def __init__(self, kind: str, data: Any = None, error: str | None = None, token: int = 0) -> None:
+        super().__init__()
+        self.kind = kind
+        self.data = data
+        self.error = error
+        self.token = token
+
+
+class Progress(Message):
+    def __init__(self, done: int, total: int, item: str = "") -> None:
+        super().__init__()
+        self.done = done
+        self.total = total
+        self.item = item

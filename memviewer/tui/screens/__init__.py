@@ -1,0 +1,1 @@
+"""One module per screen: sessions, session, live, recall, export, help."""

@@ -1,0 +1,433 @@
+"""Recall: run two-stage (or flat) recall and read its explain trace.
+
+Recall loads LanceDB and the embedding model on first use, so every run is a
+thread worker in the exclusive ``recall`` group: the UI stays live, and a
+parameter change simply supersedes the run in flight. Recall only reads.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.timer import Timer
+from textual.widgets import (
+    Checkbox,
+    DataTable,
+    Header,
+    Input,
+    Label,
+    Select,
+    Static,
+    TabbedContent,
+    TabPane,
+)
+
+from memviewer.tui.formatting import one_line
+from memviewer.tui.messages import Loaded
+from memviewer.tui.screens.recall_view import result_detail, summary_cell, trace_text
+from memviewer.tui.widgets.footer import CoalescedFooter
+
+RERUN_DELAY = 0.3
+MODES = (("hierarchical", "hierarchical"), ("flat", "flat"), ("compare flat | hier.", "compare"))
+TAB_FOCUS = {
+    "tab-results": "#results",
+    "tab-stage1": "#stage1",
+    "tab-pool": "#dropped",
+    "tab-trace": "#trace-box",
+    "tab-compare": "#cmp-hier",
+}
+INT_PARAMS = (("k", "top_sessions", 5), ("m", "chunks_per_session", 3), ("top-k", "top_k", 10))
+
+
+class RecallScreen(Screen):
+    TITLE = "Recall"
+    BINDINGS = [
+        Binding("slash", "focus_query", "Query", key_display="/"),
+        Binding("ctrl+r", "rerun", "Re-run"),
+        Binding("m", "cycle_mode", "Mode"),
+        Binding("t", "next_tab", "Next tab"),
+        Binding("escape", "focus_results", "Results", show=False),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.result: dict[str, Any] | None = None
+        self.flat: dict[str, Any] | None = None
+        self.titles: dict[str, str] = {}
+        self._token = 0
+        self._timer: Timer | None = None
+        self._engine_loaded = False
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Input(placeholder="recall query, Enter to run  (/)", id="query", compact=True)
+        with Horizontal(id="recall-params"):
+            yield Label("scope")
+            yield Input(placeholder="any", id="scope", compact=True)
+            yield Label("id")
+            yield Input(placeholder="any", id="scope-id", compact=True)
+            yield Label("K")
+            yield Input("5", id="k", type="integer", compact=True)
+            yield Label("M")
+            yield Input("3", id="m", type="integer", compact=True)
+            yield Label("top_k")
+            yield Input("10", id="top-k", type="integer", compact=True)
+            yield Checkbox("rerank", value=False, id="rerank", compact=True)
+            yield Select(MODES, value="hierarchical", allow_blank=False, id="mode", compact=True)
+        yield Static(
+            Text("Type a query and press Enter. Recall never changes memory.", style="dim"),
+            id="recall-status",
+        )
+        with TabbedContent(id="recall-tabs"):
+            with TabPane("Results", id="tab-results"):
+                with Vertical():
+                    yield DataTable(id="results", cursor_type="row", zebra_stripes=True)
+                    with VerticalScroll(id="result-detail-box"):
+                        yield Static(id="result-detail")
+            with TabPane("Stage 1 sessions", id="tab-stage1"):
+                yield DataTable(id="stage1", cursor_type="row", zebra_stripes=True)
+            with TabPane("Post-filter", id="tab-pool"):
+                with Vertical():
+                    yield Static(id="pool-info")
+                    yield DataTable(id="dropped", cursor_type="row", zebra_stripes=True)
+            with TabPane("Trace", id="tab-trace"):
+                with VerticalScroll(id="trace-box"):
+                    yield Static(id="trace")
+            with TabPane("Flat vs hierarchical", id="tab-compare"):
+                with Horizontal():
+                    with Vertical(classes="cmp"):
+                        yield Static(Text("HIERARCHICAL", style="bold green"), classes="cmp-title")
+                        yield DataTable(id="cmp-hier", cursor_type="row", zebra_stripes=True)
+                    with Vertical(classes="cmp"):
+                        yield Static(Text("FLAT (turn query only)", style="bold cyan"), classes="cmp-title")
+                        yield DataTable(id="cmp-flat", cursor_type="row", zebra_stripes=True)
+        yield CoalescedFooter()
+
+    def on_mount(self) -> None:
+        width = self.app.size.width
+        _columns(
+            self.query_one("#results", DataTable),
+            width,
+            [("#", 3), ("Score", 6), ("Session", 24), ("Turn", 8), ("Role", 9), ("Content", 0)],
+        )
+        _columns(
+            self.query_one("#stage1", DataTable),
+            width,
+            [("#", 3), ("Score", 6), ("Session", 24), ("Summary", 0)],
+        )
+        _columns(
+            self.query_one("#dropped", DataTable),
+            width,
+            [("Why", 14), ("Score", 6), ("Session", 24), ("Turn id", 0)],
+        )
+        half = (width - 2) // 2
+        for table_id in ("#cmp-hier", "#cmp-flat"):
+            _columns(
+                self.query_one(table_id, DataTable),
+                half,
+                [("#", 3), ("Score", 6), ("Session", 16), ("Turn", 4), ("Content", 0)],
+            )
+        self.query_one("#query", Input).focus()
+
+    # -- parameters ---------------------------------------------------------------
+    def params(self) -> dict[str, Any]:
+        """The recall keyword arguments from the inputs; raises ValueError with a reason."""
+        out: dict[str, Any] = {}
+        scope = self.query_one("#scope", Input).value.strip()
+        scope_id = self.query_one("#scope-id", Input).value.strip()
+        if scope:
+            out["scope"] = scope
+        if scope_id:
+            out["scope_id"] = scope_id
+        for widget_id, name, default in INT_PARAMS:
+            raw = self.query_one(f"#{widget_id}", Input).value.strip()
+            value = default if not raw else int(raw)
+            if value < 1:
+                raise ValueError(f"{name} must be at least 1")
+            out[name] = value
+        mode = self.query_one("#mode", Select).value
+        out["mode"] = "hierarchical" if mode == "compare" else str(mode)
+        return out
+
+    @property
+    def compare(self) -> bool:
+        return self.query_one("#mode", Select).value == "compare"
+
+    @property
+    def rerank(self) -> bool:
+        return self.query_one("#rerank", Checkbox).value
+
+    @on(Input.Submitted, "#query")
+    def _query_submitted(self) -> None:
+        self.action_rerun()
+
+    @on(Input.Changed, "#scope, #scope-id, #k, #m, #top-k")
+    @on(Checkbox.Changed)
+    @on(Select.Changed)
+    def _param_changed(self) -> None:
+        if not self.query_one("#query", Input).value.strip():
+            return
+        if self._timer is not None:
+            self._timer.stop()
+        self._timer = self.set_timer(RERUN_DELAY, self.action_rerun)
+
+    def action_rerun(self) -> None:
+        query = self.query_one("#query", Input).value.strip()
+        if not query:
+            self._status(Text("type a query first", style="yellow"))
+            return
+        try:
+            params = self.params()
+        except ValueError as exc:
+            self._status(Text(f"bad parameter: {exc}", style="bold red"))
+            return
+        self._token += 1
+        note = "" if self._engine_loaded else " (first run loads LanceDB and the embedding model)"
+        self._status(Text(f"running {params['mode']} recall…{note}", style="yellow"))
+        self._run(self._token, query, params, self.compare, self.rerank)
+
+    @work(thread=True, exclusive=True, group="recall")
+    def _run(self, token: int, query: str, params: dict[str, Any], compare: bool, rerank: bool) -> None:
+        service = self.app.service
+        started = time.perf_counter()
+        try:
+            kwargs = {**params, **rerank_kwargs(rerank)}
+            result = service.recall(query, **kwargs)
+            flat = service.recall(query, **{**kwargs, "mode": "flat"}) if compare else None
+            titles = _titles(service, result, flat)
+        except ImportError as exc:
+            self.post_message(Loaded("recall", error=f"recall not available: {exc}", token=token))
+            return
+        except Exception as exc:
+            message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+            hint = (
+                (getattr(exc, "data", None) or {}).get("hint")
+                if isinstance(getattr(exc, "data", None), dict)
+                else None
+            )
+            self.post_message(
+                Loaded("recall", error=message + (f" (hint: {hint})" if hint else ""), token=token)
+            )
+            return
+        elapsed = (time.perf_counter() - started) * 1000
+        self.post_message(Loaded("recall", (result, flat, titles, elapsed, rerank), token=token))
+
+    @on(Loaded)
+    def _on_loaded(self, message: Loaded) -> None:
+        if message.kind != "recall" or message.token != self._token:
+            return
+        if message.error:
+            self._status(Text(message.error, style="bold red"))
+            self.notify(message.error, severity="error", timeout=8)
+            return
+        self._engine_loaded = True
+        self.result, self.flat, titles, elapsed, rerank = message.data
+        self.titles.update(titles)
+        self._show_result(elapsed, rerank)
+
+    # -- rendering ------------------------------------------------------------------
+    def _status(self, text: Text) -> None:
+        self.query_one("#recall-status", Static).update(text)
+
+    def _session_label(self, session_id: str, width: int = 24) -> Text:
+        title = self.titles.get(session_id) or session_id
+        return Text(one_line(title, width))
+
+    def _show_result(self, elapsed: float, rerank: bool) -> None:
+        assert self.result is not None
+        result, diag = self.result, self.result.get("diagnostics") or {}
+        rows = result.get("results") or []
+        status = Text(f"{len(rows)} results", style="bold green")
+        status.append(
+            f"  ·  {diag.get('mode', 'hierarchical')}  ·  stage 1: {len(diag.get('stage1') or [])} sessions"
+        )
+        if diag.get("escalations"):
+            status.append(f"  ·  escalations: {', '.join(diag['escalations'])}", style="bold yellow")
+        if (diag.get("index") or {}).get("scope_turns") == 0:
+            status.append(
+                "  ·  the vector index holds no turns here yet (the hub indexes in the background;"
+                " `memviewer reindex` builds it now)",
+                style="yellow",
+            )
+        if rerank and not diag.get("reranked"):
+            status.append("  ·  rerank on, but no reranker is configured (order unchanged)", style="yellow")
+        self._status(status)
+        table = self.query_one("#results", DataTable)
+        table.clear()
+        for rank, r in enumerate(rows, 1):
+            table.add_row(
+                Text(str(rank)),
+                Text(f"{float(r['score']):.3f}", style="green"),
+                self._session_label(r["session_id"]),
+                Text(
+                    f"#{r['index']}" + (" arch" if r.get("archived") else ""),
+                    style="magenta" if r.get("archived") else "",
+                ),
+                Text(r.get("role") or ""),
+                Text(one_line(r.get("content") or "", 300), overflow="ellipsis", no_wrap=True),
+                key=str(rank - 1),
+            )
+        self._show_detail(0)
+        stage1 = self.query_one("#stage1", DataTable)
+        stage1.clear()
+        for rank, s in enumerate(diag.get("stage1") or [], 1):
+            stage1.add_row(
+                Text(str(rank)),
+                Text(f"{float(s.get('score', 0)):.3f}", style="green"),
+                self._session_label(s["session_id"]),
+                summary_cell(s.get("summary")),
+                key=s["session_id"],
+            )
+        self._render_pool(diag)
+        self.query_one("#trace", Static).update(trace_text(result, elapsed))
+        self._render_compare()
+
+    def _render_pool(self, diag: dict[str, Any]) -> None:
+        dropped, capped = diag.get("dropped") or [], diag.get("capped") or []
+        info = Text()
+        info.append(f"{diag.get('stage2_candidates', 0)} stage-2 candidates", style="bold")
+        info.append(f" → {diag.get('post_filter', 0)} in Stage-1 sessions")
+        info.append(f" · {len(dropped)} dropped (session not in Stage 1)", style="red")
+        info.append(f" · {len(capped)} over the per-session cap M", style="yellow")
+        self.query_one("#pool-info", Static).update(info)
+        table = self.query_one("#dropped", DataTable)
+        table.clear()
+        for why, items, style in (("not in stage 1", dropped, "red"), ("over cap M", capped, "yellow")):
+            for item in items:
+                table.add_row(
+                    Text(why, style=style),
+                    Text(f"{float(item.get('score', 0)):.3f}"),
+                    self._session_label(item.get("session_id", "")),
+                    Text(str(item.get("turn_id", ""))),
+                )
+
+    def _render_compare(self) -> None:
+        for table_id, result in (("#cmp-hier", self.result), ("#cmp-flat", self.flat)):
+            table = self.query_one(table_id, DataTable)
+            table.clear()
+            if result is None:
+                continue
+            for rank, r in enumerate(result.get("results") or [], 1):
+                table.add_row(
+                    Text(str(rank)),
+                    Text(f"{float(r['score']):.3f}", style="green"),
+                    self._session_label(r["session_id"], 16),
+                    Text(f"#{r['index']}"),
+                    Text(one_line(r.get("content") or "", 80)),
+                    key=f"{r['session_id']}|{r['index']}",
+                )
+
+    def _show_detail(self, row: int) -> None:
+        rows = (self.result or {}).get("results") or []
+        detail = self.query_one("#result-detail", Static)
+        if 0 <= row < len(rows):
+            detail.update(result_detail(rows[row]))
+        else:
+            detail.update(Text("no results", style="dim"))
+
+    @on(DataTable.RowHighlighted, "#results")
+    def _result_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self._show_detail(event.cursor_row)
+
+    @on(DataTable.RowSelected, "#results")
+    def _result_selected(self, event: DataTable.RowSelected) -> None:
+        rows = (self.result or {}).get("results") or []
+        if 0 <= event.cursor_row < len(rows):
+            r = rows[event.cursor_row]
+            self.app.open_session(r["session_id"], anchor=r["index"])
+
+    @on(DataTable.RowSelected, "#stage1")
+    def _stage1_selected(self, event: DataTable.RowSelected) -> None:
+        if event.row_key.value:
+            self.app.open_session(str(event.row_key.value))
+
+    @on(DataTable.RowSelected, "#cmp-hier, #cmp-flat")
+    def _compare_selected(self, event: DataTable.RowSelected) -> None:
+        key = str(event.row_key.value or "")
+        if "|" in key:
+            sid, index = key.rsplit("|", 1)
+            self.app.open_session(sid, anchor=int(index))
+
+    @on(TabbedContent.TabActivated, "#recall-tabs")
+    def _tab_activated(self, event: TabbedContent.TabActivated) -> None:
+        """Opening the comparison without a flat run switches to compare mode (which re-runs)."""
+        if event.pane.id == "tab-compare" and self.result is not None and self.flat is None:
+            self.query_one("#mode", Select).value = "compare"
+
+    # -- actions --------------------------------------------------------------------
+    def action_focus_query(self) -> None:
+        self.query_one("#query", Input).focus()
+
+    def action_focus_results(self) -> None:
+        self.query_one("#results", DataTable).focus()
+
+    def action_cycle_mode(self) -> None:
+        select = self.query_one("#mode", Select)
+        values = [v for _, v in MODES]
+        select.value = values[(values.index(str(select.value)) + 1) % len(values)]
+        if select.value == "compare":
+            self.show_tab("tab-compare")
+
+    def show_tab(self, tab_id: str) -> None:
+        """Switch tab and focus its main widget (focus left in a hidden pane would switch back)."""
+        self.query_one("#recall-tabs", TabbedContent).active = tab_id
+        self.query_one(TAB_FOCUS[tab_id]).focus()
+
+    def action_next_tab(self) -> None:
+        tabs = self.query_one("#recall-tabs", TabbedContent)
+        ids = list(TAB_FOCUS)
+        self.show_tab(ids[(ids.index(tabs.active) + 1) % len(ids)] if tabs.active in ids else ids[0])
+
+    def export_context(self) -> tuple[str | None, list[str]]:
+        rows = (self.result or {}).get("results") or []
+        return None, sorted({r["session_id"] for r in rows})
+
+
+def rerank_kwargs(rerank: bool) -> dict[str, Any]:
+    """How to ask recall for (no) reranking.
+
+    ``rerank=bool`` when recall takes it; otherwise the default reranker (the
+    service's, if any) is used when on, and nothing can switch it off.
+    """
+    import inspect
+
+    from memviewer.recall.hierarchical import recall
+
+    if "rerank" in inspect.signature(recall).parameters:
+        return {"rerank": rerank}
+    return {}
+
+
+def _columns(table: DataTable, width: int, columns: list[tuple[str, int]]) -> None:
+    """Fixed widths; the one given as 0 takes what is left (so no sideways scrolling)."""
+    fixed = sum(w for _, w in columns) + 2 * table.cell_padding * len(columns) + 2
+    for label, w in columns:
+        table.add_column(label, width=w or max(20, width - fixed))
+
+
+def _titles(service: Any, *results: dict[str, Any] | None) -> dict[str, str]:
+    """Session titles for the ids a recall returned (a handful of primary-key reads)."""
+    from memviewer.store import repos
+
+    ids: set[str] = set()
+    for res in results:
+        if not res:
+            continue
+        ids.update(r["session_id"] for r in res.get("results") or [])
+        diag = res.get("diagnostics") or {}
+        ids.update(s["session_id"] for s in diag.get("stage1") or [])
+        ids.update(d.get("session_id", "") for d in (diag.get("dropped") or []) + (diag.get("capped") or []))
+    out: dict[str, str] = {}
+    with service.store.read() as conn:
+        for sid in ids:
+            row = repos.get_session(conn, sid) if sid else None
+            if row is not None:
+                out[sid] = row["title"] or sid
+    return out

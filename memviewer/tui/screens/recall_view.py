@@ -1,0 +1,103 @@
+"""Pure rendering helpers for the Recall screen (kept apart so they are testable
+without a running app): score breakdowns, the trace, result detail."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.text import Text
+
+from memviewer.tui.formatting import long_time, one_line
+
+BREAKDOWN_ORDER = ("dense", "keyword", "recency", "bm25", "coverage", "rerank", "pre_rerank", "best_turn")
+
+
+def breakdown_text(breakdown: dict[str, Any] | None, score: float | None = None) -> Text:
+    """``dense 0.812 · keyword 0.400 · … → 0.623`` with the known parts first."""
+    out = Text()
+    parts = dict(breakdown or {})
+    keys = [k for k in BREAKDOWN_ORDER if k in parts] + sorted(k for k in parts if k not in BREAKDOWN_ORDER)
+    for i, key in enumerate(keys):
+        if i:
+            out.append(" · ", style="dim")
+        out.append(f"{key} ", style="cyan")
+        value = parts[key]
+        out.append(f"{value:.3f}" if isinstance(value, int | float) else str(value))
+    if score is not None:
+        out.append("  → ", style="dim")
+        out.append(f"{score:.3f}", style="bold green")
+    return out
+
+
+def result_detail(result: dict[str, Any]) -> Text:
+    out = Text()
+    out.append(f"#{result.get('index')} {result.get('role')}", style="bold")
+    out.append(f"  {long_time(result.get('timestamp'))}", style="dim")
+    out.append(f"  session {result.get('session_id')}", style="blue")
+    if result.get("archived"):
+        out.append("  archived", style="magenta")
+    out.append("\nscore  ")
+    out.append_text(breakdown_text(result.get("score_breakdown"), result.get("score")))
+    out.append("\n\n")
+    out.append(str(result.get("content") or ""))
+    meta = result.get("metadata") or {}
+    if meta:
+        out.append("\n\nmetadata ", style="dim")
+        out.append(json.dumps(meta, ensure_ascii=False, default=str), style="dim")
+    return out
+
+
+def trace_text(result: dict[str, Any], elapsed_ms: float | None = None) -> Text:
+    """Escalations, counts at each stage, timings and the effective parameters."""
+    diag = result.get("diagnostics") or {}
+    out = Text()
+    escalations = diag.get("escalations") or []
+    out.append("escalations  ", style="bold")
+    if escalations:
+        out.append(", ".join(escalations), style="bold yellow")
+    else:
+        out.append("none", style="green")
+    out.append("\nmode         ", style="bold")
+    out.append(str(diag.get("mode", "hierarchical")))
+    stage1 = diag.get("stage1") or []
+    out.append("\nstages       ", style="bold")
+    out.append(
+        f"stage 1: {len(stage1)} sessions  →  stage 2: {_count(diag.get('stage2_candidates'))} candidates"
+        f"  →  post-filter kept {_count(diag.get('post_filter'))}"
+        f" (dropped {_count(diag.get('dropped'))}, over the per-session cap {_count(diag.get('capped'))})"
+        f"  →  {len(result.get('results') or [])} results"
+    )
+    out.append("\nreranked     ", style="bold")
+    out.append(str(bool(diag.get("reranked"))))
+    if diag.get("rerank_error"):
+        out.append(f"  reranker failed, order kept: {diag['rerank_error']}", style="red")
+    timings = diag.get("timings_ms") or {}
+    if timings:
+        out.append("\ntimings ms   ", style="bold")
+        out.append("  ".join(f"{k} {float(v):.1f}" for k, v in timings.items()))
+    if elapsed_ms is not None:
+        out.append(f"  (screen round trip {elapsed_ms:.0f})", style="dim")
+    for key in ("params", "index"):
+        if diag.get(key):
+            out.append(f"\n{key:<13}", style="bold")
+            out.append("  ".join(f"{k}={v}" for k, v in diag[key].items()), style="dim")
+    if diag.get("stale"):
+        out.append(
+            f"\nstale        {len(diag['stale'])} indexed turns no longer in SQLite (run reindex)",
+            style="yellow",
+        )
+    return out
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, list | tuple):
+        return len(value)
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError):
+        return 0
+
+
+def summary_cell(summary: str | None, width: int = 90) -> Text:
+    return Text(one_line(summary or "", width))

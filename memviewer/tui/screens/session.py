@@ -1,0 +1,363 @@
+"""Session: episodes and their turns, archived vs active (or both side by side),
+the compaction boundary and its synthetic summary, bookends, folded tool calls."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.widgets import DataTable, Header, Static
+
+from memviewer.tui.formatting import (
+    badges,
+    boundary_text,
+    episode_text,
+    lineage_of,
+    one_line,
+    scope_label,
+    short_time,
+    status_text,
+)
+from memviewer.tui.messages import Loaded
+from memviewer.tui.screens.jump import JumpScreen
+from memviewer.tui.widgets.footer import CoalescedFooter
+from memviewer.tui.widgets.turn_list import Row, TurnList
+
+VIEWS = ("active", "archived", "both")
+VIEW_LABELS = {"active": "active window", "archived": "archived (compacted out)", "both": "archived | active"}
+
+
+def build_rows(
+    turns: list[dict[str, Any]],
+    episodes: list[dict[str, Any]],
+    side: str,
+    archived_count: int,
+    first_active: int | None,
+) -> list[Row]:
+    """Turns of one side, an episode header whenever the episode changes, and the boundary."""
+    numbers = {e["episode_id"]: n for n, e in enumerate(episodes, 1)}
+    by_id = {e["episode_id"]: e for e in episodes}
+    per_episode: dict[str | None, int] = {}
+    for t in turns:
+        per_episode[t.get("episode_id")] = per_episode.get(t.get("episode_id"), 0) + 1
+    rows: list[Row] = []
+    if side == "active" and archived_count:
+        rows.append(Row("boundary", label=boundary_text(archived_count, first_active, side="active")))
+    current: object = object()
+    for turn in turns:
+        if turn.get("is_compaction_summary"):
+            rows.append(Row("turn", turn=turn))
+            current = object()  # the next real turn re-opens its episode header
+            continue
+        eid = turn.get("episode_id")
+        if eid != current:
+            current = eid
+            if eid in by_id:
+                label = episode_text(by_id[eid], numbers[eid], per_episode[eid])
+            else:
+                label = Text("▌ imported history (no episode)", style="bold dim")
+            rows.append(Row("episode", label=label, episode_id=eid))
+        rows.append(Row("turn", turn=turn))
+    if side == "archived" and archived_count:
+        rows.append(Row("boundary", label=boundary_text(archived_count, first_active, side="archived")))
+    if not turns:
+        note = (
+            "no archived turns: this session was never compacted" if side == "archived" else "no active turns"
+        )
+        rows.append(Row("note", label=Text(note, style="dim italic")))
+    return rows
+
+
+def bookends(turns: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]] | None:
+    """DESIGN §5.1 bookends: first two and last two user/assistant messages (when > 2)."""
+    talk = [t for t in turns if t["role"] in ("user", "assistant") and not t.get("is_compaction_summary")]
+    if len(talk) <= 2:
+        return None
+    return {"opening": talk[:2], "closing": talk[-2:]}
+
+
+class SessionScreen(Screen):
+    """One session; ``anchor`` (a turn index) is highlighted when opened from a search hit."""
+
+    TITLE = "Session"
+    AUTO_FOCUS = "#active-list"  # focus once: every focus change rebuilds the footer
+    BINDINGS = [
+        Binding("escape", "app.pop_screen", "Back"),
+        Binding("v", "cycle_view", "Active/Archived/Both"),
+        Binding("g", "jump", "Go to #"),
+        Binding("n", "episode(1)", "Next episode", show=False),
+        Binding("p", "episode(-1)", "Prev episode", show=False),
+        Binding("x", "expand_all", "Expand all"),
+        Binding("b", "bookends", "Bookends"),
+        Binding("ctrl+r", "reload", "Reload", show=False),
+    ]
+
+    def __init__(self, session_id: str, *, anchor: int | None = None, view: str | None = None) -> None:
+        super().__init__()
+        self.session_id = session_id
+        self.anchor_index = anchor
+        self.view = view or "active"
+        self.data: dict[str, Any] | None = None
+        self._all_expanded = False
+
+    def compose(self) -> ComposeResult:
+        yield Header()
+        yield Static(Text("loading…", style="dim"), id="session-info")
+        yield Static(id="bookends", classes="hidden")
+        yield DataTable(id="episodes", cursor_type="row", zebra_stripes=True)
+        with Horizontal(id="panes"):
+            with Vertical(id="archived-pane", classes="pane"):
+                yield Static(id="archived-title", classes="pane-title")
+                yield TurnList(id="archived-list")
+            with Vertical(id="active-pane", classes="pane"):
+                yield Static(id="active-title", classes="pane-title")
+                yield TurnList(id="active-list")
+        yield CoalescedFooter()
+
+    def on_mount(self) -> None:
+        table = self.query_one("#episodes", DataTable)
+        for key, label, width in (
+            ("n", "#", 3),
+            ("intent", "Intent", 12),
+            ("rule", "Rule that fired", 30),
+            ("conf", "Conf", 4),
+            ("status", "Status", 9),
+            ("reward", "Reward", 6),
+            ("turns", "Turns", 5),
+            ("started", "Started", 16),
+        ):
+            table.add_column(label, key=key, width=width)
+        self._apply_view()
+        self._fetch()
+
+    @work(thread=True, exclusive=True, group="session-load")
+    def _fetch(self) -> None:
+        try:
+            data = self.app.service.session(self.session_id)
+        except Exception as exc:
+            self.post_message(Loaded("session", error=getattr(exc, "message", None) or str(exc)))
+            return
+        self.post_message(Loaded("session", data))
+
+    @on(Loaded)
+    def _on_loaded(self, message: Loaded) -> None:
+        if message.kind != "session":
+            return
+        if message.error:
+            self.query_one("#session-info", Static).update(
+                Text(f"cannot open session: {message.error}", style="bold red")
+            )
+            self.notify(message.error, severity="error")
+            return
+        self.data = message.data
+        self._render_session()
+
+    # -- rendering --------------------------------------------------------------
+    def _render_session(self) -> None:
+        assert self.data is not None
+        session, episodes, turns = self.data["session"], self.data["episodes"], self.data["turns"]
+        archived = [t for t in turns if t["archived"]]
+        active = [t for t in turns if not t["archived"]]
+        first_active = active[0]["index"] if active else None
+        self.query_one("#session-info", Static).update(self._info(session, len(archived), len(active)))
+        self._fill_episodes(episodes, turns)
+        anchor_turn = next((t for t in turns if t["index"] == self.anchor_index), None)
+        if anchor_turn is not None and anchor_turn["archived"] and self.view == "active":
+            self.view = "both"
+            self._apply_view()
+        arch_list = self.query_one("#archived-list", TurnList)
+        act_list = self.query_one("#active-list", TurnList)
+        arch_list.show(
+            build_rows(archived, episodes, "archived", len(archived), first_active), self.anchor_index
+        )
+        act_list.show(build_rows(active, episodes, "active", len(archived), first_active), self.anchor_index)
+        self.query_one("#archived-title", Static).update(
+            Text(
+                f" ARCHIVED · {len(archived)} turns compacted out of the active window", style="bold magenta"
+            )
+        )
+        summary = next((t for t in active if t.get("is_compaction_summary")), None)
+        title = Text(f" ACTIVE · {len(active)} turns", style="bold green")
+        if summary is not None:
+            title.append(
+                f" (incl. 1 synthetic summary for {summary['replaced_count']} archived)", style="yellow"
+            )
+        self.query_one("#active-title", Static).update(title)
+        self._fill_bookends(turns)
+        if self.anchor_index is not None:
+            self.go_to(self.anchor_index)
+        else:
+            self._focus_visible()
+
+    def _info(self, s: dict[str, Any], n_archived: int, n_active: int) -> Text:
+        out = Text()
+        out.append(s.get("title") or "(untitled)", style="bold")
+        tags = badges({**s, "archived_turns": n_archived})
+        if tags:
+            out.append("  ")
+            out.append_text(tags)
+        out.append(f"   view: {VIEW_LABELS[self.view]}", style="bold cyan")
+        out.append("\n")
+        out.append(f"{s['session_id']} ", style="blue")
+        out.append(f"  agent {s.get('agent') or '-'}  scope {scope_label(s)}  ")
+        out.append_text(status_text(s.get("status")))
+        out.append(
+            f"   {short_time(s.get('started_at'))} → {short_time(s.get('last_seen_at'))} UTC", style="dim"
+        )
+        out.append("\n")
+        out.append(
+            f"{s.get('episodes', 0)} episodes · {n_active} active · {n_archived} archived turns"
+            f" · retention {s.get('retention')} (window {s.get('active_window')})"
+        )
+        if s.get("source"):
+            out.append(f" · source {s['source']}", style="yellow")
+        lineage = lineage_of(s)
+        if lineage:
+            out.append(f" · lineage {lineage}", style="blue")
+        if s.get("parent_session_id"):
+            out.append(f" · parent {s['parent_session_id']}", style="dim")
+        return out
+
+    def _fill_episodes(self, episodes: list[dict[str, Any]], turns: list[dict[str, Any]]) -> None:
+        table = self.query_one("#episodes", DataTable)
+        table.clear()
+        counts: dict[str, int] = {}
+        for t in turns:
+            if t.get("episode_id"):
+                counts[t["episode_id"]] = counts.get(t["episode_id"], 0) + 1
+        for n, e in enumerate(episodes, 1):
+            intent = e.get("intent") or {}
+            status = e.get("closed_by") or e.get("status") or ""
+            reward = "" if e.get("r_task") is None else f"{float(e['r_task']):.2f}"
+            table.add_row(
+                Text(str(n)),
+                Text(str(intent.get("kind", "")), style="cyan"),
+                Text(str(intent.get("rule_id", "")), overflow="ellipsis"),
+                Text(f"{float(intent.get('confidence') or 0):.2f}"),
+                status_text(status),
+                Text(reward, justify="right"),
+                Text(str(counts.get(e["episode_id"], 0)), justify="right"),
+                Text(short_time(e.get("started_at"))),
+                key=e["episode_id"],
+            )
+        table.display = bool(episodes)
+
+    def _fill_bookends(self, turns: list[dict[str, Any]]) -> None:
+        ends = bookends(turns)
+        out = Text()
+        if ends is None:
+            out.append("no bookends: the session has 2 or fewer user/assistant messages", style="dim")
+        else:
+            for label, group in (("opening", ends["opening"]), ("closing", ends["closing"])):
+                out.append(f"{label:<8}", style="bold")
+                for i, t in enumerate(group):
+                    if i:
+                        out.append("\n        ")
+                    out.append(f"#{t['index']} {t['role']}: ", style="cyan")
+                    out.append(one_line(t["content"], 100))
+                out.append("\n")
+            out.rstrip()
+        self.query_one("#bookends", Static).update(out)
+
+    # -- views and navigation -------------------------------------------------------
+    def _apply_view(self) -> None:
+        self.query_one("#archived-pane").display = self.view in ("archived", "both")
+        self.query_one("#active-pane").display = self.view in ("active", "both")
+        self.query_one("#panes").set_class(self.view == "both", "side-by-side")
+        if self.data is not None:
+            turns = self.data["turns"]
+            n_arch = sum(1 for t in turns if t["archived"])
+            self.query_one("#session-info", Static).update(
+                self._info(self.data["session"], n_arch, len(turns) - n_arch)
+            )
+
+    def _focus_visible(self) -> None:
+        target = self.query_one(
+            "#active-list" if self.view in ("active", "both") else "#archived-list", TurnList
+        )
+        if self.focused is not target:
+            target.focus()
+
+    def _focused_list(self) -> TurnList:
+        focused = self.focused
+        if isinstance(focused, TurnList):
+            return focused
+        return self.query_one("#active-list" if self.view != "archived" else "#archived-list", TurnList)
+
+    def set_view(self, view: str) -> None:
+        self.view = view
+        self._apply_view()
+        self._focus_visible()
+
+    def action_cycle_view(self) -> None:
+        self.set_view(VIEWS[(VIEWS.index(self.view) + 1) % len(VIEWS)])
+
+    def go_to(self, index: int) -> bool:
+        arch = self.query_one("#archived-list", TurnList)
+        act = self.query_one("#active-list", TurnList)
+        target = arch if arch.has_turn(index) else act if act.has_turn(index) else None
+        if target is None:
+            self.notify(f"no turn #{index} in this session", severity="warning")
+            return False
+        if target is arch and self.view == "active":
+            self.set_view("both")
+        elif target is act and self.view == "archived":
+            self.set_view("both")
+        target.go_to(index)
+        target.focus()
+        return True
+
+    def action_jump(self) -> None:
+        if not self.data or not self.data["turns"]:
+            return
+        indexes = [t["index"] for t in self.data["turns"]]
+
+        def done(value: int | None) -> None:
+            if value is not None:
+                self.go_to(value)
+
+        self.app.push_screen(JumpScreen(min(indexes), max(indexes)), done)
+
+    def action_episode(self, direction: int) -> None:
+        lst = self._focused_list()
+        starts = lst.episode_starts()
+        here = lst.highlighted or 0
+        candidates = [s for s in starts if (s > here if direction > 0 else s < here - 1)]
+        if not candidates:
+            return
+        header = candidates[0] if direction > 0 else candidates[-1]
+        if header + 1 < len(lst.rows):
+            lst.highlighted = header + 1
+            lst.scroll_to_highlight(top=True)
+
+    def action_expand_all(self) -> None:
+        self._all_expanded = not self._all_expanded
+        for lst in self.query(TurnList):
+            lst.set_all_expanded(self._all_expanded)
+
+    def action_bookends(self) -> None:
+        self.query_one("#bookends", Static).toggle_class("hidden")
+
+    def action_reload(self) -> None:
+        self._fetch()
+
+    @on(DataTable.RowSelected, "#episodes")
+    def _episode_selected(self, event: DataTable.RowSelected) -> None:
+        if self.data is None:
+            return
+        eid = event.row_key.value
+        first = next((t for t in self.data["turns"] if t.get("episode_id") == eid), None)
+        if first is not None:
+            self.go_to(first["index"])
+
+    def export_context(self) -> tuple[str | None, list[str]]:
+        return self.session_id, []
+
+    @property
+    def current_turn(self) -> dict[str, Any] | None:
+        return self._focused_list().current_turn()

@@ -1,0 +1,1 @@
+"""Widgets shared by the screens (paged session table, turn list, event log)."""
