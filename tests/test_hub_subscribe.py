@@ -120,6 +120,9 @@ def test_resume_across_a_hub_restart(tmp_path: Path, short_tmp: Path) -> None:
         time.sleep(0.3)
         hub.start()
         producer.join(60)
+        # Publishing is fast enough that the producer may finish before the kill;
+        # these turns exist only after the restart, so the subscriber must resume.
+        publish_turns(pub, 3, 50)
         assert pub.flush(30)
         final = last_seq(sock)
         collector.wait_seq(final)
