@@ -56,6 +56,9 @@ class MemoryService:
         )
         self._embedder = embedder
         self._lazy: dict[str, Any] = {}
+        # An optional neural reranker (``memviewer.recall.rerank.Reranker``) that
+        # every recall blends in as 0.7 * score + 0.3 * neural; none ships by default.
+        self.reranker: Any = None
 
     # -- wiring -------------------------------------------------------------
     def _make_classifier(self) -> Callable[[str], Any] | None:

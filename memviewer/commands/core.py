@@ -53,9 +53,14 @@ def import_group() -> None:
 def import_praisonai(ctx: click.Context, paths, no_index, as_json) -> None:
     """PraisonAI session JSON files or folders of them (.json.lock files are ignored)."""
     update, close = progress_callback("importing")
+    from memviewer.index.embedder import ModelChecksumError, ModelNotFoundError
+
     with open_service(ctx) as svc:
         try:
             report = svc.import_praisonai(paths, update, index=not no_index)
+        except (ModelNotFoundError, ModelChecksumError) as exc:
+            fail(f"sessions were stored, but embedding them failed: {exc}",
+                 hint="fix the model, then run `memviewer reindex` (keyword search works already)")
         finally:
             close()
     if as_json:

@@ -615,7 +615,8 @@ def _hits(
         params += [sid, anchor - window, anchor + window]
         for part, order in ((_OPENING, "ASC"), (_CLOSING, "DESC")):
             parts.append(f"SELECT * FROM (SELECT {k}, {part}, {_MSG_COLS} FROM turns "
-                         f"WHERE session_id = ? AND {conv} ORDER BY idx {order} LIMIT {BOOKEND_SIZE}) AS b{len(parts)}")
+                         f"WHERE session_id = ? AND {conv} ORDER BY idx {order} "
+                         f"LIMIT {BOOKEND_SIZE}) AS b{len(parts)}")
             params.append(sid)
         if not (row.get("title") or row.get("agent")):
             parts.append(f"SELECT * FROM (SELECT {k}, {_FIRST_USER}, {_MSG_COLS} FROM turns "

@@ -1,0 +1,239 @@
+"""``memviewer recall``, ``memviewer reindex`` and ``memviewer eval longmemeval``.
+
+Recall runs in-process. When no hub answers on the socket this process is the
+only writer, so it first brings the vector index up to date; when a hub runs,
+the hub's indexer owns LanceDB and recall only reads it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from memviewer.commands.common import (
+    dumps,
+    emit_json,
+    fail,
+    open_service,
+    print_table,
+    progress_callback,
+    settings_of,
+    short,
+)
+
+BATCH_KEYS = ("query", "scope", "scope_id", "top_sessions", "chunks_per_session", "top_k", "mode")
+
+
+def _hub_running(ctx: click.Context) -> bool:
+    try:
+        from memviewer.wire.probe import probe_hub
+    except ImportError:
+        return False
+    try:
+        return probe_hub(settings_of(ctx).socket_path) is not None
+    except Exception:
+        return False
+
+
+def _model_errors() -> tuple[type[BaseException], ...]:
+    from memviewer.index.embedder import ModelChecksumError, ModelNotFoundError
+
+    return (ModelNotFoundError, ModelChecksumError)
+
+
+def _prepare(svc: Any, hub: bool) -> None:
+    """Catch the index up (only when this process may write) and load the model once."""
+    if not hub and not svc.readonly:
+        update, close = progress_callback("indexing")
+        try:
+            svc.indexer().sync(progress=update)
+        finally:
+            close()
+    svc.embedder.embed(["warm-up"])
+
+
+def _human(out: dict[str, Any]) -> None:
+    d = out["diagnostics"]
+    rows = [
+        (i, f"{r['score']:.3f}", short(r["session_id"], 24), r["role"], r["index"],
+         "archived" if r["archived"] else "active", short(r["content"], 70))
+        for i, r in enumerate(out["results"], 1)
+    ]
+    scope = f"{out['scope'] or '*'}:{out['scope_id'] or '*'}"
+    print_table(("#", "score", "session", "role", "idx", "state", "snippet"), rows,
+                title=f"recall ({d['mode']}) in {scope}: {len(rows)} results")
+    if d["stage1"]:
+        click.echo("stage 1 sessions: " + ", ".join(
+            f"{short(s['session_id'], 24)} ({s['score']:.3f})" for s in d["stage1"]))
+    click.echo(f"stage 2 candidates: {d['stage2_candidates']}, kept by post-filter: {d['post_filter']}, "
+               f"reranked: {'yes' if d['reranked'] else 'no'}, {d['timings_ms'].get('total', 0):.0f} ms")
+    if d["escalations"]:
+        click.echo("escalations: " + ", ".join(d["escalations"]))
+
+
+def _batch_params(line: str) -> dict[str, Any]:
+    if not line.strip():
+        raise ValueError("empty line")
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"invalid JSON: {exc.msg} at column {exc.colno}") from None
+    if not isinstance(obj, dict):
+        raise ValueError("each line must be a JSON object")
+    unknown = sorted(set(obj) - set(BATCH_KEYS))
+    if unknown:
+        raise ValueError(f"unknown keys {unknown}; allowed: {list(BATCH_KEYS)}")
+    if not isinstance(obj.get("query"), str) or not obj["query"].strip():
+        raise ValueError("'query' must be a non-empty string")
+    return obj
+
+
+def _run_batch(svc: Any, path: str, flat: bool) -> int:
+    from memviewer.errors import MemviewerError
+
+    errors = 0
+    stream = sys.stdin if path == "-" else open(path, encoding="utf-8")  # noqa: SIM115
+    try:
+        for n, line in enumerate(stream, 1):
+            try:
+                params = _batch_params(line)
+                query = params.pop("query")
+                if flat and "mode" not in params:
+                    params["mode"] = "flat"
+                click.echo(dumps(svc.recall(query, **params)))
+            except (ValueError, MemviewerError) as exc:
+                errors += 1
+                message = exc.message if isinstance(exc, MemviewerError) else str(exc)
+                click.echo(dumps({"error": message, "line": n}))
+            sys.stdout.flush()
+    finally:
+        if stream is not sys.stdin:
+            stream.close()
+    return errors
+
+
+@click.command("recall")
+@click.argument("query", required=False)
+@click.option("--scope", default=None, help="scope to search (user, agent, …); default: every scope")
+@click.option("--scope-id", default=None, help="scope id to search; default: every id")
+@click.option("--top-sessions", type=click.IntRange(1, 1000), default=5, show_default=True,
+              help="K: sessions kept by Stage 1")
+@click.option("--chunks-per-session", type=click.IntRange(1, 1000), default=3, show_default=True,
+              help="M: turns kept per session")
+@click.option("--top-k", type=click.IntRange(1, 1000), default=10, show_default=True,
+              help="results returned")
+@click.option("--flat", is_flag=True, help="one turn query without Stage 1 (for comparison)")
+@click.option("--batch", "batch", type=click.Path(dir_okay=False, allow_dash=True), default=None,
+              help="JSONL file of queries ('-' for stdin); one JSON result line per input line")
+@click.option("--json", "as_json", is_flag=True, help="print the JSON result")
+@click.pass_context
+def recall_cmd(ctx: click.Context, query, scope, scope_id, top_sessions, chunks_per_session, top_k,
+               flat, batch, as_json) -> None:
+    """Two-stage hierarchical recall with its explain trace (DESIGN §5.2)."""
+    from memviewer.errors import MemviewerError
+
+    if batch is None and not query:
+        fail("give a QUERY or --batch FILE.jsonl", hint="memviewer recall 'what did I say about X'")
+    if batch is not None and query:
+        fail("give either a QUERY or --batch, not both")
+    if batch not in (None, "-") and not Path(batch).is_file():
+        fail(f"batch file {batch} does not exist")
+    hub = _hub_running(ctx)
+    with open_service(ctx, readonly=hub) as svc:
+        try:
+            _prepare(svc, hub)
+        except _model_errors() as exc:
+            fail(f"embedding model unavailable: {exc}")
+        if batch is not None:
+            errors = _run_batch(svc, batch, flat)
+            if errors:
+                click.echo(f"{errors} batch line(s) failed", err=True)
+                ctx.exit(1)
+            return
+        try:
+            out = svc.recall(query, scope=scope, scope_id=scope_id, top_sessions=top_sessions,
+                             chunks_per_session=chunks_per_session, top_k=top_k,
+                             mode="flat" if flat else "hierarchical")
+        except MemviewerError as exc:
+            fail(exc.message, hint=exc.data.get("hint") if exc.data else None)
+    if as_json:
+        emit_json(out)
+    else:
+        _human(out)
+
+
+@click.command("reindex")
+@click.option("--json", "as_json", is_flag=True, help="print the summary as JSON")
+@click.pass_context
+def reindex_cmd(ctx: click.Context, as_json: bool) -> None:
+    """Rebuild the LanceDB vector index and session summaries from SQLite."""
+    if _hub_running(ctx):
+        fail("a hub is running and owns the index", hint="stop the hub (it catches up on start) "
+             "or run reindex with the hub stopped")
+    update, close = progress_callback("reindexing")
+    with open_service(ctx) as svc:
+        try:
+            from memviewer.store import fts
+
+            keyword = fts.reindex(svc.store)  # the FTS5 turn index is derived too
+            report = svc.indexer().rebuild(progress=update)
+            report["keyword_index"] = keyword
+        except _model_errors() as exc:
+            fail(f"embedding model unavailable: {exc}")
+        finally:
+            close()
+        status = svc.indexer().status()
+    report.update({k: status[k] for k in ("indexed_turns", "summaries", "sql_turns", "lag", "model")})
+    if as_json:
+        emit_json(report)
+    else:
+        click.echo(f"reindexed {report['indexed_turns']} turns and {report['summaries']} session "
+                   f"summaries with {report['model']} in {report['seconds']:.1f}s")
+
+
+@click.group("eval")
+def eval_group() -> None:
+    """Retrieval evaluations."""
+
+
+@eval_group.command("longmemeval")
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.option("--limit", type=click.IntRange(1), default=None, help="only the first N questions")
+@click.option("--split", type=click.IntRange(0), default=50, show_default=True,
+              help="report the first N questions (tuning) and the rest (hold-out) separately")
+@click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
+              help="embedding cache folder (default: <tmp>/memviewer-eval-cache)")
+@click.option("--keep-home", type=click.Path(file_okay=False), default=None,
+              help="ingest into this folder and keep it (re-runs skip ingestion)")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def eval_longmemeval(ctx: click.Context, file, limit, split, cache_dir, keep_home, as_json) -> None:
+    """Session recall@5 and turn recall@10 on a LongMemEval JSON file (gzip or plain)."""
+    from memviewer.eval.longmemeval import markdown_table, run
+
+    settings = settings_of(ctx)
+    update, close = progress_callback("ingesting")
+    try:
+        from memviewer.index.embedder import OnnxEmbedder
+
+        report = run(file, limit=limit, home=keep_home, cache_dir=cache_dir, split=split,
+                     embedder=OnnxEmbedder(settings.model_dir), progress=update)
+    except ValueError as exc:
+        fail(str(exc))
+    except _model_errors() as exc:
+        fail(f"embedding model unavailable: {exc}")
+    finally:
+        close()
+    if as_json:
+        emit_json(report)
+        return
+    m = report["meta"]
+    click.echo(f"{m['questions']} questions, {m['turns']} turns, model {m['model']}")
+    click.echo(markdown_table(report))
+
+
+COMMANDS = (recall_cmd, reindex_cmd, eval_group)

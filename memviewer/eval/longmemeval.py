@@ -1,0 +1,306 @@
+"""LongMemEval retrieval evaluation of recall (hierarchical, flat, BM25, dense).
+
+Each question's haystack becomes its own scope (``scope="eval"``,
+``scope_id=<question id>``): one memviewer session per haystack session,
+ingested with ``MemoryService.import_session`` into a throw-away home and
+indexed by the real ``Indexer`` (summaries included). Embeddings are cached
+on disk by ``sha256(model, text)`` (``memviewer.eval.embed_cache``), so only the
+first run pays for the model.
+
+Metrics (per question type and overall; a question counts in a metric only if
+it has gold for it):
+
+* ``session_any@5`` / ``session_all@5`` — whether any / all of the question's
+  ``answer_session_ids`` are among the first 5 sessions. For hierarchical
+  recall those are the Stage-1 sessions; for the flat baselines, the first 5
+  distinct sessions in the turn ranking (top 50 turns).
+* ``turn_recall@10`` — the fraction of the question's gold turns (turns with
+  ``has_answer: true``) found in the top 10 results, averaged over questions
+  that have gold turns.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import logging
+import statistics
+import time
+from collections import defaultdict
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("memviewer.eval")
+
+SCOPE = "eval"
+SYSTEMS = ("hierarchical", "flat", "bm25", "dense")
+SESSION_K = 5
+TURN_K = 10
+SESSION_DEPTH = 50
+
+
+def load_questions(path: str | Path) -> list[dict[str, Any]]:
+    """Read the LongMemEval JSON (a list of questions), gzip or plain."""
+    p = Path(path)
+    raw = p.read_bytes()
+    if raw[:2] == b"\x1f\x8b":
+        raw = gzip.decompress(raw)
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{p} is not LongMemEval JSON: {exc}") from None
+    if not isinstance(data, list) or not all(isinstance(q, dict) for q in data):
+        raise ValueError(f"{p}: expected a JSON list of question objects")
+    required = ("question_id", "question", "haystack_sessions", "haystack_session_ids")
+    for i, q in enumerate(data):
+        missing = [k for k in required if k not in q]
+        if missing:
+            raise ValueError(f"{p}: question #{i} lacks {', '.join(missing)}")
+    return data
+
+
+def _parse_date(value: str | None, fallback: float) -> float:
+    if not value:
+        return fallback
+    head = value.split("(")[0].strip()
+    tail = value.split(")")[-1].strip() if ")" in value else ""
+    for fmt in ("%Y/%m/%d %H:%M", "%Y/%m/%d"):
+        try:
+            text = f"{head} {tail}".strip() if fmt.endswith("%M") else head
+            return datetime.strptime(text, fmt).replace(tzinfo=UTC).timestamp()
+        except ValueError:
+            continue
+    return fallback
+
+
+def session_id_of(qid: str, hsid: str) -> str:
+    return f"{qid}/{hsid}"
+
+
+def turn_id_of(qid: str, hsid: str, i: int) -> str:
+    return f"{qid}/{hsid}/{i}"
+
+
+@dataclass
+class Gold:
+    sessions: set[str]
+    turns: set[str]
+
+
+def ingest(service: Any, questions: Sequence[dict[str, Any]],
+           progress: Callable[[int, int, str], None] | None = None) -> dict[str, Gold]:
+    """Import every haystack into its question's scope; return gold ids per question."""
+    gold: dict[str, Gold] = {}
+    base = datetime(2023, 1, 1, tzinfo=UTC).timestamp()
+    for n, q in enumerate(questions, 1):
+        qid = str(q["question_id"])
+        dates = q.get("haystack_dates") or []
+        g = Gold({session_id_of(qid, s) for s in q.get("answer_session_ids") or []}, set())
+        for j, (hsid, turns) in enumerate(zip(q["haystack_session_ids"], q["haystack_sessions"],
+                                              strict=True)):
+            sid = session_id_of(qid, str(hsid))
+            t0 = _parse_date(dates[j] if j < len(dates) else None, base + j * 86_400)
+            rows = []
+            for i, t in enumerate(turns):
+                tid = turn_id_of(qid, str(hsid), i)
+                if t.get("has_answer"):
+                    g.turns.add(tid)
+                rows.append({"id": tid, "role": t.get("role") or "user", "content": str(t["content"]),
+                             "timestamp": t0 + i, "archived": False})
+            service.import_session(
+                {"id": sid, "agent": "longmemeval", "scope": SCOPE, "scope_id": qid,
+                 "title": str(hsid), "started_at": t0, "last_seen_at": t0 + len(turns),
+                 "status": "closed", "source": "longmemeval"},
+                rows,
+            )
+        gold[qid] = g
+        if progress:
+            progress(n, len(questions), qid)
+    return gold
+
+
+def gold_of(questions: Iterable[dict[str, Any]]) -> dict[str, Gold]:
+    out = {}
+    for q in questions:
+        qid = str(q["question_id"])
+        turns = {turn_id_of(qid, str(h), i) for h, s in zip(q["haystack_session_ids"],
+                                                            q["haystack_sessions"], strict=True)
+                 for i, t in enumerate(s) if t.get("has_answer")}
+        out[qid] = Gold({session_id_of(qid, s) for s in q.get("answer_session_ids") or []}, turns)
+    return out
+
+
+@dataclass
+class Ranked:
+    sessions: list[str]
+    turns: list[str]
+    ms: float
+
+
+def _distinct_sessions(turn_ids: Iterable[str], session_of: Callable[[str], str]) -> list[str]:
+    seen: dict[str, None] = {}
+    for t in turn_ids:
+        seen.setdefault(session_of(t), None)
+    return list(seen)
+
+
+def _session_from_turn(turn_id: str) -> str:
+    return turn_id.rsplit("/", 1)[0]
+
+
+def run_system(service: Any, system: str, q: dict[str, Any], **recall_kw: Any) -> Ranked:
+    from memviewer.index.indexer import lance_index_for
+    from memviewer.index.lance import TURNS, scope_filter
+
+    qid, query = str(q["question_id"]), str(q["question"])
+    t0 = time.perf_counter()
+    if system == "hierarchical":
+        out = service.recall(query, scope=SCOPE, scope_id=qid, **recall_kw)
+        sessions = [s["session_id"] for s in out["diagnostics"]["stage1"]]
+        turns = [r["turn_id"] for r in out["results"]]
+    elif system == "flat":
+        out = service.recall(query, scope=SCOPE, scope_id=qid, mode="flat", top_k=SESSION_DEPTH,
+                             **{k: v for k, v in recall_kw.items() if k in ("weights", "tuning")})
+        turns = [r["turn_id"] for r in out["results"]]
+        sessions = _distinct_sessions(turns, _session_from_turn)
+    else:
+        index = lance_index_for(service)
+        where = scope_filter(SCOPE, qid)
+        if system == "bm25":
+            rows = index.fulltext(TURNS, query, where, SESSION_DEPTH, ["turn_id"])
+        else:
+            vec = service.embedder.embed([query])[0]
+            rows = index.dense(TURNS, vec, where, SESSION_DEPTH, ["turn_id"])
+        turns = [r["turn_id"] for r in rows]
+        sessions = _distinct_sessions(turns, _session_from_turn)
+    return Ranked(sessions[:SESSION_K], turns[:TURN_K], (time.perf_counter() - t0) * 1000)
+
+
+@dataclass
+class Scores:
+    n: int = 0
+    session_any: list[float] = field(default_factory=list)
+    session_all: list[float] = field(default_factory=list)
+    turn_recall: list[float] = field(default_factory=list)
+    ms: list[float] = field(default_factory=list)
+
+    def add(self, gold: Gold, ranked: Ranked) -> None:
+        self.n += 1
+        self.ms.append(ranked.ms)
+        if gold.sessions:
+            got = set(ranked.sessions) & gold.sessions
+            self.session_any.append(1.0 if got else 0.0)
+            self.session_all.append(1.0 if got == gold.sessions else 0.0)
+        if gold.turns:
+            self.turn_recall.append(len(set(ranked.turns) & gold.turns) / len(gold.turns))
+
+    def summary(self) -> dict[str, Any]:
+        def mean(xs: list[float]) -> float | None:
+            return round(statistics.fmean(xs), 4) if xs else None
+
+        return {"n": self.n, "session_any@5": mean(self.session_any),
+                "session_all@5": mean(self.session_all), "turn_recall@10": mean(self.turn_recall),
+                "n_turn_gold": len(self.turn_recall),
+                "p50_ms": round(statistics.median(self.ms), 2) if self.ms else None}
+
+
+def evaluate(service: Any, questions: Sequence[dict[str, Any]], gold: dict[str, Gold], *,
+             systems: Sequence[str] = SYSTEMS, split: int | None = None,
+             **recall_kw: Any) -> dict[str, Any]:
+    """Scores per system, per question type, overall (and per split half when ``split``)."""
+    table: dict[str, dict[str, Scores]] = {s: defaultdict(Scores) for s in systems}
+    per_question: list[dict[str, Any]] = []
+    for i, q in enumerate(questions):
+        qid = str(q["question_id"])
+        groups = ["all", str(q.get("question_type", "unknown"))]
+        if split is not None:
+            groups.append("tune" if i < split else "holdout")
+        row: dict[str, Any] = {"question_id": qid}
+        for system in systems:
+            ranked = run_system(service, system, q, **recall_kw)
+            for g in groups:
+                table[system][g].add(gold[qid], ranked)
+            if gold[qid].turns:
+                row[system] = len(set(ranked.turns) & gold[qid].turns) / len(gold[qid].turns)
+        per_question.append(row)
+    return {
+        "systems": {s: {g: sc.summary() for g, sc in sorted(groups.items())}
+                    for s, groups in table.items()},
+        "questions": per_question,
+    }
+
+
+def run(path: str | Path, *, limit: int | None = None, home: str | Path | None = None,
+        cache_dir: str | Path | None = None, embedder: Any = None, split: int | None = 50,
+        systems: Sequence[str] = SYSTEMS, progress: Callable[[int, int, str], None] | None = None,
+        **recall_kw: Any) -> dict[str, Any]:
+    """Load, ingest into ``home`` (a temporary folder by default), index and evaluate."""
+    import shutil
+    import tempfile
+
+    from memviewer.config import load_settings
+    from memviewer.eval.embed_cache import CachedEmbedder
+    from memviewer.index.embedder import OnnxEmbedder
+    from memviewer.service import MemoryService
+
+    questions = load_questions(path)
+    if limit is not None:
+        questions = questions[:limit]
+    tmp = None
+    if home is None:
+        tmp = tempfile.mkdtemp(prefix="memviewer-eval-")
+        home = tmp
+    settings = load_settings(env={}, home=str(home), retention="keep_all")
+    inner = embedder or OnnxEmbedder(settings.model_dir)
+    cache = CachedEmbedder(inner, cache_dir or Path(tempfile.gettempdir()) / "memviewer-eval-cache")
+    t0 = time.perf_counter()
+    service = MemoryService(settings, embedder=cache)
+    try:
+        have = {s["scope_id"] for s in service.sessions(scope=SCOPE)["sessions"]}
+        todo = [q for q in questions if str(q["question_id"]) not in have]
+        if todo:
+            ingest(service, todo, progress)
+        t_ingest = time.perf_counter() - t0
+        service.sync_index()
+        cache.save()
+        t_index = time.perf_counter() - t0 - t_ingest
+        report = evaluate(service, questions, gold_of(questions), systems=systems,
+                          split=split if limit is None or (split or 0) < len(questions) else None,
+                          **recall_kw)
+    finally:
+        cache.save()  # query embeddings too
+        service.close()
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    report["meta"] = {
+        "file": str(path), "questions": len(questions), "model": inner.name,
+        "turns": sum(len(s) for q in questions for s in q["haystack_sessions"]),
+        "ingest_s": round(t_ingest, 1), "index_s": round(t_index, 1),
+        "embed_cache": {"hits": cache.hits, "misses": cache.misses},
+        "split": split,
+    }
+    return report
+
+
+def markdown_table(report: dict[str, Any], groups: Sequence[str] | None = None) -> str:
+    systems = report["systems"]
+    first = next(iter(systems.values()))
+    groups = list(groups or [g for g in ("all", "tune", "holdout") if g in first] +
+                  sorted(g for g in first if g not in ("all", "tune", "holdout")))
+    lines = ["| group | n | system | session any@5 | session all@5 | turn recall@10 | p50 ms |",
+             "|---|---:|---|---:|---:|---:|---:|"]
+    for g in groups:
+        for s, table in systems.items():
+            row = table.get(g)
+            if row is None:
+                continue
+
+            def f(v: float | None) -> str:
+                return "–" if v is None else f"{v:.3f}"
+
+            lines.append(f"| {g} | {row['n']} | {s} | {f(row['session_any@5'])} | "
+                         f"{f(row['session_all@5'])} | {f(row['turn_recall@10'])} | {row['p50_ms']} |")
+    return "\n".join(lines)

@@ -1,0 +1,534 @@
+"""Keeps the LanceDB index in step with SQLite, off the hot path.
+
+SQLite is the source of truth; the index is derived and can always be rebuilt
+(``memviewer reindex``). The indexer tracks two watermarks in ``state.json``:
+
+* ``turn_num`` — the largest ``turns.num`` embedded. New turns are exactly the
+  rows above it (``num`` only grows), so catching up is one indexed range scan.
+* ``event_seq`` — the last event examined for changes to turns that were
+  already embedded: ``session.compacted`` (turns archived, the compaction
+  summary rewritten) and ``session.imported`` (a re-import may change content,
+  flags or scope). Those turns are re-read from SQLite, so the index follows
+  the current state whatever order events arrived in.
+
+Summaries of every touched session are refreshed by the rule documented in
+``memviewer.index.summarizer``. ``sync()`` is the blocking catch-up (import
+returns only after it); ``start_background()`` runs the same catch-up in a
+daemon thread woken by the service's event bus (the bus listener only sets a
+flag, so the writer thread never waits for embeddings), batching about
+``BATCH_TURNS`` turns or ``BATCH_WAIT_S`` seconds, and optimising the tables
+now and then.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import func, select
+
+from memviewer import paths
+from memviewer.store.tables import Session, Turn
+
+if TYPE_CHECKING:
+    from memviewer.index.lance import LanceIndex
+
+log = logging.getLogger("memviewer.index")
+
+T = Turn.__table__
+S = Session.__table__
+
+READ_BATCH = 2048
+SUMMARY_CHUNK = 256
+BATCH_TURNS = 64
+BATCH_WAIT_S = 0.2
+OPTIMIZE_EVERY_S = 120.0
+OPTIMIZE_AFTER_ROWS = 5_000
+OPTIMIZE_AFTER_SUMMARIES = 200
+CONTEXT_CHARS = 300
+CHANGE_EVENTS = ["session.compacted", "session.imported", "session.closed", "session.idle_pruned"]
+
+Progress = Callable[[int, int, str], None]
+
+
+def text_hash(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
+def lance_index_for(service: Any) -> LanceIndex:
+    """The service's one ``LanceIndex`` (shared by the indexer and recall)."""
+    from memviewer.index.lance import LanceIndex
+
+    return service._get(
+        "lance", lambda: LanceIndex(paths.lance_dir(service.home), readonly=service.readonly)
+    )
+
+
+def _turn_query() -> Any:
+    return select(
+        T.c.num, T.c.id, T.c.session_id, T.c.episode_id, T.c.role, T.c.content, T.c.timestamp,
+        T.c.archived, T.c.is_compaction_summary, S.c.scope, S.c.scope_id,
+    ).select_from(T.join(S, S.c.id == T.c.session_id))
+
+
+class Indexer:
+    """Embeds turns and session summaries into LanceDB (one per service)."""
+
+    def __init__(self, service: Any) -> None:
+        from memviewer.index.summarizer import Summarizer
+
+        self.service = service
+        self.settings = service.settings
+        self.index = lance_index_for(service)
+        self.summarizer = Summarizer.for_service(service)
+        self._sync_lock = threading.RLock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._pending = 0
+        self._thread: threading.Thread | None = None
+        self._unsubscribe: Callable[[], None] | None = None
+        self._last_sync: float | None = None
+        self._last_optimize = time.monotonic()
+        self._rows_since_optimize = 0
+        self._last_error: str | None = None
+        self.embedded_turns = 0
+        self.embedded_summaries = 0
+        self._tail_checked = False
+
+    # -- public API --------------------------------------------------------------------
+    def sync(self, session_ids: Sequence[str] | None = None, *,
+             progress: Progress | None = None) -> dict[str, Any]:
+        """Blocking catch-up; ``session_ids`` are also reconciled and re-summarised."""
+        if self.service.readonly:
+            return {"skipped": "read-only service", **self.status()}
+        with self._sync_lock:
+            return self._catch_up(list(session_ids or []), progress)
+
+    def rebuild(self, progress: Progress | None = None) -> dict[str, Any]:
+        """Drop both tables and embed everything again from SQLite (``memviewer reindex``)."""
+        with self._sync_lock:
+            self.index.drop()
+            return self._catch_up([], progress)
+
+    def start_background(self) -> None:
+        if self._thread is not None or self.service.readonly:
+            return
+        self._stop.clear()
+        self._unsubscribe = self.service.bus.on_any(self._on_event)
+        self._thread = threading.Thread(target=self._run, name="memviewer-indexer", daemon=True)
+        self._thread.start()
+
+    def close(self, timeout: float = 10.0) -> None:
+        if self._unsubscribe is not None:
+            self._unsubscribe()
+            self._unsubscribe = None
+        if self._thread is not None:
+            self._stop.set()
+            self._wake.set()
+            self._thread.join(timeout)
+            self._thread = None
+
+    def wait_idle(self, timeout: float = 30.0) -> bool:
+        """Wait until every committed change is in the index (tests, benchmarks)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if not self._wake.is_set() and self._sync_lock.acquire(blocking=False):
+                try:  # holding the lock: no catch-up is half done
+                    state = self.index.load_state()
+                    idle = (not self._wake.is_set()
+                            and int(state.get("event_seq", 0)) >= self.service.store.last_seq
+                            and self.status()["lag"] == 0)
+                finally:
+                    self._sync_lock.release()
+                if idle:
+                    return True
+            time.sleep(0.02)
+        return False
+
+    def status(self) -> dict[str, Any]:
+        from memviewer.index.lance import SUMMARIES, TURNS
+
+        state = self.index.load_state()
+        with self.service.store.read() as conn:
+            sql_turns = int(conn.execute(select(func.count()).select_from(T)).scalar() or 0)
+            behind = int(conn.execute(select(func.count()).select_from(T).where(
+                T.c.num > int(state.get("turn_num", 0)))).scalar() or 0)
+        return {
+            "indexed_turns": self.index.count(TURNS),
+            "summaries": self.index.count(SUMMARIES),
+            "sql_turns": sql_turns,
+            "lag": behind,
+            "turn_num": state.get("turn_num", 0),
+            "event_seq": state.get("event_seq", 0),
+            "last_sync": self._last_sync or state.get("last_sync"),
+            "model": state.get("model"),
+            "background": self._thread is not None and self._thread.is_alive(),
+            "ann_index": self.index.has_vector_index(),
+            "last_error": self._last_error,
+        }
+
+    # -- background ----------------------------------------------------------------------
+    def _on_event(self, _event: Any) -> None:
+        """Runs in the writer's thread after commit: only signal, never block."""
+        self._pending += 1
+        self._wake.set()
+
+    def _run(self) -> None:
+        self._safe_catch_up()
+        while not self._stop.is_set():
+            if not self._wake.wait(timeout=5.0):
+                self._maybe_optimize()
+                continue
+            deadline = time.monotonic() + BATCH_WAIT_S
+            while self._pending < BATCH_TURNS and time.monotonic() < deadline and not self._stop.is_set():
+                time.sleep(0.01)
+            self._wake.clear()
+            self._pending = 0
+            if self._stop.is_set():
+                break
+            self._safe_catch_up()
+            self._maybe_optimize()
+
+    def _safe_catch_up(self) -> None:
+        try:
+            with self._sync_lock:
+                self._catch_up([], None)
+            self._last_error = None
+        except Exception as exc:  # keep the thread alive; the next event retries
+            self._last_error = f"{type(exc).__name__}: {exc}"
+            log.exception("background indexing failed")
+
+    def _maybe_optimize(self, force: bool = False) -> None:
+        due = time.monotonic() - self._last_optimize > OPTIMIZE_EVERY_S
+        if not force and not (self._rows_since_optimize and due) \
+                and self._rows_since_optimize < OPTIMIZE_AFTER_ROWS:
+            return
+        try:
+            with self._sync_lock:
+                self.index.optimize()
+                self.index.build_ann(threshold=int(getattr(self.settings, "ann_threshold", 50_000)))
+        except Exception:
+            log.exception("optimising the index failed")
+        self._last_optimize = time.monotonic()
+        self._rows_since_optimize = 0
+
+    # -- the catch-up ------------------------------------------------------------------------
+    def _embedder(self) -> Any:
+        return self.service.embedder
+
+    def _catch_up(self, session_ids: list[str], progress: Progress | None) -> dict[str, Any]:
+        from memviewer.index.lance import SCHEMA_VERSION, IndexMismatchError
+
+        started = time.monotonic()
+        embedder = self._embedder()
+        name, dim = embedder.name, int(embedder.dim)
+        try:
+            self.index.check_model(name, dim)
+        except IndexMismatchError as exc:
+            log.warning("%s: rebuilding the index", exc)
+            self.index.drop()
+        self.index.ensure_tables(dim)
+        state = self.index.load_state() or {"turn_num": 0, "event_seq": 0}
+        state.update(model=name, dim=dim, schema=SCHEMA_VERSION)
+        store = self.service.store
+        last_seq = store.last_seq
+        touched: set[str] = set(session_ids)
+        forced: set[str] = set(session_ids)
+
+        # 1. turns above the watermark
+        with store.read() as conn:
+            total_new = int(conn.execute(select(func.count()).select_from(T).where(
+                T.c.num > int(state["turn_num"]))).scalar() or 0)
+        if not self._tail_checked:
+            # Rows above the watermark can only exist if a previous process died between
+            # writing them and saving the watermark: drop them once, then append freely.
+            self.index.delete_where(f"num > {int(state['turn_num'])}")
+            self._tail_checked = True
+        added = 0
+        contextual = bool(getattr(self.settings, "contextual_embeddings", False))
+        contexts: dict[str, str] = {}
+        while True:
+            with store.read() as conn:
+                rows = [dict(r) for r in conn.execute(
+                    _turn_query().where(T.c.num > int(state["turn_num"])).order_by(T.c.num)
+                    .limit(READ_BATCH)).mappings()]
+            if not rows:
+                break
+            touched.update(r["session_id"] for r in rows)
+            if contextual:
+                self._summarise(sorted({r["session_id"] for r in rows} - set(contexts)), forced,
+                                contexts)
+            self.index.add_turns(self._turn_rows(rows, embedder, contexts))
+            added += len(rows)
+            state["turn_num"] = int(rows[-1]["num"])
+            self.index.save_state(state)
+            if progress is not None:
+                progress(added, total_new, "turns")
+
+        if added >= OPTIMIZE_AFTER_ROWS:
+            # fold the new rows into the scalar indexes before the per-session lookups below
+            self._maybe_optimize(force=True)
+
+        # 2. changes to turns that were already embedded
+        updated = 0
+        settled: set[str] = set()  # sessions already reconciled (or wholly new) in this pass
+        seq = int(state.get("event_seq", 0))
+        while True:
+            events = store.events_since(seq, 1000, CHANGE_EVENTS)
+            if not events:
+                break
+            for ev in events:
+                seq = ev.seq
+                if ev.session_id is None:
+                    continue
+                touched.add(ev.session_id)
+                if ev.kind == "session.compacted":
+                    ids = [*ev.payload.get("archived_turn_ids", []), ev.payload.get("summary_turn_id")]
+                    updated += self._reconcile(ev.session_id, [i for i in ids if i], embedder,
+                                               state["turn_num"], contexts)
+                elif ev.kind == "session.imported":
+                    forced.add(ev.session_id)
+                    p = ev.payload
+                    wholly_new = p.get("new_turns") == p.get("turns") and not p.get("updated_turns")
+                    if ev.session_id not in settled and not wholly_new:
+                        updated += self._reconcile(ev.session_id, None, embedder,
+                                                   state["turn_num"], contexts)
+                    settled.add(ev.session_id)
+                else:  # closed / pruned: a final summary
+                    forced.add(ev.session_id)
+            state["event_seq"] = seq
+            self.index.save_state(state)
+        state["event_seq"] = max(int(state.get("event_seq", 0)), min(last_seq, store.last_seq))
+        for sid in session_ids:
+            if sid not in settled:
+                updated += self._reconcile(sid, None, embedder, state["turn_num"], contexts)
+
+        # 3. summaries of touched sessions
+        summarised = self._summarise(sorted(touched), forced, contexts)
+        if summarised >= OPTIMIZE_AFTER_SUMMARIES:
+            # BM25 over rows not yet in the full-text index is scored differently (and
+            # searched flat): after a bulk import, index the new summaries right away.
+            self.index.optimize(tables=("session_summaries",))
+        state["last_sync"] = time.time()
+        self.index.save_state(state)
+        self._last_sync = state["last_sync"]
+        self.embedded_turns += added
+        self._rows_since_optimize += updated + (added if added < OPTIMIZE_AFTER_ROWS else 0)
+        return {
+            "added_turns": added,
+            "updated_turns": updated,
+            "summaries": summarised,
+            "sessions": len(touched),
+            "seconds": round(time.monotonic() - started, 3),
+        }
+
+    def _turn_rows(self, rows: list[dict[str, Any]], embedder: Any,
+                   contexts: dict[str, str]) -> list[dict[str, Any]]:
+        if not rows:
+            return []
+        texts = [self._embed_text(r, contexts) for r in rows]
+        vectors = embedder.embed(texts)
+        return [self._lance_row(r, v) for r, v in zip(rows, vectors, strict=True)]
+
+    @staticmethod
+    def _embed_text(row: dict[str, Any], contexts: dict[str, str]) -> str:
+        context = contexts.get(row["session_id"])
+        text = str(row["content"])
+        return f"{context}\n\n{text}" if context else text
+
+    @staticmethod
+    def _lance_row(r: dict[str, Any], vector: Any) -> dict[str, Any]:
+        return {
+            "turn_id": r["id"],
+            "num": int(r["num"]),
+            "session_id": r["session_id"],
+            "episode_id": r["episode_id"],
+            "scope": r["scope"] or "",
+            "scope_id": r["scope_id"] or "",
+            "role": r["role"],
+            "archived": bool(r["archived"]),
+            "is_summary": bool(r["is_compaction_summary"]),
+            "timestamp": float(r["timestamp"]),
+            "text": str(r["content"]),
+            "text_hash": text_hash(str(r["content"])),
+            "vector": vector,
+        }
+
+    def _reconcile(self, session_id: str, turn_ids: list[str] | None, embedder: Any,
+                   watermark: int, contexts: dict[str, str]) -> int:
+        """Make LanceDB's rows for these turns (or the whole session) match SQLite."""
+        q = _turn_query().where(T.c.session_id == session_id)
+        if turn_ids is not None:
+            if not turn_ids:
+                return 0
+            q = q.where(T.c.id.in_(turn_ids))
+        with self.service.store.read() as conn:
+            sql = {r["id"]: dict(r) for r in conn.execute(q.where(T.c.num <= watermark)).mappings()}
+        where = f"session_id = {_lit(session_id)}"
+        if turn_ids is not None:
+            where += " AND " + _in("turn_id", turn_ids)
+        cols = ["turn_id", "scope", "scope_id", "role", "archived", "is_summary", "text_hash",
+                "episode_id", "timestamp"]
+        lance = {r["turn_id"]: r for r in self.index.rows("turns", where, cols)}
+        stale = [tid for tid in lance if tid not in sql]
+        if stale and turn_ids is None:
+            self.index.delete_turns(stale)
+        re_embed: list[dict[str, Any]] = []
+        re_flag: list[dict[str, Any]] = []
+        archive_on: list[str] = []
+        archive_off: list[str] = []
+        for tid, row in sql.items():
+            have = lance.get(tid)
+            if have is None or have["text_hash"] != text_hash(str(row["content"])):
+                re_embed.append(row)
+                continue
+            target = _lance_flags(row)
+            diff = {k for k, v in target.items() if have.get(k) != v}
+            if diff == {"archived"}:
+                (archive_on if target["archived"] else archive_off).append(tid)
+            elif diff:
+                re_flag.append(row)
+        if archive_on:
+            self.index.set_archived(archive_on, True)
+        if archive_off:
+            self.index.set_archived(archive_off, False)
+        if re_flag:
+            vectors = self.index.vectors("turns", "turn_id", [r["id"] for r in re_flag])
+            self.index.upsert_turns([self._lance_row(r, vectors[r["id"]]) for r in re_flag])
+        if re_embed:
+            self.index.upsert_turns(self._turn_rows(re_embed, embedder, contexts))
+        return len(re_embed) + len(re_flag) + len(archive_on) + len(archive_off) + (
+            len(stale) if turn_ids is None else 0)
+
+    def _summarise(self, session_ids: Iterable[str], forced: set[str],
+                   contexts: dict[str, str]) -> int:
+        ids = list(session_ids)
+        return sum(self._summarise_chunk(ids[i: i + SUMMARY_CHUNK], forced, contexts)
+                   for i in range(0, len(ids), SUMMARY_CHUNK))
+
+    def _summarise_chunk(self, ids: list[str], forced: set[str], contexts: dict[str, str]) -> int:
+        from memviewer.index.summarizer import needs_refresh
+
+        if not ids:
+            return 0
+        existing = {r["session_id"]: r for r in self.index.rows(
+            "session_summaries", _in("session_id", ids),
+            ["session_id", "turn_count", "source_hash", "summary", "scope", "scope_id"])}
+        out_rows: list[dict[str, Any]] = []
+        texts: list[str] = []
+        with self.service.store.read() as conn:
+            counts = dict(conn.execute(
+                select(T.c.session_id, func.count()).where(T.c.session_id.in_(ids))
+                .group_by(T.c.session_id)).all())
+            sessions = {r["id"]: dict(r) for r in conn.execute(
+                select(S.c.id, S.c.scope, S.c.scope_id, S.c.title).where(S.c.id.in_(ids))).mappings()}
+            for sid in ids:
+                session = sessions.get(sid)
+                if session is None:
+                    continue
+                prev = existing.get(sid)
+                count = int(counts.get(sid, 0))
+                scope_moved = prev is not None and (prev["scope"], prev["scope_id"]) != (
+                    session["scope"], session["scope_id"])
+                if not needs_refresh(prev["turn_count"] if prev else None, count,
+                                     force=sid in forced or scope_moved):
+                    if prev is not None:
+                        contexts.setdefault(sid, prev["summary"][:CONTEXT_CHARS])
+                    continue
+                turns = [dict(r) for r in conn.execute(
+                    select(T.c.role, T.c.content, T.c.timestamp, T.c.is_compaction_summary)
+                    .where(T.c.session_id == sid).order_by(T.c.idx)).mappings()]
+                if prev is not None and not scope_moved \
+                        and prev["source_hash"] == self.summarizer.source_hash(turns):
+                    contexts.setdefault(sid, prev["summary"][:CONTEXT_CHARS])
+                    continue  # unchanged input: idempotent
+                result = self.summarizer.summarize(turns, session.get("title") or "")
+                contexts[sid] = result.summary[:CONTEXT_CHARS]
+                texts.append(result.summary or session.get("title") or sid)
+                out_rows.append({
+                    "session_id": sid,
+                    "scope": session["scope"] or "",
+                    "scope_id": session["scope_id"] or "",
+                    "summary": result.summary,
+                    "search_text": result.search_text,
+                    "turn_count": result.turn_count,
+                    "source_hash": result.source_hash,
+                    "method": result.method,
+                    "updated": time.time(),
+                })
+        if out_rows:
+            vectors = self._embedder().embed(texts)
+            for row, vec in zip(out_rows, vectors, strict=True):
+                row["vector"] = vec
+            self.index.upsert_summaries(out_rows)
+            self.embedded_summaries += len(out_rows)
+        return len(out_rows)
+
+
+def _lit(value: str) -> str:
+    from memviewer.index.lance import sql_str
+
+    return sql_str(value)
+
+
+def _in(column: str, values: Sequence[str]) -> str:
+    from memviewer.index.lance import in_filter
+
+    return in_filter(column, values) if values else "false"
+
+
+def _lance_flags(row: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "scope": row["scope"] or "",
+        "scope_id": row["scope_id"] or "",
+        "role": row["role"],
+        "archived": bool(row["archived"]),
+        "is_summary": bool(row["is_compaction_summary"]),
+        "episode_id": row["episode_id"],
+        "timestamp": float(row["timestamp"]),
+    }
+
+
+def index_status(settings: Any) -> dict[str, Any]:
+    """For ``memviewer doctor``: tables, model, row counts and lag, opened read-only."""
+    from memviewer.index.lance import SUMMARIES, TURNS, LanceIndex
+    from memviewer.store.db import Store
+
+    home = settings.home_path
+    folder = paths.lance_dir(home)
+    db = paths.db_path(home)
+    sql_turns = behind = 0
+    index = LanceIndex(folder, readonly=True)
+    state = index.load_state()
+    if db.exists():
+        store = Store.open(db, readonly=True)
+        try:
+            with store.engine.connect() as conn:
+                sql_turns = int(conn.execute(select(func.count()).select_from(T)).scalar() or 0)
+                behind = int(conn.execute(select(func.count()).select_from(T).where(
+                    T.c.num > int(state.get("turn_num", 0)))).scalar() or 0)
+        finally:
+            store.close()
+    if not index.exists:
+        ok = sql_turns == 0
+        detail = f"{folder}: no index yet ({sql_turns} turns in SQLite)"
+        if not ok:
+            detail += "; run `memviewer reindex`"
+        return {"ok": ok, "detail": detail}
+    turns, summaries = index.count(TURNS), index.count(SUMMARIES)
+    ann = "IVF_PQ" if index.has_vector_index() else "brute force"
+    detail = (f"{folder}: {turns} turns, {summaries} session summaries, model "
+              f"{state.get('model')} (dim {state.get('dim')}), vector search {ann}, "
+              f"lag {behind} turns")
+    ok = behind == 0
+    if not ok:
+        detail += " (a running hub catches up by itself; otherwise run `memviewer reindex`)"
+    index.close()
+    return {"ok": ok, "detail": detail}
+
+
+__all__ = ["Indexer", "index_status", "lance_index_for", "text_hash"]

@@ -1,0 +1,392 @@
+"""The LanceDB side of memory: a derived, rebuildable copy of SQLite's turns.
+
+Two tables live under ``paths.lance_dir(home)``:
+
+* ``turns`` — one row per SQLite turn: ids, scope, role, archived flag,
+  timestamp, text, a hash of the embedded text and its vector. ``idx`` is
+  deliberately absent: compaction renumbers turns, so positions are always read
+  from SQLite when results are hydrated.
+* ``session_summaries`` — one row per session: the summary shown in recall's
+  explain trace, the text its keyword index covers, its vector, and the turn
+  count/hash it was computed from (so re-indexing an unchanged session is a
+  no-op).
+
+Both have B-tree indexes on the filter columns and a native (Lance) BM25
+full-text index with the ICU tokenizer, so CJK text is segmented into words.
+Rows added after an index was built are still searched (flat) until
+``optimize()`` folds them in. Vector search is brute force while a scope is
+small and uses an IVF_PQ index with a refine step beyond ``ann_threshold``
+turns (measured in ``bench/bench_recall.py``; HNSW is avoided for its memory
+and build cost).
+
+A small ``state.json`` beside the tables holds the indexer's watermarks and
+the embedding model the vectors came from. lancedb is imported lazily (about
+1.2 s): nothing here imports it at module import time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import shutil
+import threading
+from collections.abc import Iterable, Sequence
+from datetime import timedelta
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+
+log = logging.getLogger("memviewer.index")
+
+TURNS = "turns"
+SUMMARIES = "session_summaries"
+STATE_FILE = "state.json"
+#: Version of the row layout; a different value in state.json forces a rebuild.
+SCHEMA_VERSION = 1
+#: IVF_PQ query knobs: partitions probed and the exact re-ranking factor.
+ANN_NPROBES = 20
+ANN_REFINE = 10
+
+TURN_COLUMNS = (
+    "turn_id", "num", "session_id", "episode_id", "scope", "scope_id", "role", "archived",
+    "is_summary", "timestamp", "text", "text_hash",
+)
+SUMMARY_COLUMNS = (
+    "session_id", "scope", "scope_id", "summary", "search_text", "turn_count", "source_hash",
+    "method", "updated",
+)
+
+
+def sql_str(value: str) -> str:
+    """A SQL string literal for a LanceDB filter (single quotes doubled)."""
+    return "'" + str(value).replace("'", "''") + "'"
+
+
+def scope_filter(scope: str | None, scope_id: str | None) -> str | None:
+    parts = []
+    if scope:
+        parts.append(f"scope = {sql_str(scope)}")
+    if scope_id:
+        parts.append(f"scope_id = {sql_str(scope_id)}")
+    return " AND ".join(parts) or None
+
+
+def in_filter(column: str, values: Iterable[str]) -> str:
+    return f"{column} IN ({', '.join(sql_str(v) for v in values)})"
+
+
+def _turn_schema(dim: int) -> Any:
+    import pyarrow as pa
+
+    return pa.schema([
+        ("turn_id", pa.string()),
+        ("num", pa.int64()),
+        ("session_id", pa.string()),
+        ("episode_id", pa.string()),
+        ("scope", pa.string()),
+        ("scope_id", pa.string()),
+        ("role", pa.string()),
+        ("archived", pa.bool_()),
+        ("is_summary", pa.bool_()),
+        ("timestamp", pa.float64()),
+        ("text", pa.string()),
+        ("text_hash", pa.string()),
+        ("vector", pa.list_(pa.float32(), dim)),
+    ])
+
+
+def _summary_schema(dim: int) -> Any:
+    import pyarrow as pa
+
+    return pa.schema([
+        ("session_id", pa.string()),
+        ("scope", pa.string()),
+        ("scope_id", pa.string()),
+        ("summary", pa.string()),
+        ("search_text", pa.string()),
+        ("turn_count", pa.int64()),
+        ("source_hash", pa.string()),
+        ("method", pa.string()),
+        ("updated", pa.float64()),
+        ("vector", pa.list_(pa.float32(), dim)),
+    ])
+
+
+class IndexMismatchError(Exception):
+    """The stored vectors come from another model (or layout) than the one in use."""
+
+
+class LanceIndex:
+    """Opens (lazily) and queries the LanceDB tables of one memviewer home.
+
+    One writer per home (the hub or the in-process service); other processes
+    open it ``readonly`` and see new versions within ``read_consistency`` s.
+    Writes are serialised by a lock so the background indexer and a blocking
+    ``sync`` cannot interleave.
+    """
+
+    def __init__(self, folder: str | Path, *, readonly: bool = False,
+                 read_consistency: float | None = None) -> None:
+        self.folder = Path(folder)
+        self.readonly = readonly
+        self.read_consistency = read_consistency if read_consistency is not None else (
+            1.0 if readonly else None
+        )
+        self._db: Any = None
+        self._tables: dict[str, Any] = {}
+        self.lock = threading.RLock()
+
+    # -- connection ------------------------------------------------------------
+    @property
+    def exists(self) -> bool:
+        return (self.folder / f"{TURNS}.lance").exists()
+
+    def db(self) -> Any:
+        if self._db is None:
+            import lancedb
+
+            if not self.readonly:
+                self.folder.mkdir(parents=True, exist_ok=True)
+            kwargs: dict[str, Any] = {}
+            if self.read_consistency is not None:
+                kwargs["read_consistency_interval"] = timedelta(seconds=self.read_consistency)
+            self._db = lancedb.connect(str(self.folder), **kwargs)
+        return self._db
+
+    def table(self, name: str) -> Any | None:
+        """The table, or None when it does not exist (yet)."""
+        tbl = self._tables.get(name)
+        if tbl is not None:
+            return tbl
+        if not (self.folder / f"{name}.lance").exists():
+            return None
+        tbl = self.db().open_table(name)
+        self._tables[name] = tbl
+        return tbl
+
+    def ensure_tables(self, dim: int) -> None:
+        """Create both tables with their scalar and full-text indexes."""
+        from lancedb.index import FTS, BTree
+
+        with self.lock:
+            db = self.db()
+            for name, schema, text_col, keys in (
+                (TURNS, _turn_schema(dim), "text", ("turn_id", "session_id", "scope", "scope_id")),
+                (SUMMARIES, _summary_schema(dim), "search_text", ("session_id", "scope", "scope_id")),
+            ):
+                if self.table(name) is not None:
+                    continue
+                tbl = db.create_table(name, schema=schema)
+                for col in keys:
+                    tbl.create_index(col, config=BTree(), replace=True)
+                tbl.create_index(text_col, config=FTS(base_tokenizer="icu"), replace=True)
+                self._tables[name] = tbl
+
+    def drop(self) -> None:
+        """Remove every table and the state file (``reindex``)."""
+        with self.lock:
+            db = self.db()
+            for name in (TURNS, SUMMARIES):
+                path = self.folder / f"{name}.lance"
+                if path.exists():
+                    try:
+                        db.drop_table(name)
+                    except Exception:  # a damaged table: it is derived data, remove the files
+                        log.warning("could not drop %s cleanly; deleting %s", name, path)
+                        shutil.rmtree(path, ignore_errors=True)
+            self._tables.clear()
+            with contextlib.suppress(FileNotFoundError):
+                (self.folder / STATE_FILE).unlink()
+
+    def close(self) -> None:
+        self._tables.clear()
+        self._db = None
+
+    def refresh(self) -> None:
+        """Make a long-lived reader see the latest committed versions."""
+        for tbl in self._tables.values():
+            with contextlib.suppress(Exception):
+                tbl.checkout_latest()
+
+    # -- state ---------------------------------------------------------------------
+    def load_state(self) -> dict[str, Any]:
+        try:
+            return json.loads((self.folder / STATE_FILE).read_text(encoding="utf-8"))
+        except (FileNotFoundError, json.JSONDecodeError):
+            return {}
+
+    def save_state(self, state: dict[str, Any]) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        tmp = self.folder / f".{STATE_FILE}.{os.getpid()}"
+        tmp.write_text(json.dumps(state, indent=1, sort_keys=True), encoding="utf-8")
+        tmp.replace(self.folder / STATE_FILE)
+
+    def check_model(self, name: str, dim: int) -> None:
+        state = self.load_state()
+        if state and (state.get("model") != name or state.get("dim") != dim
+                      or state.get("schema") != SCHEMA_VERSION):
+            raise IndexMismatchError(
+                f"the vector index was built with model {state.get('model')!r} "
+                f"(dim {state.get('dim')}, layout v{state.get('schema')}) but {name!r} "
+                f"(dim {dim}, layout v{SCHEMA_VERSION}) is in use; run `memviewer reindex`"
+            )
+
+    # -- writes --------------------------------------------------------------------
+    def add_turns(self, rows: list[dict[str, Any]]) -> None:
+        if rows:
+            with self.lock:
+                self._require(TURNS).add(rows)
+
+    def upsert_turns(self, rows: list[dict[str, Any]]) -> None:
+        if rows:
+            with self.lock:
+                (self._require(TURNS).merge_insert("turn_id").when_matched_update_all()
+                 .when_not_matched_insert_all().execute(rows))
+
+    def set_archived(self, turn_ids: Sequence[str], archived: bool) -> None:
+        with self.lock:
+            tbl = self._require(TURNS)
+            for i in range(0, len(turn_ids), 500):
+                chunk = turn_ids[i: i + 500]
+                if chunk:
+                    tbl.update(where=in_filter("turn_id", chunk), values={"archived": archived})
+
+    def delete_turns(self, turn_ids: Sequence[str]) -> None:
+        with self.lock:
+            tbl = self._require(TURNS)
+            for i in range(0, len(turn_ids), 500):
+                if turn_ids[i: i + 500]:
+                    tbl.delete(in_filter("turn_id", turn_ids[i: i + 500]))
+
+    def delete_where(self, where: str, name: str = TURNS) -> None:
+        with self.lock:
+            tbl = self.table(name)
+            if tbl is not None:
+                tbl.delete(where)
+
+    def upsert_summaries(self, rows: list[dict[str, Any]]) -> None:
+        if rows:
+            with self.lock:
+                (self._require(SUMMARIES).merge_insert("session_id").when_matched_update_all()
+                 .when_not_matched_insert_all().execute(rows))
+
+    def _require(self, name: str) -> Any:
+        tbl = self.table(name)
+        if tbl is None:
+            raise RuntimeError(f"LanceDB table {name!r} is missing; call ensure_tables() first")
+        return tbl
+
+    # -- reads -----------------------------------------------------------------------
+    def rows(self, name: str, where: str | None, columns: Sequence[str]) -> list[dict[str, Any]]:
+        tbl = self.table(name)
+        if tbl is None:
+            return []
+        q = tbl.search()
+        if where:
+            q = q.where(where)
+        return q.select(list(columns)).limit(None).to_list()
+
+    def count(self, name: str, where: str | None = None) -> int:
+        tbl = self.table(name)
+        if tbl is None:
+            return 0
+        return int(tbl.count_rows(where) if where else tbl.count_rows())
+
+    def dense(self, name: str, vector: np.ndarray, where: str | None, limit: int,
+              columns: Sequence[str], *, use_ann: bool = False) -> list[dict[str, Any]]:
+        """Nearest rows by cosine; ``_distance`` is ``1 - cosine``."""
+        tbl = self.table(name)
+        if tbl is None or limit <= 0:
+            return []
+        q = tbl.search(vector, vector_column_name="vector").distance_type("cosine")
+        if where:
+            q = q.where(where, prefilter=True)
+        if use_ann:
+            q = q.nprobes(ANN_NPROBES).refine_factor(ANN_REFINE)
+        else:
+            q = q.bypass_vector_index()
+        return q.select([*columns, "_distance"]).limit(limit).to_list()
+
+    def fulltext(self, name: str, query: str, where: str | None, limit: int,
+                 columns: Sequence[str]) -> list[dict[str, Any]]:
+        """BM25 matches (any query term); ``_score`` is the BM25 score."""
+        from lancedb.query import MatchQuery
+
+        tbl = self.table(name)
+        if tbl is None or limit <= 0 or not query.strip():
+            return []
+        column = "text" if name == TURNS else "search_text"
+        q = tbl.search(MatchQuery(query, column), query_type="fts")
+        if where:
+            q = q.where(where, prefilter=True)
+        return q.select([*columns, "_score"]).limit(limit).to_list()
+
+    def vectors(self, name: str, key: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        import numpy as np
+
+        out: dict[str, np.ndarray] = {}
+        for i in range(0, len(ids), 500):
+            chunk = ids[i: i + 500]
+            if chunk:
+                for r in self.rows(name, in_filter(key, chunk), [key, "vector"]):
+                    out[r[key]] = np.asarray(r["vector"], dtype=np.float32)
+        return out
+
+    def versions(self) -> dict[str, int]:
+        out = {}
+        for name in (TURNS, SUMMARIES):
+            tbl = self.table(name)
+            if tbl is not None:
+                out[name] = int(tbl.version)
+        return out
+
+    def has_vector_index(self) -> bool:
+        tbl = self.table(TURNS)
+        if tbl is None:
+            return False
+        return any(getattr(ix, "columns", None) == ["vector"] for ix in tbl.list_indices())
+
+    # -- maintenance -------------------------------------------------------------------
+    def build_ann(self, *, force: bool = False, threshold: int = 50_000) -> bool:
+        """Train an IVF_PQ index on the turn vectors once the table outgrows ``threshold``."""
+        from lancedb.index import IvfPq
+
+        with self.lock:
+            tbl = self.table(TURNS)
+            if tbl is None:
+                return False
+            n = tbl.count_rows()
+            if not force and (n < threshold or self.has_vector_index()):
+                return False
+            dim = tbl.schema.field("vector").type.list_size
+            partitions = max(1, min(4096, int(n ** 0.5)))
+            sub_vectors = next(s for s in (dim // 8, dim // 4, dim // 2, dim, 1) if s and dim % s == 0)
+            tbl.create_index("vector", config=IvfPq(distance_type="cosine", num_partitions=partitions,
+                                                    num_sub_vectors=sub_vectors), replace=True)
+            log.info("built IVF_PQ index over %d turns (%d partitions)", n, partitions)
+            return True
+
+    def optimize(self, keep_versions_s: float = 600.0,
+                 tables: Sequence[str] = (TURNS, SUMMARIES)) -> None:
+        """Fold new rows into the indexes, compact small fragments, drop old versions.
+
+        Versions younger than ``keep_versions_s`` survive so that readers in
+        other processes never lose the version they are reading.
+        """
+        with self.lock:
+            for name in tables:
+                tbl = self.table(name)
+                if tbl is not None:
+                    tbl.optimize(cleanup_older_than=timedelta(seconds=keep_versions_s))
+
+    def disk_bytes(self) -> int:
+        total = 0
+        for root, _dirs, files in os.walk(self.folder):
+            for f in files:
+                with contextlib.suppress(OSError):
+                    total += os.path.getsize(os.path.join(root, f))
+        return total

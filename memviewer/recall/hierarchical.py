@@ -1,0 +1,403 @@
+"""Two-stage hierarchical recall with an explain trace (DESIGN §5.2).
+
+1. Stage 1 ranks the sessions of the scope by their summaries and keeps the
+   top ``top_sessions`` (K).
+2. Stage 2 is one turn query over the scope returning ``K * M * 3`` candidates
+   (M = ``chunks_per_session``; the ×3 over-fetch leaves enough turns per
+   session after the post-filter).
+3. The post-filter keeps turns of Stage-1 sessions, grouped by session in
+   Stage-1 order, at most M per session.
+4. An optional reranker blends ``0.7 * score + 0.3 * neural``; without one the
+   pool is sorted by score; if it raises, the session-by-session order stays.
+5. The pool is truncated to ``top_k``.
+
+Fallbacks: no session summaries in the scope → one plain turn query for
+``top_k`` (escalation ``session-retriever:stage1-empty``); nothing left after
+the post-filter → the raw Stage-2 top ``top_k``
+(``session-retriever:stage2-empty``). ``mode="flat"`` runs only the turn
+query, for comparison.
+
+Both stages fuse dense and keyword evidence; the formulas are in
+``memviewer.recall.scoring`` and each result carries its parts in
+``score_breakdown``. ``TUNING_DEFAULTS`` hold the structural choices, picked
+on the first half of the LongMemEval dev set and checked on the second
+(docs/bench/recall.md). The alternatives stay available through ``tuning=`` so
+the measurement can be repeated: Stage 1 also counting the session's best
+Stage-2 turn, reciprocal-rank fusion, min-max normalised cosine, a
+content-words-only BM25 query and a within-session redundancy penalty (MMR).
+
+Without ``scope``/``scope_id`` recall runs over every session in the store.
+Results are hydrated from SQLite (index, archived, content and metadata are
+authoritative there); the LanceDB copy only finds candidates. Recall never
+writes: it reads SQLite and LanceDB and changes neither.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from memviewer.errors import INVALID_ARGUMENT, MemviewerError
+from memviewer.recall import lexical, scoring
+from memviewer.recall import rerank as reranking
+
+STAGE1_EMPTY = "session-retriever:stage1-empty"
+STAGE2_EMPTY = "session-retriever:stage2-empty"
+OVERFETCH = 3
+MODES = ("hierarchical", "flat")
+
+#: Defaults chosen on the first 50 LongMemEval dev questions (docs/bench/recall.md).
+TUNING_DEFAULTS: dict[str, float] = {
+    "candidate_depth": 100,       # dense and BM25 hits fetched per retriever (at least the pool)
+    "session_turn_weight": 0.0,   # Stage 1: share of the best candidate turn in a session's score
+    "session_depth": 30,          # summaries fetched per retriever in Stage 1
+    "rrf": 0.0,                   # 1: reciprocal-rank fusion instead of the score blend (measured)
+    "dense_minmax": 0.0,          # 1: min-max normalise cosine over the candidates (measured)
+    "raw_keyword_query": 1.0,     # 0: send only content words to BM25 (measured worse)
+    "session_mmr": 0.0,           # λ of a within-session redundancy penalty when picking M (measured)
+}
+
+TURN_COLUMNS = ["turn_id", "session_id", "role", "archived", "timestamp", "text", "vector"]
+SUMMARY_COLUMNS = ["session_id", "summary", "vector"]
+
+
+def _int_param(name: str, value: Any, default: int, lo: int = 1, hi: int = 1000) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int):
+        try:
+            if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+                value = int(value)
+            else:
+                raise TypeError
+        except TypeError:
+            raise MemviewerError(INVALID_ARGUMENT, f"{name} must be an integer, not {value!r}") from None
+    if not lo <= value <= hi:
+        raise MemviewerError(INVALID_ARGUMENT, f"{name} must be between {lo} and {hi}, not {value}")
+    return value
+
+
+def _opt_str(name: str, value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, str):
+        raise MemviewerError(INVALID_ARGUMENT, f"{name} must be a string, not {type(value).__name__}")
+    return value
+
+
+class _Clock:
+    def __init__(self) -> None:
+        self.start = self.mark = time.perf_counter()
+        self.timings: dict[str, float] = {}
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        self.timings[name] = round((now - self.mark) * 1000, 3)
+        self.mark = now
+
+    def total(self) -> dict[str, float]:
+        self.timings["total"] = round((time.perf_counter() - self.start) * 1000, 3)
+        return self.timings
+
+
+def recall(
+    service: Any,
+    query: str,
+    *,
+    scope: str | None = None,
+    scope_id: str | None = None,
+    top_sessions: int | None = None,
+    chunks_per_session: int | None = None,
+    top_k: int | None = None,
+    mode: str = "hierarchical",
+    reranker: reranking.Reranker | None = None,
+    rerank: bool | None = None,
+    weights: dict[str, float] | None = None,
+    tuning: dict[str, float] | None = None,
+) -> dict[str, Any]:
+    """Run recall and return DESIGN §5.2's JSON (plus extra diagnostics).
+
+    ``rerank=False`` skips the reranker even when the service has one.
+    """
+    if not isinstance(query, str) or not query.strip():
+        raise MemviewerError(INVALID_ARGUMENT, "query must be a non-empty string")
+    if mode not in MODES:
+        raise MemviewerError(INVALID_ARGUMENT, f"mode must be one of {MODES}, not {mode!r}")
+    scope, scope_id = _opt_str("scope", scope), _opt_str("scope_id", scope_id)
+    k = _int_param("top_sessions", top_sessions, 5)
+    m = _int_param("chunks_per_session", chunks_per_session, 3)
+    top_k = _int_param("top_k", top_k, 10)
+    tune = {**TUNING_DEFAULTS, **(tuning or {})}
+    unknown = set(tune) - set(TUNING_DEFAULTS)
+    if unknown:
+        raise MemviewerError(INVALID_ARGUMENT, f"unknown tuning keys: {sorted(unknown)}")
+    w = scoring.Weights.from_settings(service.settings, **(weights or {}))
+    if rerank is False:  # the caller switched reranking off (TUI toggle, --no-rerank)
+        reranker = None
+    elif reranker is None:
+        reranker = getattr(service, "reranker", None)
+
+    clock = _Clock()
+    from memviewer.index.indexer import lance_index_for
+    from memviewer.index.lance import SUMMARIES, TURNS, IndexMismatchError, scope_filter
+
+    index = lance_index_for(service)
+    if index.readonly:
+        index.refresh()
+    embedder = service.embedder
+    try:
+        index.check_model(embedder.name, int(embedder.dim))
+    except IndexMismatchError as exc:
+        raise MemviewerError(INVALID_ARGUMENT, str(exc), data={"hint": "memviewer reindex"}) from None
+    qvec = embedder.embed([query])[0]
+    clock.lap("embed")
+
+    where = scope_filter(scope, scope_id)
+    pool_size = k * m * OVERFETCH
+    scope_turns = index.count(TURNS, where)
+    use_ann = index.has_vector_index() and scope_turns > int(
+        getattr(service.settings, "ann_threshold", 50_000))
+    diagnostics: dict[str, Any] = {
+        "mode": mode,
+        "escalations": [],
+        "stage1": [],
+        "stage2_candidates": 0,
+        "post_filter": 0,
+        "reranked": False,
+        "timings_ms": {},
+        "params": {"top_sessions": k, "chunks_per_session": m, "top_k": top_k,
+                   "pool": pool_size, **w.public(), **tune},
+        "index": {"scope_turns": scope_turns, "vector_search": "ivf_pq" if use_ann else "exact"},
+        "dropped": [],
+        "capped": [],
+    }
+    if mode == "flat":
+        candidates = _turn_candidates(index, qvec, query, where, top_k, w, tune, use_ann)
+        clock.lap("stage2")
+        diagnostics["stage2_candidates"] = len(candidates)
+        chosen = candidates[:top_k]
+    else:
+        has_sessions = index.count(SUMMARIES, where) > 0
+        if not has_sessions:
+            diagnostics["escalations"].append(STAGE1_EMPTY)
+            candidates = _turn_candidates(index, qvec, query, where, top_k, w, tune, use_ann)
+            clock.lap("stage2")
+            diagnostics["stage2_candidates"] = len(candidates)
+            chosen = candidates[:top_k]
+        else:
+            candidates = _turn_candidates(index, qvec, query, where, pool_size, w, tune, use_ann)
+            clock.lap("stage2")
+            sessions = _rank_sessions(index, qvec, query, where, k, w, tune, candidates)
+            clock.lap("stage1")
+            diagnostics["stage1"] = sessions
+            diagnostics["stage2_candidates"] = len(candidates)
+            chosen, kept, dropped, capped = _post_filter(candidates, sessions, m,
+                                                         float(tune["session_mmr"]))
+            diagnostics["post_filter"] = kept
+            diagnostics["dropped"] = dropped
+            diagnostics["capped"] = capped
+            clock.lap("post_filter")
+            if not chosen:
+                diagnostics["escalations"].append(STAGE2_EMPTY)
+                chosen = candidates[:top_k]
+            else:
+                chosen, reranked, error = reranking.apply(reranker, query, chosen, lambda c: c["text"])
+                diagnostics["reranked"] = reranked
+                if error:
+                    diagnostics["rerank_error"] = error
+                elif not reranked:
+                    chosen.sort(key=lambda c: -c["score"])
+                clock.lap("rerank")
+                chosen = chosen[:top_k]
+    results, stale = _hydrate(service, chosen)
+    if stale:
+        diagnostics["stale"] = stale
+    clock.lap("hydrate")
+    diagnostics["timings_ms"] = clock.total()
+    return {"query": query, "scope": scope, "scope_id": scope_id, "results": results,
+            "diagnostics": diagnostics}
+
+
+def _turn_candidates(index: Any, qvec: Any, query: str, where: str | None, n: int,
+                     w: scoring.Weights, tune: dict[str, float], use_ann: bool) -> list[dict[str, Any]]:
+    """Stage 2: dense ∪ BM25 hits of the scope, blended, best ``n`` first."""
+    import numpy as np
+
+    from memviewer.index.lance import TURNS
+
+    depth = max(n, int(tune["candidate_depth"]))
+    dense = index.dense(TURNS, qvec, where, depth, TURN_COLUMNS, use_ann=use_ann)
+    keyword = lexical.turn_hits(index, query, where, depth, TURN_COLUMNS,
+                                raw=bool(tune["raw_keyword_query"]))
+    rows: dict[str, dict[str, Any]] = {}
+    for r in dense:
+        rows[r["turn_id"]] = r
+    bm25: dict[str, float] = {}
+    for r in keyword:
+        bm25[r["turn_id"]] = float(r["_score"])
+        rows.setdefault(r["turn_id"], r)
+    if not rows:
+        return []
+    ids = list(rows)
+    vecs = np.asarray([rows[i]["vector"] for i in ids], dtype=np.float32)
+    cos = vecs @ np.asarray(qvec, dtype=np.float32)
+    max_bm25 = scoring.max_of(bm25.values())
+    newest = max(float(rows[i]["timestamp"]) for i in ids)
+    q_terms = scoring.content_terms(query)
+    dense_v = np.maximum(cos, 0.0)
+    if tune["dense_minmax"] and len(ids) > 1:
+        lo, hi = float(cos.min()), float(cos.max())
+        dense_v = (cos - lo) / (hi - lo) if hi > lo else np.ones_like(cos)
+    if tune["rrf"]:
+        d_rank = {tid: i for i, tid in enumerate(sorted(ids, key=lambda t: -cos[ids.index(t)]))}
+        k_rank = {tid: i for i, tid in enumerate(sorted(bm25, key=lambda t: -bm25[t]))}
+    out = []
+    for i, tid in enumerate(ids):
+        r = rows[tid]
+        cov = scoring.coverage(q_terms, r["text"])
+        if tune["rrf"]:
+            rrf_d = 60.0 / (60.0 + d_rank[tid])
+            rrf_k = 60.0 / (60.0 + k_rank[tid]) if tid in k_rank else 0.0
+        parts = {
+            "dense": rrf_d if tune["rrf"] else float(dense_v[i]),
+            "keyword": rrf_k if tune["rrf"] else scoring.keyword_part(
+                bm25.get(tid, 0.0), max_bm25, cov, w.coverage_share),
+            "recency": scoring.recency(float(r["timestamp"]), newest, w.half_life_s),
+        }
+        score = scoring.blend(parts, w)
+        breakdown = {k: round(v, 6) for k, v in parts.items()}
+        breakdown["bm25"] = round(bm25.get(tid, 0.0), 4)
+        breakdown["coverage"] = round(cov, 4)
+        out.append({"turn_id": tid, "session_id": r["session_id"], "text": r["text"],
+                    "score": score, "score_breakdown": breakdown, "_vec": vecs[i]})
+    out.sort(key=lambda c: (-c["score"], c["turn_id"]))
+    return out[:n]
+
+
+def _rank_sessions(index: Any, qvec: Any, query: str, where: str | None, k: int,
+                   w: scoring.Weights, tune: dict[str, float],
+                   candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Stage 1: sessions by summary similarity + summary BM25 (+ their best candidate turn)."""
+    import numpy as np
+
+    from memviewer.index.lance import SUMMARIES
+
+    depth = max(k, int(tune["session_depth"]))
+    dense = index.dense(SUMMARIES, qvec, where, depth, SUMMARY_COLUMNS)
+    keyword = lexical.summary_hits(index, query, where, depth, SUMMARY_COLUMNS,
+                                   raw=bool(tune["raw_keyword_query"]))
+    rows: dict[str, dict[str, Any]] = {r["session_id"]: r for r in dense}
+    bm25: dict[str, float] = {}
+    for r in keyword:
+        bm25[r["session_id"]] = float(r["_score"])
+        rows.setdefault(r["session_id"], r)
+    best_turn: dict[str, float] = {}
+    for c in candidates:
+        best_turn.setdefault(c["session_id"], c["score"])
+    turn_w = float(tune["session_turn_weight"])
+    if turn_w > 0:
+        missing = [sid for sid in best_turn if sid not in rows]
+        if missing:
+            from memviewer.index.lance import in_filter
+
+            for r in index.rows(SUMMARIES, in_filter("session_id", missing), SUMMARY_COLUMNS):
+                rows[r["session_id"]] = r
+    if not rows:
+        return []
+    ids = list(rows)
+    cos = np.asarray([rows[s]["vector"] for s in ids], dtype=np.float32) @ np.asarray(qvec, np.float32)
+    max_bm25 = scoring.max_of(bm25.values())
+    max_turn = scoring.max_of(best_turn.values())
+    out = []
+    for i, sid in enumerate(ids):
+        summary_score = w.dense * max(0.0, float(cos[i])) + (w.keyword + w.recency) * (
+            bm25.get(sid, 0.0) / max_bm25 if max_bm25 > 0 else 0.0)
+        turn_part = best_turn.get(sid, 0.0) / max_turn if max_turn > 0 else 0.0
+        score = (1.0 - turn_w) * summary_score + turn_w * turn_part
+        out.append({
+            "session_id": sid,
+            "score": round(score, 6),
+            "summary": rows[sid]["summary"],
+            "score_breakdown": {"dense": round(max(0.0, float(cos[i])), 6),
+                                "bm25": round(bm25.get(sid, 0.0), 4),
+                                "best_turn": round(best_turn.get(sid, 0.0), 6)},
+        })
+    out.sort(key=lambda s: (-s["score"], s["session_id"]))
+    return out[:k]
+
+
+def _post_filter(candidates: list[dict[str, Any]], sessions: list[dict[str, Any]], m: int,
+                 mmr: float = 0.0) -> tuple[list[dict[str, Any]], int, list[dict[str, Any]],
+                                             list[dict[str, Any]]]:
+    """Keep Stage-1 sessions' turns, top ``m`` each, grouped in Stage-1 order."""
+    order = {s["session_id"]: i for i, s in enumerate(sessions)}
+    members: dict[str, list[dict[str, Any]]] = {sid: [] for sid in order}
+    dropped = []
+    for c in candidates:  # already best-first
+        sid = c["session_id"]
+        if sid not in members:
+            dropped.append({"turn_id": c["turn_id"], "session_id": sid, "score": round(c["score"], 6)})
+            continue
+        members[sid].append(c)
+    kept = sum(len(v) for v in members.values())
+    pool, capped = [], []
+    for sid in sorted(members, key=order.__getitem__):
+        picked = _pick(members[sid], m, mmr)
+        ids = {c["turn_id"] for c in picked}
+        pool.extend(sorted(picked, key=lambda c: -c["score"]))
+        capped.extend({"turn_id": c["turn_id"], "session_id": sid, "score": round(c["score"], 6)}
+                      for c in members[sid] if c["turn_id"] not in ids)
+    return pool, kept, dropped, capped
+
+
+def _pick(group: list[dict[str, Any]], m: int, mmr: float) -> list[dict[str, Any]]:
+    """Top ``m`` by score; with ``mmr`` > 0, penalise turns that repeat an already picked one."""
+    if mmr <= 0 or len(group) <= m:
+        return group[:m]
+    import numpy as np
+
+    picked: list[dict[str, Any]] = []
+    rest = list(group)
+    while rest and len(picked) < m:
+        def value(c: dict[str, Any]) -> float:
+            if not picked:
+                return c["score"]
+            return c["score"] - mmr * max(float(np.dot(c["_vec"], p["_vec"])) for p in picked)
+
+        best = max(rest, key=value)
+        picked.append(best)
+        rest.remove(best)
+    return picked
+
+
+def _hydrate(service: Any, chosen: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+    """Public result rows read from SQLite; LanceDB rows without a SQLite turn are reported stale."""
+    from memviewer.store import repos
+
+    with service.store.read() as conn:
+        rows = repos.get_turns(conn, [c["turn_id"] for c in chosen])
+    out, stale = [], []
+    for c in chosen:
+        row = rows.get(c["turn_id"])
+        if row is None:
+            stale.append(c["turn_id"])
+            continue
+        pub = repos.turn_public(row)
+        out.append({
+            "turn_id": pub["turn_id"],
+            "session_id": pub["session_id"],
+            "episode_id": pub["episode_id"],
+            "index": pub["index"],
+            "role": pub["role"],
+            "content": pub["content"],
+            "archived": pub["archived"],
+            "timestamp": pub["timestamp"],
+            "score": round(float(c["score"]), 6),
+            "score_breakdown": c["score_breakdown"],
+            "metadata": row["meta"] if row["meta"] is not None else {},
+        })
+    return out, stale
+
+
+Recall = Callable[..., dict[str, Any]]

@@ -1,0 +1,126 @@
+"""How recall scores a turn and a session, in one place so the explain trace and
+the docs can say exactly what each number means.
+
+Turn score (Stage 2), every part in [0, 1]::
+
+    score = w_dense   * dense      # cosine(query, turn), clipped at 0
+          + w_keyword * keyword    # lexical evidence, see below
+          + w_recency * recency    # 0.5 ** (age / RECENCY_HALF_LIFE_S), age vs the newest candidate
+
+    keyword = (1 - coverage_share) * bm25 / max_bm25   # BM25 over the scope, normalised per query
+            + coverage_share * coverage                 # share of the query's content words present
+
+``coverage_share`` defaults to 0 (``COVERAGE_SHARE``): on the LongMemEval dev
+set every positive share lowered turn recall@10, so the feature is kept only as
+an option and is reported in the breakdown.
+
+Session score (Stage 1) uses the same weights over the session summary: its
+cosine with the query and BM25 over the summary's search text (user turns,
+names, dates and salient terms). ``w_*`` come from the settings
+(``w_dense``, ``w_keyword``, ``w_recency``) and are normalised to sum to 1, so
+scores stay comparable between configurations.
+
+BM25 is normalised by the best BM25 among the query's candidates rather than
+squashed by a fixed constant because raw BM25 depends on the corpus size and
+on query length; the max-normalisation keeps the strongest keyword hit at 1
+whatever the scope. Cosine is used raw (clipped at 0): min-max normalising it
+over the candidates, or replacing the blend by reciprocal-rank fusion, both
+measured worse (docs/bench/recall.md).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from memviewer.index.summarizer import STOP_WORDS
+
+RECENCY_HALF_LIFE_S = 14 * 86_400.0
+COVERAGE_SHARE = 0.0  # measured: any share > 0 lowered turn recall@10
+RERANK_BLEND = 0.7  # final = 0.7 * score + 0.3 * neural (DESIGN §5.2)
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_QUESTION_WORDS = frozenset(
+    "what which who whom whose when where why how did does do was were is are tell remember "
+    "said say mentioned mention recommend recommended previous previously earlier last time "
+    "conversation chat talked talk".split()
+)
+
+
+def stem(word: str) -> str:
+    """A tiny suffix stripper: enough to match plural/tense variants of content words."""
+    w = word.lower()
+    for suffix, keep in (("ies", "y"), ("ing", ""), ("ed", ""), ("es", ""), ("s", "")):
+        if len(w) > len(suffix) + 2 and w.endswith(suffix) and not w.endswith("ss"):
+            return w[: -len(suffix)] + keep
+    return w
+
+
+def content_terms(text: str) -> set[str]:
+    """Stemmed words of ``text`` that carry meaning (no stop or question words)."""
+    out = set()
+    for w in _WORD.findall(text.lower()):
+        if w in STOP_WORDS or w in _QUESTION_WORDS or (len(w) < 3 and not w.isdigit()):
+            continue
+        out.add(stem(w))
+    return out
+
+
+def coverage(query_terms: set[str], text: str) -> float:
+    if not query_terms:
+        return 0.0
+    return len(query_terms & content_terms(text)) / len(query_terms)
+
+
+@dataclass(frozen=True)
+class Weights:
+    dense: float = 0.5
+    keyword: float = 0.5
+    recency: float = 0.0
+    coverage_share: float = COVERAGE_SHARE
+    half_life_s: float = RECENCY_HALF_LIFE_S
+    extra: Mapping[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_settings(cls, settings: Any, **overrides: Any) -> Weights:
+        w = cls(
+            dense=float(getattr(settings, "w_dense", 0.5) or 0.0),
+            keyword=float(getattr(settings, "w_keyword", 0.5) or 0.0),
+            recency=float(getattr(settings, "w_recency", 0.0) or 0.0),
+        )
+        known = {k: v for k, v in overrides.items() if k in cls.__dataclass_fields__ and v is not None}
+        return replace(w, **known).normalised()
+
+    def normalised(self) -> Weights:
+        total = self.dense + self.keyword + self.recency
+        if total <= 0:
+            return replace(self, dense=1.0, keyword=0.0, recency=0.0)
+        return replace(self, dense=self.dense / total, keyword=self.keyword / total,
+                       recency=self.recency / total)
+
+    def public(self) -> dict[str, float]:
+        return {"w_dense": round(self.dense, 4), "w_keyword": round(self.keyword, 4),
+                "w_recency": round(self.recency, 4), "coverage_share": self.coverage_share}
+
+
+def recency(ts: float | None, newest: float | None, half_life_s: float) -> float:
+    if ts is None or newest is None or half_life_s <= 0:
+        return 0.0
+    age = max(0.0, newest - ts)
+    return math.pow(0.5, age / half_life_s)
+
+
+def keyword_part(bm25: float, max_bm25: float, cov: float, share: float) -> float:
+    norm = bm25 / max_bm25 if max_bm25 > 0 else 0.0
+    return (1.0 - share) * norm + share * cov
+
+
+def blend(parts: Mapping[str, float], w: Weights) -> float:
+    return w.dense * parts["dense"] + w.keyword * parts["keyword"] + w.recency * parts["recency"]
+
+
+def max_of(values: Iterable[float]) -> float:
+    return max(values, default=0.0)

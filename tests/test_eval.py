@@ -1,0 +1,92 @@
+"""The LongMemEval harness on a tiny synthetic file (HashEmbedder, real store and index)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from memviewer.eval.longmemeval import Gold, Ranked, Scores, load_questions, markdown_table, run
+from memviewer.index.embedder import HashEmbedder
+
+
+def question(qid: str, qtype: str, text: str, answer_sid: str, answer_turn: str) -> dict:
+    filler = [
+        [{"role": "user", "content": f"filler chat {qid} {i} about the weather and news"},
+         {"role": "assistant", "content": f"sure, filler reply {i}"}]
+        for i in range(6)
+    ]
+    sessions = [*filler[:3], [
+        {"role": "user", "content": "Let me tell you something.", "has_answer": False},
+        {"role": "user", "content": answer_turn, "has_answer": True},
+        {"role": "assistant", "content": "Thanks for sharing."},
+    ], *filler[3:]]
+    ids = [f"f{i}" for i in range(3)] + [answer_sid] + [f"f{i}" for i in range(3, 6)]
+    return {
+        "question_id": qid, "question_type": qtype, "question": text, "answer": "x",
+        "question_date": "2023/05/30 (Tue) 10:18",
+        "answer_session_ids": [answer_sid],
+        "haystack_session_ids": ids,
+        "haystack_dates": [f"2023/05/{20 + i} (Sat) 07:47" for i in range(len(ids))],
+        "haystack_sessions": sessions,
+    }
+
+
+@pytest.fixture
+def dataset(tmp_path: Path) -> Path:
+    data = [
+        question("q1", "single-session-user", "Which gym did I join in Oslo?", "ans1",
+                 "I joined the Frogner gym in Oslo last week."),
+        question("q2", "multi-session", "What colour is my new bicycle?", "ans2",
+                 "My new bicycle is teal with yellow tyres."),
+    ]
+    path = tmp_path / "mini.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(data).encode()))
+    return path
+
+
+def test_run_scores_every_system(dataset: Path, tmp_path: Path) -> None:
+    report = run(dataset, embedder=HashEmbedder(), cache_dir=tmp_path / "cache", split=None)
+    assert report["meta"]["questions"] == 2 and report["meta"]["turns"] == 2 * (6 * 2 + 3)
+    for system in ("hierarchical", "flat", "bm25", "dense"):
+        overall = report["systems"][system]["all"]
+        assert overall["n"] == 2 and overall["turn_recall@10"] == 1.0
+        assert overall["session_any@5"] == 1.0 and overall["session_all@5"] == 1.0
+    assert set(report["systems"]["hierarchical"]) == {"all", "single-session-user", "multi-session"}
+    table = markdown_table(report)
+    assert "| all | 2 | hierarchical | 1.000 | 1.000 | 1.000 |" in table
+    # the embedding cache was written and is used by the next run
+    again = run(dataset, embedder=HashEmbedder(), cache_dir=tmp_path / "cache", split=None)
+    assert again["meta"]["embed_cache"]["misses"] == 0 and again["meta"]["embed_cache"]["hits"] > 0
+
+
+def test_scores_follow_the_documented_definitions() -> None:
+    s = Scores()
+    s.add(Gold({"a", "b"}, {"t1", "t2", "t3", "t4"}), Ranked(["a", "x"], ["t1", "t9", "t3"], 1.0))
+    s.add(Gold({"c"}, set()), Ranked(["c"], [], 3.0))
+    out = s.summary()
+    assert out["session_any@5"] == 1.0 and out["session_all@5"] == 0.5
+    assert out["turn_recall@10"] == 0.5 and out["n_turn_gold"] == 1 and out["p50_ms"] == 2.0
+
+
+def test_bad_files_are_rejected_clearly(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    with pytest.raises(ValueError, match="not LongMemEval JSON"):
+        load_questions(bad)
+    bad.write_text(json.dumps([{"question_id": "q"}]))
+    with pytest.raises(ValueError, match="lacks question, haystack_sessions"):
+        load_questions(bad)
+
+
+def test_cli_reports_a_bad_file(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from memviewer.cli import cli
+
+    bad = tmp_path / "bad.json"
+    bad.write_text("[]x")
+    result = CliRunner().invoke(cli, ["--home", str(tmp_path / "h"), "eval", "longmemeval", str(bad)])
+    assert result.exit_code != 0 and "not LongMemEval JSON" in result.output

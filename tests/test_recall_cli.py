@@ -1,0 +1,175 @@
+"""End to end with the real ONNX model: ``memviewer import praisonai`` then
+``memviewer recall`` (single and batch) in real subprocesses."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.model, pytest.mark.integration]
+
+ARCHIVED_META = {"source": "praisonai", "tags": ["travel", "docs"], "nested": {"ok": True, "n": 3}}
+
+SESSIONS = {
+    "alice-travel": {
+        "session_id": "alice-travel",
+        "user_id": "alice",
+        "agent_name": None,
+        "created_at": 1_700_000_000,
+        "updated_at": 1_700_000_600,
+        "metadata": {},
+        "archived_messages": [
+            {"role": "user", "content": "My passport renewal appointment is at the Lisbon consulate "
+                                        "on March 3rd at 10am.", "timestamp": 1_700_000_000,
+             "metadata": ARCHIVED_META},
+            {"role": "assistant", "content": "Noted: Lisbon consulate, March 3rd, 10am.",
+             "timestamp": 1_700_000_010, "metadata": {}},
+        ],
+        "messages": [
+            {"role": "system", "content": "Summary of 2 earlier messages.", "timestamp": 1_700_000_020,
+             "metadata": {"compaction": True, "compacted_count": 2}},
+            {"role": "user", "content": "Can you suggest a packing list for a rainy week?",
+             "timestamp": 1_700_000_030, "metadata": {}},
+            {"role": "assistant", "content": "Umbrella, waterproof jacket and quick-dry shoes.",
+             "timestamp": 1_700_000_040, "metadata": {}},
+        ],
+    },
+    "alice-cooking": {
+        "session_id": "alice-cooking",
+        "user_id": "alice",
+        "created_at": 1_700_100_000,
+        "messages": [
+            {"role": "user", "content": "How long should I proof sourdough overnight in the fridge?",
+             "timestamp": 1_700_100_000},
+            {"role": "assistant", "content": "Twelve to sixteen hours works well for a cold proof.",
+             "timestamp": 1_700_100_010},
+        ],
+    },
+    "bob-car": {
+        "session_id": "bob-car",
+        "user_id": "bob",
+        "created_at": 1_700_200_000,
+        "messages": [
+            {"role": "user", "content": "My passport appointment is at the Porto office next week.",
+             "timestamp": 1_700_200_000},
+            {"role": "assistant", "content": "Bring two photos.", "timestamp": 1_700_200_010},
+        ],
+    },
+}
+
+QUESTION = "when is my passport appointment at the consulate?"
+
+
+def run_cli(home: Path, *args: str, env_extra: dict[str, str] | None = None,
+            stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMVIEWER_")}
+    env.update({"MEMVIEWER_CONFIG": str(home / "no-config.toml"),
+                "MEMVIEWER_SOCKET": str(home / "no-hub.sock")})
+    env.update(env_extra or {})
+    return subprocess.run(
+        [sys.executable, "-m", "memviewer.cli", "--home", str(home), *args],
+        capture_output=True, text=True, env=env, input=stdin, timeout=240,
+    )
+
+
+@pytest.fixture(scope="module")
+def imported(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("e2e")
+    folder = root / "praisonai"
+    folder.mkdir()
+    for sid, data in SESSIONS.items():
+        (folder / f"{sid}.json").write_text(json.dumps(data))
+        (folder / f"{sid}.json.lock").write_text("")
+    home = root / "home"
+    proc = run_cli(home, "import", "praisonai", str(folder), "--json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert len(report["imported"]) == 3 and report["failed"] == []
+    return home
+
+
+def test_import_returns_once_everything_is_embedded_and_summarised(imported: Path) -> None:
+    from memviewer.config import load_settings
+    from memviewer.index.indexer import index_status
+    from memviewer.index.lance import SUMMARIES, TURNS, LanceIndex
+
+    status = index_status(load_settings(env={}, home=str(imported)))
+    assert status["ok"] is True, status
+    index = LanceIndex(imported / "lance", readonly=True)
+    assert index.count(TURNS) == 9 and index.count(SUMMARIES) == 3
+    assert index.load_state()["model"] == "all-MiniLM-L6-v2-int8"
+
+
+def test_recall_finds_archived_turn_with_metadata_verbatim(imported: Path) -> None:
+    proc = run_cli(imported, "recall", QUESTION, "--scope", "user", "--scope-id", "alice", "--json")
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    top = out["results"][0]
+    assert "Lisbon consulate" in top["content"] and top["role"] == "user"
+    assert top["archived"] is True and top["index"] == 0 and top["metadata"] == ARCHIVED_META
+    assert top["session_id"] == "alice-travel"
+    assert {r["session_id"] for r in out["results"]} <= {"alice-travel", "alice-cooking"}
+    d = out["diagnostics"]
+    assert d["stage1"][0]["session_id"] == "alice-travel" and d["escalations"] == []
+    assert top["score_breakdown"]["dense"] > 0.3
+
+
+def test_recall_human_output(imported: Path) -> None:
+    proc = run_cli(imported, "recall", QUESTION, "--scope-id", "alice")
+    assert proc.returncode == 0, proc.stderr
+    assert "Lisbon consulate" in proc.stdout and "archived" in proc.stdout
+    assert "stage 1 sessions" in proc.stdout
+
+
+def test_batch_keeps_order_and_reports_bad_lines(imported: Path) -> None:
+    batch = imported.parent / "queries.jsonl"
+    batch.write_text("\n".join([
+        json.dumps({"query": QUESTION, "scope": "user", "scope_id": "alice", "top_k": 2}),
+        "{not json",
+        json.dumps({"query": "sourdough proofing time", "scope_id": "alice", "top_k": 1}),
+        json.dumps({"query": "passport", "scope_id": "bob", "top_sessions": "lots"}),
+        json.dumps({"query": "passport office", "scope_id": "bob", "top_sessions": 1}),
+    ]) + "\n")
+    proc = run_cli(imported, "recall", "--batch", str(batch), "--json")
+    assert proc.returncode != 0
+    lines = [json.loads(x) for x in proc.stdout.splitlines()]
+    assert len(lines) == 5
+    assert lines[0]["query"] == QUESTION and len(lines[0]["results"]) == 2
+    assert lines[1]["line"] == 2 and "invalid JSON" in lines[1]["error"]
+    assert lines[2]["results"][0]["session_id"] == "alice-cooking"
+    assert lines[3]["line"] == 4 and "top_sessions" in lines[3]["error"]
+    assert lines[4]["results"][0]["session_id"] == "bob-car"
+    assert "2 batch line(s) failed" in proc.stderr
+
+
+def test_missing_model_is_a_clear_error(imported: Path, tmp_path: Path) -> None:
+    empty = tmp_path / "empty-model"
+    empty.mkdir()
+    proc = run_cli(imported, "recall", QUESTION, "--json",
+                   env_extra={"MEMVIEWER_MODEL_DIR": str(empty)})
+    assert proc.returncode != 0
+    assert "model.onnx" in proc.stderr and str(empty) in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_recall_needs_a_query(imported: Path) -> None:
+    proc = run_cli(imported, "recall")
+    assert proc.returncode != 0 and "QUERY" in proc.stderr
+
+
+def test_reindex_rebuilds_from_sqlite(imported: Path) -> None:
+    import shutil
+
+    shutil.rmtree(imported / "lance" / "session_summaries.lance")  # a damaged index
+    proc = run_cli(imported, "reindex", "--json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["indexed_turns"] == report["sql_turns"] == 9
+    assert report["summaries"] == 3 and report["lag"] == 0
+    after = run_cli(imported, "recall", QUESTION, "--scope-id", "alice", "--json")
+    assert json.loads(after.stdout)["results"][0]["archived"] is True
