@@ -26,7 +26,7 @@ Run (corpora and databases go under --work, not the repo; they are reused)::
     /tmp/benchvenv/bin/python bench/bench_search.py --sizes 100000 --queries 30 --default-queries 3 \
         --skip-praisonai-sqlite        # its first search indexes every file: ~1 h at 100k here
 
-Results: ``docs/bench/search.md``.
+Results: ``docs/benchmarks.md``.
 """
 
 from __future__ import annotations

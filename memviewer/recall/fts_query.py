@@ -1,6 +1,6 @@
 """Turn what a user types into FTS5 MATCH expressions that cannot fail.
 
-Accepted syntax (also in ``memviewer search --help`` and ``docs/bench/search.md``):
+Accepted syntax (also in ``memviewer search --help`` and ``docs/benchmarks.md``):
 
 * plain words — each is optional; a session ranks higher the more of them it
   contains and the rarer they are (BM25). ``billing migration`` finds turns with

@@ -21,7 +21,7 @@ Both stages fuse dense and keyword evidence; the formulas are in
 ``memviewer.recall.scoring`` and each result carries its parts in
 ``score_breakdown``. ``TUNING_DEFAULTS`` hold the structural choices, picked
 on the first half of the LongMemEval dev set and checked on the second
-(docs/bench/recall.md). The alternatives stay available through ``tuning=`` so
+(docs/benchmarks.md). The alternatives stay available through ``tuning=`` so
 the measurement can be repeated: Stage 1 also counting the session's best
 Stage-2 turn, reciprocal-rank fusion, min-max normalised cosine, a
 content-words-only BM25 query and a within-session redundancy penalty (MMR).
@@ -47,7 +47,7 @@ STAGE2_EMPTY = "session-retriever:stage2-empty"
 OVERFETCH = 3
 MODES = ("hierarchical", "flat")
 
-#: Defaults chosen on the first 50 LongMemEval dev questions (docs/bench/recall.md).
+#: Defaults chosen on the first 50 LongMemEval dev questions (docs/benchmarks.md).
 TUNING_DEFAULTS: dict[str, float] = {
     "candidate_depth": 100,       # dense and BM25 hits fetched per retriever (at least the pool)
     "session_turn_weight": 0.0,   # Stage 1: share of the best candidate turn in a session's score

@@ -25,7 +25,7 @@ squashed by a fixed constant because raw BM25 depends on the corpus size and
 on query length; the max-normalisation keeps the strongest keyword hit at 1
 whatever the scope. Cosine is used raw (clipped at 0): min-max normalising it
 over the candidates, or replacing the blend by reciprocal-rank fusion, both
-measured worse (docs/bench/recall.md).
+measured worse (docs/benchmarks.md).
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ on ``turns`` so an insert, a content update or a delete changes the index in
 the same transaction: a turn is searchable the moment its write commits, and
 neither the store nor the session manager knows the index exists.
 
-Why two tables (measured in ``docs/bench/search.md``):
+Why two tables (measured in ``docs/benchmarks.md``):
 
 * ``turns_fts`` — ``porter unicode61 remove_diacritics 2``: word-level BM25
   with stemming ("migrate" finds "migration") for every script that separates
