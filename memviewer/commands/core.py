@@ -113,4 +113,3 @@ def doctor_cmd(ctx: click.Context, as_json: bool) -> None:
 
 
 COMMANDS = (sessions_cmd, import_group, config_cmd, doctor_cmd)
-_ = fail

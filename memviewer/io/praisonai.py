@@ -156,7 +156,7 @@ def parse_session(data: Any, fallback_id: str) -> tuple[dict[str, Any], list[dic
         "meta": {"praisonai": {"user_id": user_id, "agent_name": data.get("agent_name"),
                                "created_at": data.get("created_at"),
                                "updated_at": data.get("updated_at")},
-                 "metadata": session_meta} if data else None,
+                 "metadata": session_meta},
     }
     return session, turns
 

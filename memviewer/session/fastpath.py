@@ -20,7 +20,6 @@ from memviewer.session import compaction
 from memviewer.store import repos
 from memviewer.store.db import WriteTx
 from memviewer.store.events import EventRecord
-from memviewer.timeutil import iso
 
 if TYPE_CHECKING:
     from memviewer.session.manager import SessionManager
@@ -102,29 +101,19 @@ class TurnBatchWriter:
         session = self._session(ep["session_id"])
         sid = session["id"]
         idx = self._next_idx[sid]
-        public = {
-            "turn_id": v.turn_id,
-            "session_id": sid,
-            "episode_id": episode_id,
-            "index": idx,
-            "role": args["role"],
-            "content": args["content"],
-            "timestamp": iso(v.ts),
-            "archived": False,
-            "is_compaction_summary": False,
-            "replaced_count": 0,
-            "tool_calls": args.get("tool_calls"),
-            "tool_call_id": args.get("tool_call_id"),
-            "metadata": v.metadata if v.metadata is not None else {},
-        }
+        row = repos.new_turn_row(
+            v.turn_id, sid, episode_id, idx, args["role"], args["content"], v.ts,
+            tool_calls=args.get("tool_calls"), tool_call_id=args.get("tool_call_id"), meta=v.metadata,
+        )
+        public = repos.turn_public(row)
         tx = self.tx
         seq = tx.next_seq
         self.raw.execute("SAVEPOINT mv_turn")
         try:
             self.raw.execute(
                 _INSERT_TURN,
-                (v.turn_id, sid, episode_id, idx, args["role"], args["content"], v.ts,
-                 _json(args.get("tool_calls")), args.get("tool_call_id"), _json(v.metadata)),
+                (row["id"], sid, episode_id, idx, row["role"], row["content"], row["timestamp"],
+                 _json(row["tool_calls"]), row["tool_call_id"], _json(row["meta"])),
             )
             payload = {"turn": public}
             self.raw.execute(

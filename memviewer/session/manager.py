@@ -369,21 +369,10 @@ class SessionManager:
         tool_call_id: str | None,
         t: float,
     ) -> dict[str, Any]:
-        row = {
-            "id": turn_id,
-            "session_id": session["id"],
-            "episode_id": episode_id,
-            "idx": repos.next_index(tx.conn, session["id"]),
-            "role": role,
-            "content": content,
-            "timestamp": t,
-            "archived": False,
-            "is_compaction_summary": False,
-            "replaced_count": 0,
-            "tool_calls": tool_calls,
-            "tool_call_id": tool_call_id,
-            "meta": metadata,
-        }
+        row = repos.new_turn_row(
+            turn_id, session["id"], episode_id, repos.next_index(tx.conn, session["id"]), role,
+            content, t, tool_calls=tool_calls, tool_call_id=tool_call_id, meta=metadata,
+        )
         repos.insert_turn(tx.conn, row)
         public = repos.turn_public(row)
         tx.append_event("episode.turn_added", session["id"], episode_id, {"turn": public}, ts=t)

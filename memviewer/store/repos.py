@@ -174,6 +174,29 @@ def insert_turn(conn: Connection, values: dict[str, Any]) -> None:
     conn.execute(insert(T).values(**values))
 
 
+def new_turn_row(
+    turn_id: str, session_id: str, episode_id: str | None, idx: int, role: str, content: str,
+    timestamp: float, *, tool_calls: list[Any] | None = None, tool_call_id: str | None = None,
+    meta: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The row of a freshly added (active, non-summary) turn."""
+    return {
+        "id": turn_id,
+        "session_id": session_id,
+        "episode_id": episode_id,
+        "idx": idx,
+        "role": role,
+        "content": content,
+        "timestamp": timestamp,
+        "archived": False,
+        "is_compaction_summary": False,
+        "replaced_count": 0,
+        "tool_calls": tool_calls,
+        "tool_call_id": tool_call_id,
+        "meta": meta,
+    }
+
+
 def update_turn(conn: Connection, turn_id: str, **values: Any) -> None:
     conn.execute(update(T).where(T.c.id == turn_id).values(**values))
 
