@@ -42,6 +42,7 @@ KEYS: tuple[Key, ...] = (
     Key("w_dense", float, 0.5, "recall blend weight of vector similarity"),
     Key("w_keyword", float, 0.5, "recall blend weight of BM25 keyword evidence"),
     Key("w_recency", float, 0.0, "recall blend weight of recency"),
+    Key("w_speaker", float, 0.2, "recall: share of the score for turns by the speaker the query asks about"),
     Key("ann_threshold", int, 50_000, "turns in a scope before an IVF_PQ index is built"),
 )
 KEY_BY_NAME = {k.name: k for k in KEYS}

@@ -284,3 +284,66 @@ def test_archived_turns_are_recalled_and_flagged(settings: Any) -> None:
         assert rows == [{"archived": True}]
     finally:
         svc.close()
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    ("What did I buy for my sister?", "user"),
+    ("Can you recommend a hotel for my trip?", "user"),  # a request, not a past reply
+    ("Remind me which book you recommended last week", "assistant"),
+    ("Which hotel did you suggest for Lisbon?", "assistant"),
+    ("I remember you told me to dilute tea tree oil. What ratio?", "assistant"),
+    ("What was your suggestion for the garden?", "assistant"),
+    ("Lisbon hotel near the river", None),
+])
+def test_addressed_speaker_reads_whose_words_the_query_asks_about(query: str,
+                                                                   expected: str | None) -> None:
+    from memviewer.recall.scoring import addressed_speaker
+
+    assert addressed_speaker(query) == expected
+
+
+def _speaker_session(service: Any) -> None:
+    service.open_session(session_id="s-pets", agent="agent", scope="user", scope_id="u1")
+    ep = service.start_episode("s-pets", "Kiwi my parrot eats sunflower seeds every single morning "
+                                         "before breakfast at home")
+    service.add_turn(ep["episode_id"], "assistant",
+                     "Seeds for a parrot: sunflower seeds are what a parrot like Kiwi eats most, "
+                     "and parrot seeds should be mixed with pellets")
+    service.finalize_episode(ep["episode_id"])
+    service.sync_index()
+
+
+def test_speaker_part_favours_the_turns_of_the_addressed_speaker(service: Any) -> None:
+    _speaker_session(service)
+    mine = service.recall("What seeds does my parrot Kiwi eat?", scope="user", scope_id="u1")
+    off = service.recall("What seeds does my parrot Kiwi eat?", scope="user", scope_id="u1",
+                         weights={"speaker": 0})
+    yours = service.recall("Which seeds did you recommend for parrot Kiwi?", scope="user",
+                           scope_id="u1")
+    by_role = {r["role"]: r for r in mine["results"]}
+    assert by_role["user"]["score_breakdown"]["speaker"] == 1.0
+    assert by_role["assistant"]["score_breakdown"]["speaker"] == 0.0
+    assert mine["results"][0]["role"] == "user"
+    # The long assistant reply repeats every query word: on text alone it wins.
+    assert off["results"][0]["role"] == "assistant"
+    assert all("speaker" not in r["score_breakdown"] for r in off["results"])
+    assert yours["results"][0]["role"] == "assistant"
+    assert {r["role"]: r["score_breakdown"]["speaker"] for r in yours["results"]} == {
+        "assistant": 1.0, "user": 0.0}
+    assert mine["diagnostics"]["params"]["w_speaker"] == 0.2
+
+
+def test_query_addressing_nobody_keeps_the_blend(service: Any) -> None:
+    _speaker_session(service)
+    out = service.recall("parrot Kiwi sunflower seeds", scope="user", scope_id="u1")
+    for r in out["results"]:
+        b = r["score_breakdown"]
+        assert "speaker" not in b
+        assert r["score"] == pytest.approx(0.5 * b["dense"] + 0.5 * b["keyword"], abs=1e-5)
+
+
+@pytest.mark.parametrize("share", [-0.1, 1.5])
+def test_out_of_range_speaker_share_is_invalid_argument(filled: Any, share: float) -> None:
+    with pytest.raises(MemviewerError) as err:
+        filled.recall("dentist", weights={"speaker": share})
+    assert err.value.code == "invalid_argument" and "w_speaker" in err.value.message

@@ -132,7 +132,10 @@ def recall(
     unknown = set(tune) - set(TUNING_DEFAULTS)
     if unknown:
         raise MemviewerError(INVALID_ARGUMENT, f"unknown tuning keys: {sorted(unknown)}")
-    w = scoring.Weights.from_settings(service.settings, **(weights or {}))
+    try:
+        w = scoring.Weights.from_settings(service.settings, **(weights or {}))
+    except ValueError as exc:
+        raise MemviewerError(INVALID_ARGUMENT, str(exc)) from None
     if rerank is False:  # the caller switched reranking off (TUI toggle, --no-rerank)
         reranker = None
     elif reranker is None:
@@ -245,6 +248,7 @@ def _turn_candidates(index: Any, qvec: Any, query: str, where: str | None, n: in
     max_bm25 = scoring.max_of(bm25.values())
     newest = max(float(rows[i]["timestamp"]) for i in ids)
     q_terms = scoring.content_terms(query)
+    addressed = scoring.addressed_speaker(query)
     dense_v = np.maximum(cos, 0.0)
     if tune["dense_minmax"] and len(ids) > 1:
         lo, hi = float(cos.min()), float(cos.max())
@@ -266,6 +270,9 @@ def _turn_candidates(index: Any, qvec: Any, query: str, where: str | None, n: in
             "recency": scoring.recency(float(r["timestamp"]), newest, w.half_life_s),
         }
         score = scoring.blend(parts, w)
+        if addressed is not None and w.speaker > 0:
+            parts["speaker"] = 1.0 if r["role"] == addressed else 0.0
+            score = scoring.with_speaker(score, r["role"], addressed, w)
         breakdown = {k: round(v, 6) for k, v in parts.items()}
         breakdown["bm25"] = round(bm25.get(tid, 0.0), 4)
         breakdown["coverage"] = round(cov, 4)
