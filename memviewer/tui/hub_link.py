@@ -64,13 +64,20 @@ def decide(socket_path: Path, mode: str) -> HubStatus:
 
 
 class HostedHub:
-    """The in-process hub: started and closed on the app's event loop."""
+    """The in-process hub: started and closed on the app's event loop.
+
+    Quitting the viewer stops this hub without abandoning open episodes
+    (``abandon_on_stop=False``): an agent that outlives the viewer spools and
+    later replays into the same, still open, episode instead of getting
+    ``conflict``. ``close_report`` keeps what the hub's stop reported.
+    """
 
     def __init__(self, service: Any, socket_path: Path, *, start_indexer: bool = True) -> None:
         self.service = service
         self.socket_path = socket_path
         self.start_indexer = start_indexer
         self.hub: Any = None
+        self.close_report: dict[str, Any] = {}
 
     async def start(self) -> None:
         from memviewer.wire.hub import Hub
@@ -82,6 +89,7 @@ class HostedHub:
             frame_limit=getattr(settings, "frame_limit", 1_048_576),
             subscriber_queue=getattr(settings, "subscriber_queue", 10_000),
             start_indexer=self.start_indexer,
+            abandon_on_stop=False,
         )
         await self.hub.start()
 
@@ -89,6 +97,6 @@ class HostedHub:
         if self.hub is not None:
             hub, self.hub = self.hub, None
             try:
-                await hub.close()
+                self.close_report = await hub.close()
             except Exception:  # shutting down: log, never hang the exit
                 log.exception("closing the hosted hub failed")

@@ -245,7 +245,14 @@ def _event_frame(ev: EventRecord) -> bytes:
 
 # -- the hub -------------------------------------------------------------------------
 class Hub:
-    """JSON-RPC server over ``service``; ``await start()`` inside any running loop."""
+    """JSON-RPC server over ``service``; ``await start()`` inside any running loop.
+
+    ``abandon_on_stop`` decides what stopping does to open episodes. True
+    (``memviewer serve``) follows the reference manager: ``service.shutdown()``
+    abandons them. False (the viewer's hosted hub) leaves them open, because
+    quitting a viewer must not change an agent's memory: the agent spools
+    and replays into the same episode when a hub comes back.
+    """
 
     def __init__(
         self,
@@ -261,6 +268,7 @@ class Hub:
         max_inflight: int = 16,
         readers: int = 4,
         spool_scan_interval: float = 30.0,
+        abandon_on_stop: bool = True,
     ) -> None:
         settings = getattr(service, "settings", None)
         self.service = service
@@ -277,6 +285,7 @@ class Hub:
         self.max_inflight = max_inflight
         self.readers = readers
         self.spool_scan_interval = spool_scan_interval
+        self.abandon_on_stop = abandon_on_stop
 
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.AbstractServer | None = None
@@ -366,16 +375,21 @@ class Hub:
         with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(_go)
 
-    async def close(self, *, shutdown_service: bool = True, grace: float = 2.0) -> dict[str, Any]:
+    async def close(self, *, shutdown_service: bool | None = None, grace: float = 2.0) -> dict[str, Any]:
         """Stop accepting, finish queued publishes, abandon open episodes
-        (``service.shutdown()``), give subscribers a moment to receive those
-        events, close every connection and remove the socket."""
+        (``service.shutdown()``) unless told not to, give subscribers a moment
+        to receive those events, close every connection and remove the socket.
+
+        ``shutdown_service`` overrides ``abandon_on_stop`` for this call. The
+        report lists ``abandoned_episodes`` and ``open_episodes`` (left open).
+        """
         if self._closing:
             if self._stopped is not None:
                 await self._stopped.wait()
             return self.last_close_report
         self._closing = True
-        report: dict[str, Any] = {"abandoned_episodes": []}
+        abandon = self.abandon_on_stop if shutdown_service is None else shutdown_service
+        report: dict[str, Any] = {"abandoned_episodes": [], "open_episodes": []}
         self.last_close_report = report
         loop = asyncio.get_running_loop()
         if self._server is not None:
@@ -386,11 +400,16 @@ class Hub:
             self._write_q.put_nowait(None)
             with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
                 await asyncio.wait_for(asyncio.shield(self._tasks[0]), timeout=30)
-        if shutdown_service and self._writer is not None:
+        if abandon and self._writer is not None:
             try:
                 report["abandoned_episodes"] = await loop.run_in_executor(self._writer, self.service.shutdown)
             except Exception:
                 log.exception("service.shutdown failed")
+        if self._writer is not None:
+            try:
+                report["open_episodes"] = await loop.run_in_executor(self._writer, self._open_episodes)
+            except Exception:
+                log.exception("listing the open episodes failed")
         deadline = loop.time() + grace
         while loop.time() < deadline and any(s.queue for s in self._subs.values()):
             await asyncio.sleep(0.02)
@@ -410,8 +429,16 @@ class Hub:
         self._release_socket()
         if self._stopped is not None:
             self._stopped.set()
-        log.info("hub stopped (%d open episodes abandoned)", len(report["abandoned_episodes"]))
+        log.info("hub stopped (%d open episodes abandoned, %d left open)",
+                 len(report["abandoned_episodes"]), len(report["open_episodes"]))
         return report
+
+    def _open_episodes(self) -> list[str]:
+        """Ids of the episodes still open (writer thread: after the last publish)."""
+        from memviewer.store import repos
+
+        with self.service.store.read() as conn:
+            return repos.open_episode_ids(conn)
 
     # -- socket file, lock, permissions -----------------------------------------
     def _prepare_socket(self) -> None:

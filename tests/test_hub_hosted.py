@@ -1,0 +1,99 @@
+"""Stopping a hub without abandoning open episodes (how the viewer's hosted hub stops).
+
+An agent that outlives the hub spools its turns and replays them when a hub
+comes back; they must land in the same, still open, episode.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memviewer.client import Publisher
+from memviewer.store import repos
+from memviewer.wire.hub import Hub
+
+pytestmark = pytest.mark.integration
+
+
+async def _wait(predicate: Any, what: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        await asyncio.sleep(0.02)
+
+
+def _episode(service: Any, eid: str) -> dict[str, Any]:
+    with service.store.read() as conn:
+        row = repos.get_episode(conn, eid)
+    assert row is not None
+    return row
+
+
+@pytest.mark.parametrize("abandon_on_stop", [False, True], ids=["keep-open", "abandon"])
+def test_a_publisher_replays_into_its_episode_after_a_stop_that_keeps_it_open(
+    service: Any, settings: Any, tmp_path: Path, abandon_on_stop: bool
+) -> None:
+    """keep-open: the spooled turn is accepted. abandon (``serve``'s default): ``conflict``,
+    which is what an agent got when the viewer it published to was quit."""
+    sock = settings.socket_path
+
+    async def main() -> None:
+        hub = Hub(service, sock, start_indexer=False, abandon_on_stop=abandon_on_stop)
+        await hub.start()
+        pub = Publisher(sock, tmp_path / "agent-spool")
+        try:
+            sid = pub.open_session(agent="long-lived")
+            eid = pub.start_episode(sid, "refactor the parser")
+            assert await asyncio.to_thread(pub.flush, 10.0)
+            report = await hub.close()
+            if abandon_on_stop:
+                assert report == {"abandoned_episodes": [eid], "open_episodes": []}
+            else:
+                assert report == {"abandoned_episodes": [], "open_episodes": [eid]}
+            assert not sock.exists()
+
+            # the agent keeps working while no hub answers: its turn goes to its spool
+            tid = pub.add_turn(eid, "assistant", "parser split into tokenizer and grammar")
+            await _wait(lambda: pub.stats()["spooled_commands"] >= 1, "the turn to be spooled")
+
+            hub2 = Hub(service, sock, start_indexer=False)  # a hub comes back on the same home
+            await hub2.start()
+            try:
+                assert await asyncio.to_thread(pub.flush, 10.0)
+            finally:
+                await hub2.close(shutdown_service=False)
+        finally:
+            await asyncio.to_thread(pub.close, 2.0)
+
+        with service.store.read() as conn:
+            turn = repos.get_turn(conn, tid)
+        episode = _episode(service, eid)
+        if abandon_on_stop:
+            assert [e["error"]["code"] for e in pub.error_log] == ["conflict"]
+            assert turn is None and episode["closed_by"] == "abandoned"
+        else:
+            assert pub.errors == 0 and not pub.error_log
+            assert turn is not None and turn["episode_id"] == eid
+            assert episode["status"] == "open" and episode["closed_by"] is None
+
+    asyncio.run(main())
+
+
+def test_close_can_override_the_hubs_stop_policy(service: Any, settings: Any) -> None:
+    """``close(shutdown_service=True)`` abandons even on a hub built to keep episodes open."""
+
+    async def main() -> None:
+        hub = Hub(service, settings.socket_path, start_indexer=False, abandon_on_stop=False)
+        await hub.start()
+        await asyncio.to_thread(service.open_session, session_id="s-1", agent="a")
+        await asyncio.to_thread(service.start_episode, "s-1", "hello", episode_id="e-1")
+        report = await hub.close(shutdown_service=True)
+        assert report == {"abandoned_episodes": ["e-1"], "open_episodes": []}
+        assert _episode(service, "e-1")["closed_by"] == "abandoned"
+
+    asyncio.run(main())
