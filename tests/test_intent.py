@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import json
 import logging
-import socket
-import threading
 import urllib.request
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from collections.abc import Callable
 
 import pytest
+from fake_llm import (
+    FakeLlm,
+    Reply,
+    completion,
+    fake_llm_fixture,  # noqa: F401 - registers the fake_llm fixture
+    refused_url,
+)
 
 from memviewer.errors import MemviewerError
 from memviewer.llm import LlmEndpoint
@@ -24,60 +26,14 @@ from memviewer.session.intent import (
     heuristic_classify,
 )
 
-# ---- a fake OpenAI-compatible server ---------------------------------------------------------
+
+def verdict(kind: object, confidence: object = 0.8) -> Reply:
+    """The LLM's reply carrying an intent verdict as its JSON content."""
+    return completion(json.dumps({"kind": kind, "confidence": confidence}))
 
 
-@dataclass
-class FakeLlm:
-    base_url: str = ""
-    content: str = "{}"  # choices[0].message.content
-    delay: float = 0.0
-    requests: list[dict[str, Any]] = field(default_factory=list)
-    stop: threading.Event = field(default_factory=threading.Event)
-
-    def answer(self, kind: object, confidence: object = 0.8) -> None:
-        self.content = json.dumps({"kind": kind, "confidence": confidence})
-
-    def classifier(self, timeout: float = 2.0) -> IntentClassifier:
-        return IntentClassifier(LlmEndpoint(self.base_url, "fake", timeout=timeout))
-
-
-@pytest.fixture
-def fake_llm() -> Iterator[FakeLlm]:
-    fake = FakeLlm()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - http.server naming
-            length = int(self.headers.get("Content-Length", "0"))
-            fake.requests.append(json.loads(self.rfile.read(length)))
-            if fake.delay and fake.stop.wait(fake.delay):
-                return
-            body = json.dumps({"choices": [{"message": {"content": fake.content}}]}).encode()
-            try:
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-            except OSError:
-                pass
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    server.handle_error = lambda request, address: None  # type: ignore[method-assign]
-    fake.base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
-        yield fake
-    finally:
-        fake.stop.set()
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=2)
+def classifier(fake: FakeLlm, timeout: float = 2.0) -> IntentClassifier:
+    return IntentClassifier(fake.endpoint(timeout=timeout))
 
 
 def expect_error(code: str, call: Callable[[], object]) -> None:
@@ -212,33 +168,33 @@ def test_empty_message_is_invalid(message: str) -> None:
 
 
 def test_strong_match_never_calls_llm(fake_llm: FakeLlm) -> None:
-    fake_llm.answer("chitchat", 1.0)
-    result = fake_llm.classifier().classify("fix the bug in main.py")
+    fake_llm.reply = verdict("chitchat", 1.0)
+    result = classifier(fake_llm).classify("fix the bug in main.py")
     assert (result.kind, result.source) == ("task", "heuristic")
     assert fake_llm.requests == []
 
 
 def test_llm_breaks_weak_match(fake_llm: FakeLlm) -> None:
-    fake_llm.answer("task", 0.7)
-    result = fake_llm.classifier().classify("thanks, that works")
+    fake_llm.reply = verdict("task", 0.7)
+    result = classifier(fake_llm).classify("thanks, that works")
     assert result == IntentResult("task", 0.7, "llm", "llm")
     (request,) = fake_llm.requests
-    assert request["messages"][1]["content"] == "thanks, that works"
-    assert '"kind"' in request["messages"][0]["content"]
-    assert request["response_format"] == {"type": "json_object"}
+    assert request.body["messages"][1]["content"] == "thanks, that works"
+    assert '"kind"' in request.body["messages"][0]["content"]
+    assert request.body["response_format"] == {"type": "json_object"}
 
 
 def test_llm_decides_when_nothing_matches(fake_llm: FakeLlm) -> None:
-    fake_llm.content = '```json\n{"kind": "chitchat", "confidence": 0.55}\n```'
-    result = fake_llm.classifier().classify("the weather is nice")
+    fake_llm.reply = completion('```json\n{"kind": "chitchat", "confidence": 0.55}\n```')
+    result = classifier(fake_llm).classify("the weather is nice")
     assert result == IntentResult("chitchat", 0.55, "llm", "llm")
 
 
 def test_llm_timeout_falls_back(fake_llm: FakeLlm, caplog: pytest.LogCaptureFixture) -> None:
     fake_llm.delay = 3.0
-    fake_llm.answer("task", 0.9)
+    fake_llm.reply = verdict("task", 0.9)
     with caplog.at_level(logging.WARNING, logger="memviewer.session.intent"):
-        result = fake_llm.classifier(timeout=0.3).classify("thanks, that works")
+        result = classifier(fake_llm, timeout=0.3).classify("thanks, that works")
     assert result == IntentResult(
         "chitchat", 0.6, "en.chitchat.short_opener", "fallback", "llm_timeout"
     )
@@ -257,17 +213,14 @@ def test_llm_timeout_falls_back(fake_llm: FakeLlm, caplog: pytest.LogCaptureFixt
     ],
 )
 def test_malformed_llm_output_falls_back(fake_llm: FakeLlm, content: str) -> None:
-    fake_llm.content = content
-    result = fake_llm.classifier().classify("the weather is nice")
+    fake_llm.reply = completion(content)
+    result = classifier(fake_llm).classify("the weather is nice")
     assert result == IntentResult("unknown", 0.0, "none", "fallback", "llm_output_malformed")
 
 
 def test_unreachable_llm_falls_back() -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    classifier = IntentClassifier(LlmEndpoint(f"http://127.0.0.1:{port}/v1", "m", timeout=1))
-    result = classifier.classify("how do I install the hooks")
+    unreachable = IntentClassifier(LlmEndpoint(refused_url(), "m", timeout=1))
+    result = unreachable.classify("how do I install the hooks")
     assert (result.kind, result.source, result.error) == ("task", "fallback", "internal")
 
 
@@ -276,15 +229,15 @@ def test_no_endpoint_means_no_network(monkeypatch: pytest.MonkeyPatch) -> None:
         raise AssertionError("network used without an endpoint")
 
     monkeypatch.setattr(urllib.request, "urlopen", forbidden)
-    classifier = IntentClassifier()
-    assert classifier.classify("thanks, that works").source == "heuristic"
-    assert classifier.classify("the weather is nice") == IntentResult(
+    offline = IntentClassifier()
+    assert offline.classify("thanks, that works").source == "heuristic"
+    assert offline.classify("the weather is nice") == IntentResult(
         "unknown", 0.0, "none", "heuristic"
     )
 
 
 def test_llm_verdict_is_logged(fake_llm: FakeLlm, caplog: pytest.LogCaptureFixture) -> None:
-    fake_llm.answer("memory_probe", 0.8)
+    fake_llm.reply = verdict("memory_probe", 0.8)
     with caplog.at_level(logging.INFO, logger="memviewer.session.intent"):
-        fake_llm.classifier().classify("the weather is nice")
+        classifier(fake_llm).classify("the weather is nice")
     assert any("memory_probe" in r.getMessage() for r in caplog.records)

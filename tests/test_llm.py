@@ -2,95 +2,20 @@
 
 from __future__ import annotations
 
-import json
-import socket
-import threading
 import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from collections.abc import Callable
 
 import pytest
+from fake_llm import (
+    FakeLlm,
+    Reply,
+    completion,
+    fake_llm_fixture,  # noqa: F401 - registers the fake_llm fixture
+    refused_url,
+)
 
 from memviewer.errors import MemviewerError
 from memviewer.llm import LlmEndpoint, chat_json, chat_text
-
-Reply = tuple[int, bytes]  # status, body
-
-
-def completion(content: str | None) -> Reply:
-    body = {"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}
-    return 200, json.dumps(body).encode()
-
-
-@dataclass
-class FakeLlm:
-    """An OpenAI-compatible endpoint whose answer and delay each test sets."""
-
-    base_url: str = ""
-    reply: Reply = field(default_factory=lambda: completion("{}"))
-    delay: float = 0.0
-    requests: list[dict[str, Any]] = field(default_factory=list)
-    stop: threading.Event = field(default_factory=threading.Event)
-
-    def endpoint(self, timeout: float = 2.0, api_key: str | None = None) -> LlmEndpoint:
-        return LlmEndpoint(self.base_url, "fake-model", timeout=timeout, api_key=api_key)
-
-
-def _handler(fake: FakeLlm) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 - http.server naming
-            length = int(self.headers.get("Content-Length", "0"))
-            fake.requests.append(
-                {
-                    "path": self.path,
-                    "headers": dict(self.headers),
-                    "body": json.loads(self.rfile.read(length)),
-                }
-            )
-            if fake.delay and fake.stop.wait(fake.delay):
-                return
-            status, body = fake.reply
-            try:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-            except OSError:  # the client gave up (timeout tests)
-                pass
-
-        def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
-            pass
-
-    return Handler
-
-
-@pytest.fixture
-def fake_llm() -> Iterator[FakeLlm]:
-    fake = FakeLlm()
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(fake))
-    server.daemon_threads = True
-    server.handle_error = lambda request, address: None  # type: ignore[method-assign]
-    fake.base_url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    try:
-        yield fake
-    finally:
-        fake.stop.set()
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=2)
-
-
-def refused_url() -> str:
-    """A local port with nobody listening, so connecting fails fast."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    return f"http://127.0.0.1:{port}/v1"
 
 
 def expect_error(code: str, call: Callable[[], object]) -> MemviewerError:
@@ -107,9 +32,9 @@ def test_chat_json_happy_path_sends_openai_request(fake_llm: FakeLlm) -> None:
     assert chat_json(ep, "be brief", "fix it") == {"kind": "task", "confidence": 0.9}
 
     (req,) = fake_llm.requests
-    assert req["path"] == "/v1/chat/completions"
-    assert req["headers"]["Authorization"] == "Bearer sk-test"
-    body = req["body"]
+    assert req.path == "/v1/chat/completions"
+    assert req.headers["Authorization"] == "Bearer sk-test"
+    body = req.body
     assert body["model"] == "fake-model"
     assert body["temperature"] == 0
     assert body["response_format"] == {"type": "json_object"}
@@ -123,15 +48,15 @@ def test_chat_text_returns_content_without_json_mode(fake_llm: FakeLlm) -> None:
     fake_llm.reply = completion("  plain answer\n")
     assert chat_text(fake_llm.endpoint(), "s", "u") == "  plain answer\n"
     (req,) = fake_llm.requests
-    assert "response_format" not in req["body"]
-    assert "Authorization" not in req["headers"]
+    assert "response_format" not in req.body
+    assert "Authorization" not in req.headers
 
 
 def test_trailing_slash_in_base_url(fake_llm: FakeLlm) -> None:
     fake_llm.reply = completion('{"a": 1}')
     ep = LlmEndpoint(fake_llm.base_url + "/", "m")
     assert chat_json(ep, "s", "u") == {"a": 1}
-    assert fake_llm.requests[0]["path"] == "/v1/chat/completions"
+    assert fake_llm.requests[0].path == "/v1/chat/completions"
 
 
 @pytest.mark.parametrize(

@@ -3,14 +3,15 @@
 
 from __future__ import annotations
 
-import json
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fake_llm import (
+    FakeLlm,
+    completion,
+    fake_llm_fixture,  # noqa: F401 - registers the fake_llm fixture
+)
 
 from memviewer.index.summarizer import (
     REFRESH_MIN_TURNS,
@@ -31,48 +32,18 @@ TURNS = [
 ]
 
 
-class FakeLlm:
-    """A tiny OpenAI-compatible chat endpoint that counts its calls."""
-
-    def __init__(self, reply: str = "User renews a passport for Reykjavik; appointment 2023-06-14.",
-                 status: int = 200) -> None:
-        self.calls: list[dict[str, Any]] = []
-        self.reply = reply
-        self.status = status
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 - http.server API
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                fake.calls.append(body)
-                data = json.dumps({"choices": [{"message": {"role": "assistant",
-                                                            "content": fake.reply}}]}).encode()
-                self.send_response(fake.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    @property
-    def endpoint(self) -> LlmEndpoint:
-        return LlmEndpoint(f"http://127.0.0.1:{self.server.server_address[1]}/v1", "fake-model", 5.0)
+SUMMARY = "User renews a passport for Reykjavik; appointment 2023-06-14."
 
 
 @pytest.fixture
-def fake_llm() -> Iterator[FakeLlm]:
-    fake = FakeLlm()
-    fake.thread.start()
-    try:
-        yield fake
-    finally:
-        fake.server.shutdown()
-        fake.server.server_close()
+def summary_llm(fake_llm: FakeLlm) -> FakeLlm:
+    """The fake LLM answering every summary request with SUMMARY."""
+    fake_llm.reply = completion(SUMMARY)
+    return fake_llm
+
+
+def endpoint(fake: FakeLlm) -> LlmEndpoint:
+    return fake.endpoint(timeout=5.0)
 
 
 def test_extractive_summary_keeps_requests_names_and_dates() -> None:
@@ -89,58 +60,54 @@ def test_extractive_summary_of_empty_session() -> None:
     assert extractive([], title="untitled") == ("untitled", "untitled")
 
 
-def test_llm_summary_is_cached_on_disk(fake_llm: FakeLlm, tmp_path: Path) -> None:
-    first = Summarizer(fake_llm.endpoint, tmp_path / "summaries")
+def test_llm_summary_is_cached_on_disk(summary_llm: FakeLlm, tmp_path: Path) -> None:
+    first = Summarizer(endpoint(summary_llm), tmp_path / "summaries")
     result = first.summarize(TURNS)
-    assert result.method == "llm:fake-model" and result.summary == fake_llm.reply
-    assert len(fake_llm.calls) == 1
-    sent = fake_llm.calls[0]
+    assert result.method == "llm:fake-model" and result.summary == SUMMARY
+    assert len(summary_llm.requests) == 1
+    sent = summary_llm.bodies[0]
     assert sent["model"] == "fake-model" and "Reykjavik" in sent["messages"][1]["content"]
-    again = Summarizer(fake_llm.endpoint, tmp_path / "summaries")  # a new process, same disk cache
-    assert again.summarize(TURNS).summary == fake_llm.reply
-    assert len(fake_llm.calls) == 1 and again.cache_hits == 1 and again.llm_calls == 0
+    again = Summarizer(endpoint(summary_llm), tmp_path / "summaries")  # a new process, same disk cache
+    assert again.summarize(TURNS).summary == SUMMARY
+    assert len(summary_llm.requests) == 1 and again.cache_hits == 1 and again.llm_calls == 0
     files = list((tmp_path / "summaries").rglob("*.json"))
     assert len(files) == 1
     assert files[0].stem == SummaryCache.key("fake-model", sent["messages"][1]["content"])
 
 
-def test_empty_text_makes_no_call(fake_llm: FakeLlm, tmp_path: Path) -> None:
-    summarizer = Summarizer(fake_llm.endpoint, tmp_path / "summaries")
+def test_empty_text_makes_no_call(summary_llm: FakeLlm, tmp_path: Path) -> None:
+    summarizer = Summarizer(endpoint(summary_llm), tmp_path / "summaries")
     assert summarizer.llm_summary("") is None and summarizer.llm_summary("  \n ") is None
     result = summarizer.summarize([{"role": "user", "content": "   ", "timestamp": 1.0}])
-    assert fake_llm.calls == [] and result.method == "extractive"
+    assert summary_llm.requests == [] and result.method == "extractive"
 
 
-def test_llm_failure_falls_back_to_extractive(tmp_path: Path) -> None:
-    fake = FakeLlm(status=500)
-    fake.thread.start()
-    try:
-        result = Summarizer(fake.endpoint, tmp_path / "s").summarize(TURNS)
-    finally:
-        fake.server.shutdown()
-        fake.server.server_close()
+def test_llm_failure_falls_back_to_extractive(fake_llm: FakeLlm, tmp_path: Path) -> None:
+    fake_llm.reply = completion(SUMMARY, status=500)
+    result = Summarizer(endpoint(fake_llm), tmp_path / "s").summarize(TURNS)
+    assert len(fake_llm.requests) == 1
     assert result.method.startswith("extractive (llm failed")
     assert result.summary == extractive(TURNS)[0]
     assert not list((tmp_path / "s").rglob("*.json"))  # failures are not cached
 
 
-def test_service_uses_llm_summaries_when_configured(fake_llm: FakeLlm, settings: Any) -> None:
+def test_service_uses_llm_summaries_when_configured(summary_llm: FakeLlm, settings: Any) -> None:
     from memviewer.index.embedder import HashEmbedder
     from memviewer.index.indexer import lance_index_for
     from memviewer.index.lance import SUMMARIES
     from memviewer.service import MemoryService
 
-    s = settings.with_overrides(summary_llm=True, llm_base_url=fake_llm.endpoint.base_url,
+    s = settings.with_overrides(summary_llm=True, llm_base_url=summary_llm.base_url,
                                 llm_model="fake-model")
     with MemoryService(s, embedder=HashEmbedder()) as svc:
         svc.import_session({"id": "p1", "scope": "user", "scope_id": "u"},
                            [{"id": f"t{i}", **t} for i, t in enumerate(TURNS)])
         svc.sync_index()
         rows = lance_index_for(svc).rows(SUMMARIES, None, ["summary", "method"])
-        assert rows == [{"summary": fake_llm.reply, "method": "llm:fake-model"}]
-        assert len(fake_llm.calls) == 1
+        assert rows == [{"summary": SUMMARY, "method": "llm:fake-model"}]
+        assert len(summary_llm.requests) == 1
         svc.indexer().rebuild()  # a rebuild reuses the disk cache
-        assert len(fake_llm.calls) == 1
+        assert len(summary_llm.requests) == 1
 
 
 def test_refresh_rule() -> None:

@@ -120,6 +120,18 @@ class SessionManager:
         self.active_window = active_window
         store.on_commit(self.bus.emit_all)
 
+    @property
+    def classifier(self) -> Callable[[str], Any] | None:
+        """The intent classifier new episodes go through (``None``: intent ``unknown``)."""
+        return self._classify
+
+    @classifier.setter
+    def classifier(self, classify: Callable[[str], Any] | None) -> None:
+        # The service builds the manager, so callers that want another classifier (a fixed
+        # one in tests, an LLM-backed one chosen later) swap it here; episodes already
+        # started keep the intent they were given.
+        self._classify = classify
+
     # -- sessions -----------------------------------------------------------
     def open_session(
         self,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
+from tui_data import fixture_intent
 from tui_helpers import screen_text, wait_for_workers, wait_until
 
 from memviewer.tui.screens.session import SessionScreen, bookends, build_rows
@@ -186,3 +187,13 @@ def test_opening_and_closing_screens_faster_than_a_refresh(make_app) -> None:
             assert app.is_running and type(app.screen).__name__ == "SessionsScreen"
 
     asyncio.run(scenario())
+
+
+def test_fixture_intent_is_set_through_the_public_setter(filled) -> None:
+    """The fixture's fixed classifier (set with ``manager.classifier``) decides every episode."""
+    assert filled.manager.classifier is fixture_intent
+    episodes = filled.session("s-research")["episodes"]
+    assert episodes and all(e["intent"]["rule_id"].startswith("fixture.") for e in episodes)
+    filled.manager.classifier = None  # no classifier: new episodes are "unknown"
+    ep = filled.start_episode("s-research", "fix the parser")
+    assert ep["intent"]["kind"] == "unknown" and ep["intent"]["rule_id"] == "none"
