@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -243,3 +244,125 @@ def test_cli_json_round_trip_through_import(home: Path, tmp_path: Path) -> None:
     bad.write_text('{"format": "something-else"}')
     r = _run(other, "import", "json", str(bad))
     assert r.exit_code != 0 and "memviewer.export" in r.stderr
+
+
+# -- ids that carry personal data ---------------------------------------------------
+CAROL, DAVE = "carol@example.com", "dave@example.org"
+PSEUDONYM = r"{prefix}-[bcdfghjklmnpqrst]{{10}}"
+
+
+def email_id_sessions(service, tmp_path: Path) -> None:
+    """Two sessions of a user whose id is an e-mail (one also named after it, the other
+    pointing at it as its root), and a PraisonAI file whose user_id is an e-mail."""
+    mgr = SessionManager(service.store)
+    first = f"{CAROL}#1"
+    for sid, extra in ((first, {}), ("s-carol-2", {"root_session_id": first})):
+        mgr.import_session(
+            {"id": sid, "scope": "user", "scope_id": CAROL, "title": "Trip", "started_at": T0 + 500,
+             "last_seen_at": T0 + 510, **extra},
+            [{"id": f"{sid}-t0", "role": "user", "content": "Book the train.", "timestamp": T0 + 500}],
+        )
+    doc = {"session_id": "dave-chat", "user_id": DAVE, "agent_name": None, "created_at": T0 + 600,
+           "updated_at": T0 + 610, "metadata": {},
+           "messages": [{"role": "user", "content": "Hello", "timestamp": T0 + 600}]}
+    (tmp_path / "dave-chat.json").write_text(json.dumps(doc))
+    assert not import_paths(mgr.import_session, [tmp_path / "dave-chat.json"]).failed
+
+
+def _export_all(service, tmp_path: Path, redact: str | None, tag: str = "") -> dict[str, str]:
+    """Every format of every session: {format: text}, PraisonAI files keyed by name."""
+    out: dict[str, str] = {}
+    for fmt in ("json", "jsonl", "md"):
+        buf = io.StringIO()
+        export_sessions(service, None, fmt, buf, redact=redact)
+        out[fmt] = buf.getvalue()
+    folder = tmp_path / f"pa-{redact}{tag}"
+    export_sessions(service, None, "praisonai", folder, redact=redact)
+    for path in sorted(folder.iterdir()):
+        out[f"praisonai/{path.name}"] = path.read_text(encoding="utf-8")
+    return out
+
+
+@pytest.mark.parametrize("level", ["standard", "strict"])
+def test_email_ids_become_stable_pseudonyms_in_every_format(service, tmp_path: Path, level: str) -> None:
+    email_id_sessions(service, tmp_path)
+    exported = _export_all(service, tmp_path, level)
+    for name, text in exported.items():
+        assert CAROL not in text and DAVE not in text, name
+
+    entries = json.loads(exported["json"])["sessions"]
+    by_id = {e["session"]["session_id"]: e for e in entries}
+    child = by_id["s-carol-2"]["session"]
+    named = by_id[child["root_session_id"]]["session"]  # the root link follows the pseudonym
+    assert re.fullmatch(PSEUDONYM.format(prefix="session"), named["session_id"])
+    user = named["scope_id"]
+    assert re.fullmatch(PSEUDONYM.format(prefix="user"), user)
+    assert child["scope_id"] == user  # the same user still groups
+    (turn,) = by_id[named["session_id"]]["turns"]  # a turn id holding the e-mail, too
+    assert re.fullmatch(PSEUDONYM.format(prefix="turn"), turn["turn_id"])
+    dave = by_id["dave-chat"]["session"]
+    assert re.fullmatch(PSEUDONYM.format(prefix="user"), dave["scope_id"]) and dave["scope_id"] != user
+    assert dave["metadata"]["praisonai"]["user_id"] == dave["scope_id"]
+
+    jsonl_ids = {json.loads(line)["session_id"] for line in exported["jsonl"].splitlines()}
+    assert named["session_id"] in jsonl_ids and "s-carol-2" in jsonl_ids
+    assert f"| scope | user:{user} |" in exported["md"]
+    assert f"| session | `{named['session_id']}` |" in exported["md"]
+    pa = {name: json.loads(text) for name, text in exported.items() if name.startswith("praisonai/")}
+    assert pa[f"praisonai/{named['session_id']}.json"]["session_id"] == named["session_id"]
+    assert pa["praisonai/dave-chat.json"]["user_id"] == dave["scope_id"]
+    assert pa["praisonai/s-carol-2.json"]["user_id"] == user
+
+    # Plain ids are written unchanged.
+    live = by_id["s-live"]["session"]
+    assert (live["scope_id"], live["lineage_id"]) == ("alice", "lin-7")
+    assert pa["praisonai/billing-review-8c1e.json"]["user_id"] == "alice"
+
+    # The same ids give the same pseudonyms in a second export (a new Redactor).
+    again = _export_all(service, tmp_path, level, tag="-again")
+    assert again == exported
+
+
+def test_email_ids_are_kept_without_redaction(service, tmp_path: Path) -> None:
+    email_id_sessions(service, tmp_path)
+    exported = _export_all(service, tmp_path, None)
+    doc = json.loads(exported["json"])
+    assert {e["session"]["scope_id"] for e in doc["sessions"]} == {"alice", CAROL, DAVE}
+    assert f"{CAROL}#1" in exported["jsonl"] and f"user:{CAROL}" in exported["md"]
+    assert json.loads(exported["praisonai/dave-chat.json"])["user_id"] == DAVE
+
+
+def test_strict_pseudonymises_ids_with_other_personal_data(service, tmp_path: Path) -> None:
+    mgr = SessionManager(service.store)
+    mgr.import_session({"id": "s-phone", "scope": "user", "scope_id": "+49 151 12345678", "title": "t",
+                        "started_at": T0 + 700, "last_seen_at": T0 + 700}, [])
+
+    def scope_ids(level: str) -> dict[str, str]:
+        buf = io.StringIO()
+        export_sessions(service, None, "json", buf, redact=level)
+        sessions = json.loads(buf.getvalue())["sessions"]
+        return {e["session"]["session_id"]: e["session"]["scope_id"] for e in sessions}
+
+    assert scope_ids("standard")["s-phone"] == "+49 151 12345678"  # standard: e-mails only
+    strict = scope_ids("strict")
+    assert strict["s-phone"].startswith("user-") and strict["s-live"] == "alice"
+
+
+def test_cli_pseudonyms_are_keyed_by_the_home(home: Path, tmp_path: Path) -> None:
+    from memviewer.io.redact import KEY_FILE, pseudonym
+
+    store = Store.open(home / "memviewer.db")
+    SessionManager(store).import_session(
+        {"id": "s-carol", "scope": "user", "scope_id": CAROL, "title": "t", "started_at": T0 + 800,
+         "last_seen_at": T0 + 800}, [])
+    store.close()
+    r = _run(home, "export", "s-carol", "--format", "json", "--redact", "standard")
+    assert r.exit_code == 0, r.stderr
+    scope_id = json.loads(r.stdout)["sessions"][0]["session"]["scope_id"]
+    key_file = home / KEY_FILE
+    assert key_file.stat().st_mode & 0o777 == 0o600
+    key = bytes.fromhex(key_file.read_text().strip())
+    assert scope_id == pseudonym(CAROL, "user", key) != pseudonym(CAROL, "user")  # keyed, not bare SHA-256
+    assert "1 values masked (standard)" in r.stderr  # the pseudonymised scope id is counted
+    again = _run(home, "export", "s-carol", "--format", "json", "--redact", "strict")
+    assert json.loads(again.stdout)["sessions"][0]["session"]["scope_id"] == scope_id

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memviewer.io.redact import MASK_RE, Redactor
+from memviewer.io.redact import KEY_FILE, MASK_RE, Redactor, installation_key, pseudonym
 
 MASK = r"\[REDACTED:{cls}:\d+\]"
 
@@ -257,6 +257,87 @@ def test_large_input_is_linear_enough() -> None:
     out = r.redact(text)
     assert "x@y.zz" not in out and "9" * 3000 not in out and " 1.2.3 " in out
     assert r.counts["email"] == 20
+
+
+# ---- ids ------------------------------------------------------------------------------------
+
+PSEUDONYM_RE = re.compile(r"[a-z]+-[bcdfghjklmnpqrst]{10}")
+
+
+def test_pseudonym_is_stable_short_and_keyed() -> None:
+    p = pseudonym("alice@example.com", "user")
+    assert PSEUDONYM_RE.fullmatch(p) and p.startswith("user-")
+    assert pseudonym("alice@example.com", "user") == p  # same input, same output
+    assert pseudonym("bob@example.com", "user") != p
+    assert pseudonym("alice@example.com", "session") == "session-" + p.split("-")[1]
+    keyed = pseudonym("alice@example.com", "user", b"k" * 32)
+    assert keyed != p and keyed == pseudonym("alice@example.com", "user", b"k" * 32)
+    assert keyed != pseudonym("alice@example.com", "user", b"j" * 32)
+    # A prefix that is not a short lowercase word (it could itself leak) becomes "id".
+    assert pseudonym("alice@example.com", "x@y.zz").startswith("id-")
+    assert pseudonym("alice@example.com", "team42").startswith("id-")
+
+
+@pytest.mark.parametrize("level", ["standard", "strict"])
+def test_redact_id_masks_email_ids_whole(level: str) -> None:
+    r = Redactor(level, id_key=b"k" * 32)
+    for value in ("alice@example.com", "tenant-7/alice@example.com", "alice@example.com#1"):
+        out = r.redact_id(value, "user")
+        assert out == pseudonym(value, "user", b"k" * 32)
+    assert r.ids_masked == 3
+    assert r.counts == dict.fromkeys(r.classes, 0)  # ids are counted apart from text masks
+
+
+@pytest.mark.parametrize("level", ["standard", "strict"])
+@pytest.mark.parametrize("value", ["alice", "s-live", "01J8Z3K4QW5E6R7T8Y9UABCDEF", "lin-7", "u42", ""])
+def test_redact_id_keeps_plain_ids(level: str, value: str) -> None:
+    r = Redactor(level)
+    assert r.redact_id(value, "user") == value and r.ids_masked == 0
+
+
+def test_redact_id_leaves_non_strings_alone() -> None:
+    r = Redactor("strict")
+    assert r.redact_id(None) is None and r.redact_id(42) == 42 and r.ids_masked == 0
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "+49 151 12345678",
+        "cust-00012345678",
+        "/home/alice/agent",
+        "10.0.0.7",
+        "sk-abcdefghijklmnopqrstuvwxyz123456",
+    ],
+)
+def test_strict_masks_ids_with_any_pattern_standard_only_emails(value: str) -> None:
+    assert Redactor("standard").redact_id(value) == value
+    assert PSEUDONYM_RE.fullmatch(Redactor("strict").redact_id(value))
+
+
+@pytest.mark.parametrize("level", ["standard", "strict"])
+def test_pseudonyms_are_never_redacted_again(level: str) -> None:
+    r = Redactor(level)
+    for i in range(200):  # many digests: none may contain a digit run, a word or an address
+        p = pseudonym(f"user{i}@example.com", "user")
+        assert r.redact_id(p) == p and r.redact(p) == p
+    assert r.ids_masked == 0
+
+
+def test_installation_key_is_created_once_private_and_reused(tmp_path) -> None:
+    key = installation_key(tmp_path)
+    assert key is not None and len(key) == 32
+    path = tmp_path / KEY_FILE
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert installation_key(tmp_path) == key
+    assert [p.name for p in tmp_path.iterdir()] == [KEY_FILE]  # no temporary file left behind
+
+
+def test_installation_key_falls_back_to_none(tmp_path, caplog: pytest.LogCaptureFixture) -> None:
+    assert installation_key(tmp_path / "missing-home") is None  # cannot be created
+    (tmp_path / KEY_FILE).write_text("not hex\n")
+    assert installation_key(tmp_path) is None  # unreadable: unkeyed, with a warning
+    assert "unkeyed" in caplog.text
 
 
 # ---- properties -----------------------------------------------------------------------------

@@ -8,9 +8,11 @@ Guarantees:
   a file output is written to a temporary sibling and renamed into place, and
   PraisonAI files are staged in a hidden folder and moved in at the end;
 * redaction (``standard`` / ``strict``) masks content, metadata values, titles
-  and tool-call arguments — never ids or timestamps — with one ``Redactor`` per
-  export, so a secret gets the same mask everywhere in it; the store is never
-  touched.
+  and tool-call arguments with one ``Redactor`` per export, so a secret gets the
+  same mask everywhere in it; ids that carry personal data (an e-mail used as a
+  user id, say) become pseudonyms keyed by the home's ``redaction.key``, the
+  same in every export so a user's sessions still group; plain ids and
+  timestamps are never touched, nor is the store.
 
 ``out`` is a path, ``"-"``/``None`` for stdout (json, jsonl, md), or any
 object with ``write`` (for the TUI and tests). PraisonAI needs a folder.
@@ -89,9 +91,10 @@ def export_sessions(
 
     redactor = None
     if redact:
-        from memviewer.io.redact import Redactor
+        from memviewer.io.redact import Redactor, installation_key
 
-        redactor = Redactor(redact)
+        home = getattr(service, "home", None)
+        redactor = Redactor(redact, id_key=installation_key(home) if home is not None else None)
     stats = {"sessions": 0, "turns": 0}
 
     def each_bundle() -> Iterator[bundles.Bundle]:
@@ -115,6 +118,8 @@ def export_sessions(
     result: dict[str, Any] = {"format": fmt, **stats, "path": path, "redact": redact, "redactions": {}}
     if redactor is not None:
         result["redactions"] = {k: v for k, v in redactor.counts.items() if v}
+        if redactor.ids_masked:
+            result["redactions"]["id"] = redactor.ids_masked
     return result
 
 

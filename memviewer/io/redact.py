@@ -14,21 +14,59 @@ Design notes:
 * ``redact`` repeats its passes until nothing changes: masking one span can expose a
   boundary that lets another pattern match, and a fixpoint is what makes redaction
   idempotent (running it over an export twice is a no-op).
+
+Ids (``scope_id``/``user_id``, session, episode and turn ids, lineage keys) are not text to
+mask but keys that group and link records, so ``redact_id`` replaces a sensitive id as a
+whole with a stable pseudonym instead of a numbered mask:
+
+* An id is sensitive when it contains an e-mail address (``standard``) or anything the
+  redactor masks in text (``strict``: also phone numbers, digit runs, home paths, keys …).
+  Plain ids (``alice``, ``s-live``, ULIDs) are written unchanged.
+* The pseudonym is ``<prefix>-<10 letters>``: the prefix says what it stands for (the scope,
+  e.g. ``user``, for a scope id; ``session``, ``episode``, ``turn``, ``lineage``, ``thread``),
+  the letters encode the first 40 bits of HMAC-SHA256 over the id. The same id gives the
+  same pseudonym in every export and every format, so one user's sessions still group
+  together and ``root_session_id`` still points at the right session. The letters are
+  consonants only, so a pseudonym never matches a pattern again (redaction stays
+  idempotent) and never spells a word.
+* The HMAC key is a random per-installation secret (``redaction.key`` in the memviewer
+  home, created on first use, mode 0600): without it, anyone could hash a guessed address
+  and confirm it against an export. Exports from different homes therefore use different
+  pseudonyms. A ``Redactor`` built without a key (library use) falls back to plain SHA-256,
+  which is still stable but open to that guess-and-confirm attack.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import hmac
 import ipaddress
+import logging
 import math
+import os
 import re
+import secrets
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+log = logging.getLogger("memviewer.io.redact")
 
 LEVELS = ("standard", "strict")
 STANDARD_CLASSES = ("api_key", "secret", "card", "email", "ip", "phone")
 STRICT_CLASSES = ("url_query", "home_path", "digits")
+
+# Ids are pseudonymised when they contain one of these classes (strict: every enabled class).
+STANDARD_ID_CLASSES = ("email",)
+KEY_FILE = "redaction.key"
+# 16 consonants, one per hex nibble: pseudonyms hold no digits (so no pattern matches them
+# again) and no vowels (so they never spell a word).
+_ID_ALPHABET = "bcdfghjklmnpqrst"
+_ID_CODE_LEN = 10  # 40 bits: collisions stay unlikely up to ~a million distinct ids
+_PREFIX_RE = re.compile(r"[a-z]{1,16}")
 
 # What a mask looks like; text matching this is left alone, which also makes us idempotent.
 MASK_RE = re.compile(r"\[REDACTED:[a-z_]+:[0-9]+\]")
@@ -222,19 +260,87 @@ PATTERNS: dict[str, tuple[_Pattern, ...]] = {
 }
 
 
-class Redactor:
-    """Masks secrets consistently for the lifetime of one instance (one export)."""
+def pseudonym(value: str, prefix: str = "id", key: bytes | None = None) -> str:
+    """``<prefix>-<10 consonants>``: a stable stand-in for ``value`` (HMAC-SHA256 when keyed)."""
+    data = value.encode("utf-8")
+    digest = hmac.new(key, data, hashlib.sha256).digest() if key else hashlib.sha256(data).digest()
+    code = "".join(_ID_ALPHABET[int(nibble, 16)] for nibble in digest.hex()[:_ID_CODE_LEN])
+    prefix = prefix.lower() if _PREFIX_RE.fullmatch(prefix.lower()) else "id"
+    return f"{prefix}-{code}"
 
-    def __init__(self, level: str = "standard") -> None:
+
+def installation_key(home: str | os.PathLike[str]) -> bytes | None:
+    """The home's pseudonym key, created (0600) on first use; ``None`` if it cannot be had.
+
+    The key file appears atomically and exclusively (written aside, then hard-linked into
+    place), so two exports racing to create it agree on one key. A home that cannot be
+    written falls back to unkeyed pseudonyms, with a warning, rather than failing the export.
+    """
+    path = Path(home) / KEY_FILE
+    try:
+        try:
+            return _read_key(path)
+        except FileNotFoundError:
+            pass
+        key = secrets.token_bytes(32)
+        tmp = path.with_name(f".{KEY_FILE}.{os.getpid()}.{secrets.token_hex(4)}")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w", encoding="ascii") as fh:
+                fh.write(key.hex() + "\n")
+            try:
+                os.link(tmp, path)
+            except FileExistsError:
+                return _read_key(path)  # another export created it first: use theirs
+            return key
+        finally:
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+    except (OSError, ValueError) as exc:
+        log.warning("redaction key %s unusable (%s); id pseudonyms are unkeyed", path, exc)
+        return None
+
+
+def _read_key(path: Path) -> bytes:
+    key = bytes.fromhex(path.read_text(encoding="ascii").strip())
+    if len(key) < 16:
+        raise ValueError("key too short")
+    return key
+
+
+class Redactor:
+    """Masks secrets consistently for the lifetime of one instance (one export).
+
+    ``id_key`` keys the id pseudonyms (see the module notes); pass the installation's key
+    so that pseudonyms cannot be confirmed by hashing a guess.
+    """
+
+    def __init__(self, level: str = "standard", *, id_key: bytes | None = None) -> None:
         if level not in LEVELS:
             raise ValueError(f"unknown redaction level {level!r}; expected one of {LEVELS}")
         self.level = level
         self.classes: tuple[str, ...] = STANDARD_CLASSES + (
             STRICT_CLASSES if level == "strict" else ()
         )
+        self.id_classes = STANDARD_ID_CLASSES if level == "standard" else self.classes
         self.counts: dict[str, int] = dict.fromkeys(self.classes, 0)  # masks written per class
+        self.ids_masked = 0  # ids replaced by a pseudonym
         self._masks: dict[tuple[str, str], str] = {}
         self._next: dict[str, int] = dict.fromkeys(self.classes, 1)
+        self._id_key = id_key
+
+    def redact_id(self, value: Any, prefix: str = "id") -> Any:
+        """``value`` itself, or its pseudonym when it is a string holding sensitive data."""
+        if not isinstance(value, str) or not self.id_is_sensitive(value):
+            return value
+        self.ids_masked += 1
+        return pseudonym(value, prefix, self._id_key)
+
+    def id_is_sensitive(self, value: str) -> bool:
+        """Whether an id holds data of a class this level pseudonymises ids for."""
+        return any(
+            self._matches(pattern, value) for cls in self.id_classes for pattern in PATTERNS[cls]
+        )
 
     def redact(self, text: str) -> str:
         """Return ``text`` with every secret replaced by its mask."""
@@ -280,6 +386,14 @@ class Redactor:
                     for out in ([(piece, True)] if masked else self._apply(cls, pattern, piece))
                 ]
         return "".join(piece for piece, _ in pieces)
+
+    @staticmethod
+    def _matches(pattern: _Pattern, text: str) -> bool:
+        for match in pattern.regex.finditer(text):
+            start, end = match.span(pattern.group or 0)
+            if start >= 0 and start != end and (pattern.accept is None or pattern.accept(text[start:end])):
+                return True
+        return False
 
     def _apply(self, cls: str, pattern: _Pattern, text: str) -> Iterator[tuple[str, bool]]:
         pos = 0

@@ -2,8 +2,12 @@
 
 Exports iterate sessions page by page and load a single session's episodes and
 turns at a time, so memory stays flat however many sessions are exported.
-Redaction is applied to a copy of the bundle (content, metadata values, titles,
-tool-call arguments), never to ids or timestamps, and never to the store.
+Redaction is applied to a copy of the bundle, never to the store: content,
+metadata values, titles and tool-call arguments are masked; ids that carry
+personal data (an e-mail as ``scope_id``/``user_id``, or inside a session,
+episode or turn id or a lineage key) become stable pseudonyms, the same
+wherever the id appears (``memviewer.io.redact``). Plain ids, tool-call ids
+(provider-made, never personal) and timestamps stay as they are.
 """
 
 from __future__ import annotations
@@ -83,15 +87,32 @@ def _redact_tool_calls(calls: Any, redactor: Any) -> Any:
     return out
 
 
-_KEEP_PRAISONAI = ("created_at", "updated_at", "user_id")  # timestamps and ids stay verbatim
+_KEEP_PRAISONAI = ("created_at", "updated_at")  # timestamps stay verbatim
+# Session columns holding ids, and the pseudonym prefix for each. Session references share
+# "session" so that root/parent ids keep pointing at the (pseudonymised) session id.
+_ID_COLUMNS = (
+    ("id", "session"), ("lineage_id", "lineage"), ("root_session_id", "session"),
+    ("thread_id", "thread"), ("parent_session_id", "session"),
+)
 
 
 def _redact_praisonai(kept: dict[str, Any], redactor: Any) -> dict[str, Any]:
-    return {k: v if k in _KEEP_PRAISONAI else redactor.redact_obj(v) for k, v in kept.items()}
+    """The imported file's own fields: its ``user_id`` is the session's user scope id."""
+    return {
+        k: v if k in _KEEP_PRAISONAI
+        else redactor.redact_id(v, "user") if k == "user_id"
+        else redactor.redact_obj(v)
+        for k, v in kept.items()
+    }
 
 
 def redact_bundle(bundle: Bundle, redactor: Any) -> Bundle:
     session = dict(bundle.session)
+    for column, prefix in _ID_COLUMNS:
+        session[column] = redactor.redact_id(session.get(column), prefix)
+    # The pseudonym names the scope ("user-…"), so a user id pseudonymised here and as the
+    # PraisonAI user_id above come out the same.
+    session["scope_id"] = redactor.redact_id(session.get("scope_id"), str(session.get("scope") or "id"))
     session["title"] = redactor.redact(session["title"] or "")
     meta = session.get("meta")
     if isinstance(meta, dict):
@@ -100,10 +121,18 @@ def redact_bundle(bundle: Bundle, redactor: Any) -> Bundle:
             else redactor.redact_obj(v)
             for k, v in meta.items()
         }
-    episodes = [{**e, "meta": redactor.redact_obj(e["meta"])} for e in bundle.episodes]
+    sid = session["id"]
+    episodes = [
+        {**e, "id": redactor.redact_id(e["id"], "episode"), "session_id": sid,
+         "meta": redactor.redact_obj(e["meta"])}
+        for e in bundle.episodes
+    ]
     turns = [
         {
             **t,
+            "id": redactor.redact_id(t["id"], "turn"),
+            "session_id": sid,
+            "episode_id": redactor.redact_id(t["episode_id"], "episode"),
             "content": redactor.redact(t["content"] or ""),
             "meta": redactor.redact_obj(t["meta"]),
             "tool_calls": _redact_tool_calls(t["tool_calls"], redactor),
