@@ -43,6 +43,7 @@ KEYS: tuple[Key, ...] = (
     Key("w_keyword", float, 0.5, "recall blend weight of BM25 keyword evidence"),
     Key("w_recency", float, 0.0, "recall blend weight of recency"),
     Key("w_speaker", float, 0.2, "recall: share of the score for turns by the speaker the query asks about"),
+    Key("w_time", float, 0.1, "recall: share of the score for closeness to a date the query names"),
     Key("ann_threshold", int, 50_000, "turns in a scope before an IVF_PQ index is built"),
 )
 KEY_BY_NAME = {k.name: k for k in KEYS}

@@ -347,3 +347,62 @@ def test_out_of_range_speaker_share_is_invalid_argument(filled: Any, share: floa
     with pytest.raises(MemviewerError) as err:
         filled.recall("dentist", weights={"speaker": share})
     assert err.value.code == "invalid_argument" and "w_speaker" in err.value.message
+
+
+ASKED = 1_675_760_400.0  # 2023-02-07 09:00 UTC
+DAY_S = 86_400.0
+
+
+def _dated_sessions(service: Any) -> None:
+    """Three cooking sessions a month, a week and a day before ``ASKED``."""
+    for sid, days_back, dish in (("s-month", 30, "lasagne"), ("s-week", 7, "paella"),
+                                 ("s-day", 1, "risotto")):
+        t0 = ASKED - days_back * DAY_S
+        service.import_session(
+            {"id": sid, "agent": "a", "scope": "user", "scope_id": "u1", "title": sid,
+             "started_at": t0, "last_seen_at": t0 + 60, "status": "closed"},
+            [{"id": f"{sid}-0", "role": "user", "content": f"I cooked {dish} for dinner tonight",
+              "timestamp": t0},
+             {"id": f"{sid}-1", "role": "assistant", "content": f"Lovely, {dish} is a classic",
+              "timestamp": t0 + 30}])
+    service.sync_index()
+
+
+def test_relative_date_in_the_query_favours_sessions_from_then(service: Any) -> None:
+    _dated_sessions(service)
+    out = service.recall("What did I cook a week ago?", scope="user", scope_id="u1", as_of=ASKED)
+    d = out["diagnostics"]
+    assert d["time_window"]["phrase"] == "a week ago"
+    assert d["stage1"][0]["session_id"] == "s-week"
+    assert d["stage1"][0]["score_breakdown"]["time"] == 1.0
+    assert out["results"][0]["turn_id"] == "s-week-0"
+    assert out["results"][0]["score_breakdown"]["time"] == 1.0
+    assert all(r["score_breakdown"]["time"] < 1.0 for r in out["results"] if r["session_id"] != "s-week")
+    # Asked 23 days earlier, "a week ago" is the month-old session's date.
+    earlier = service.recall("What did I cook a week ago?", scope="user", scope_id="u1",
+                             as_of=ASKED - 23 * DAY_S)
+    assert earlier["diagnostics"]["stage1"][0]["session_id"] == "s-month"
+
+
+def test_as_of_accepts_iso_dates_and_rejects_garbage(service: Any) -> None:
+    _dated_sessions(service)
+    out = service.recall("what did I cook yesterday", scope="user", scope_id="u1",
+                         as_of="2023-02-07T09:00:00Z")
+    assert out["diagnostics"]["stage1"][0]["session_id"] == "s-day"
+    for bad in ("next tuesday", True, [1]):
+        with pytest.raises(MemviewerError) as err:
+            service.recall("what did I cook yesterday", as_of=bad)
+        assert err.value.code == "invalid_argument"
+
+
+def test_no_date_or_zero_share_means_no_time_part(service: Any) -> None:
+    _dated_sessions(service)
+    plain = service.recall("What did I cook?", scope="user", scope_id="u1", as_of=ASKED)
+    off = service.recall("What did I cook a week ago?", scope="user", scope_id="u1", as_of=ASKED,
+                         weights={"time": 0})
+    for out in (plain, off):
+        assert out["diagnostics"]["time_window"] is None
+        assert all("time" not in r["score_breakdown"] for r in out["results"])
+        assert all("time" not in s["score_breakdown"] for s in out["diagnostics"]["stage1"])
+    with pytest.raises(MemviewerError):
+        service.recall("x", weights={"time": 0.9, "speaker": 0.2})

@@ -173,3 +173,58 @@ def test_reindex_rebuilds_from_sqlite(imported: Path) -> None:
     assert report["summaries"] == 3 and report["lag"] == 0
     after = run_cli(imported, "recall", QUESTION, "--scope-id", "alice", "--json")
     assert json.loads(after.stdout)["results"][0]["archived"] is True
+
+
+WEATHER_CALL = {"id": "call_w", "type": "function",
+                "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}
+
+
+def test_tool_call_only_turn_shows_its_calls(tmp_path: Path) -> None:
+    folder = tmp_path / "praisonai"
+    folder.mkdir()
+    (folder / "carol-weather.json").write_text(json.dumps({
+        "session_id": "carol-weather", "user_id": "carol", "created_at": 1_700_300_000,
+        "messages": [
+            {"role": "user", "content": "What is the weather in Oslo today?", "timestamp": 1_700_300_000},
+            {"role": "assistant", "content": None, "tool_calls": [WEATHER_CALL],
+             "timestamp": 1_700_300_001},
+            {"role": "tool", "content": '{"temp_c": 3}', "tool_call_id": "call_w",
+             "timestamp": 1_700_300_002},
+            {"role": "assistant", "content": "It is 3 °C in Oslo.", "timestamp": 1_700_300_003},
+        ],
+    }))
+    home = tmp_path / "home"
+    assert run_cli(home, "import", "praisonai", str(folder)).returncode == 0
+    args = ("recall", "weather in Oslo", "--scope-id", "carol", "--chunks-per-session", "10")
+
+    proc = run_cli(home, *args)  # piped: one tab-separated line per result
+    assert proc.returncode == 0, proc.stderr
+    rows = [line.split("\t") for line in proc.stdout.splitlines()]
+    header = rows[0]
+    by_index = {r[header.index("idx")]: r for r in rows[1:] if len(r) == len(header)}
+    tool_row = by_index["1"]
+    assert tool_row[header.index("role")] == "assistant"
+    assert tool_row[header.index("snippet")] == "→ get_weather(…)"
+    assert by_index["3"][header.index("snippet")] == "It is 3 °C in Oslo."  # text turns unchanged
+
+    out = json.loads(run_cli(home, *args, "--json").stdout)  # the JSON contract is untouched
+    (blank,) = [r for r in out["results"] if r["index"] == 1]
+    assert blank["content"] == "" and "tool_calls" not in blank
+
+
+def test_as_of_sets_the_moment_relative_dates_count_from(imported: Path) -> None:
+    proc = run_cli(imported, "recall", "what did I plan a week ago?", "--scope-id", "alice",
+                   "--as-of", "2023-11-21T22:13:20Z", "--json")
+    assert proc.returncode == 0, proc.stderr
+    window = json.loads(proc.stdout)["diagnostics"]["time_window"]
+    assert window["phrase"] == "a week ago"
+    assert window["start"] <= "2023-11-14 22:13" <= window["end"]  # the travel session's day
+    batch = imported.parent / "dated.jsonl"
+    batch.write_text(json.dumps({"query": "what did I plan a week ago?", "as_of": 1_700_604_800})
+                     + "\n" + json.dumps({"query": "x a week ago", "as_of": "someday"}) + "\n")
+    proc = run_cli(imported, "recall", "--batch", str(batch), "--json")
+    first, second = (json.loads(x) for x in proc.stdout.splitlines())
+    assert first["diagnostics"]["time_window"]["phrase"] == "a week ago"
+    assert second["line"] == 2 and "as_of" in second["error"]
+    bad = run_cli(imported, "recall", "a week ago", "--as-of", "the day before", "--json")
+    assert bad.returncode != 0 and "as_of" in bad.stderr and "Traceback" not in bad.stderr

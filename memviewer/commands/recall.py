@@ -25,7 +25,8 @@ from memviewer.commands.common import (
     short,
 )
 
-BATCH_KEYS = ("query", "scope", "scope_id", "top_sessions", "chunks_per_session", "top_k", "mode")
+BATCH_KEYS = ("query", "scope", "scope_id", "top_sessions", "chunks_per_session", "top_k", "mode",
+              "as_of")
 
 
 def _hub_running(ctx: click.Context) -> bool:
@@ -57,10 +58,14 @@ def _prepare(svc: Any, hub: bool) -> None:
 
 
 def _human(out: dict[str, Any]) -> None:
+    """The result table; a tool-call-only turn shows its calls (``attach_tool_calls`` ran first)."""
+    from memviewer.recall.snippets import text_or_tool_calls
+
     d = out["diagnostics"]
     rows = [
         (i, f"{r['score']:.3f}", short(r["session_id"], 24), r["role"], r["index"],
-         "archived" if r["archived"] else "active", short(r["content"], 70))
+         "archived" if r["archived"] else "active",
+         short(text_or_tool_calls(r["content"], r.get("tool_calls")), 70))
         for i, r in enumerate(out["results"], 1)
     ]
     scope = f"{out['scope'] or '*'}:{out['scope_id'] or '*'}"
@@ -127,12 +132,15 @@ def _run_batch(svc: Any, path: str, flat: bool) -> int:
 @click.option("--top-k", type=click.IntRange(1, 1000), default=10, show_default=True,
               help="results returned")
 @click.option("--flat", is_flag=True, help="one turn query without Stage 1 (for comparison)")
+@click.option("--as-of", default=None, metavar="WHEN",
+              help="when the question is asked (ISO 8601 or epoch seconds; default now): "
+                   "'a week ago' in the query counts from it")
 @click.option("--batch", "batch", type=click.Path(dir_okay=False, allow_dash=True), default=None,
               help="JSONL file of queries ('-' for stdin); one JSON result line per input line")
 @click.option("--json", "as_json", is_flag=True, help="print the JSON result")
 @click.pass_context
 def recall_cmd(ctx: click.Context, query, scope, scope_id, top_sessions, chunks_per_session, top_k,
-               flat, batch, as_json) -> None:
+               flat, as_of, batch, as_json) -> None:
     """Two-stage hierarchical recall with its explain trace (DESIGN §5.2)."""
     from memviewer.errors import MemviewerError
 
@@ -157,9 +165,13 @@ def recall_cmd(ctx: click.Context, query, scope, scope_id, top_sessions, chunks_
         try:
             out = svc.recall(query, scope=scope, scope_id=scope_id, top_sessions=top_sessions,
                              chunks_per_session=chunks_per_session, top_k=top_k,
-                             mode="flat" if flat else "hierarchical")
+                             mode="flat" if flat else "hierarchical", as_of=as_of)
         except MemviewerError as exc:
             fail(exc.message, hint=exc.data.get("hint") if exc.data else None)
+        if not as_json:
+            from memviewer.recall.snippets import attach_tool_calls
+
+            attach_tool_calls(svc, out["results"])
     if as_json:
         emit_json(out)
     else:

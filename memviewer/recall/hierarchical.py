@@ -39,7 +39,7 @@ from collections.abc import Callable
 from typing import Any
 
 from memviewer.errors import INVALID_ARGUMENT, MemviewerError
-from memviewer.recall import lexical, scoring
+from memviewer.recall import lexical, scoring, timeref
 from memviewer.recall import rerank as reranking
 
 STAGE1_EMPTY = "session-retriever:stage1-empty"
@@ -115,16 +115,20 @@ def recall(
     rerank: bool | None = None,
     weights: dict[str, float] | None = None,
     tuning: dict[str, float] | None = None,
+    as_of: float | str | None = None,
 ) -> dict[str, Any]:
     """Run recall and return DESIGN §5.2's JSON (plus extra diagnostics).
 
     ``rerank=False`` skips the reranker even when the service has one.
+    ``as_of`` is the moment the question is asked (epoch seconds or ISO 8601;
+    default now): relative dates in the query ("a week ago") count from it.
     """
     if not isinstance(query, str) or not query.strip():
         raise MemviewerError(INVALID_ARGUMENT, "query must be a non-empty string")
     if mode not in MODES:
         raise MemviewerError(INVALID_ARGUMENT, f"mode must be one of {MODES}, not {mode!r}")
     scope, scope_id = _opt_str("scope", scope), _opt_str("scope_id", scope_id)
+    window = timeref.parse(query, _as_of(as_of))
     k = _int_param("top_sessions", top_sessions, 5)
     m = _int_param("chunks_per_session", chunks_per_session, 3)
     top_k = _int_param("top_k", top_k, 10)
@@ -174,9 +178,12 @@ def recall(
         "index": {"scope_turns": scope_turns, "vector_search": "ivf_pq" if use_ann else "exact"},
         "dropped": [],
         "capped": [],
+        "time_window": window.public() if window and w.time > 0 else None,
     }
+    if w.time <= 0:
+        window = None
     if mode == "flat":
-        candidates = _turn_candidates(index, qvec, query, where, top_k, w, tune, use_ann)
+        candidates = _turn_candidates(index, qvec, query, where, top_k, w, tune, use_ann, window)
         clock.lap("stage2")
         diagnostics["stage2_candidates"] = len(candidates)
         chosen = candidates[:top_k]
@@ -184,14 +191,15 @@ def recall(
         has_sessions = index.count(SUMMARIES, where) > 0
         if not has_sessions:
             diagnostics["escalations"].append(STAGE1_EMPTY)
-            candidates = _turn_candidates(index, qvec, query, where, top_k, w, tune, use_ann)
+            candidates = _turn_candidates(index, qvec, query, where, top_k, w, tune, use_ann, window)
             clock.lap("stage2")
             diagnostics["stage2_candidates"] = len(candidates)
             chosen = candidates[:top_k]
         else:
-            candidates = _turn_candidates(index, qvec, query, where, pool_size, w, tune, use_ann)
+            candidates = _turn_candidates(index, qvec, query, where, pool_size, w, tune, use_ann, window)
             clock.lap("stage2")
-            sessions = _rank_sessions(index, qvec, query, where, k, w, tune, candidates)
+            sessions = _rank_sessions(service, index, qvec, query, (scope, scope_id), k, w, tune,
+                                      candidates, window)
             clock.lap("stage1")
             diagnostics["stage1"] = sessions
             diagnostics["stage2_candidates"] = len(candidates)
@@ -222,8 +230,33 @@ def recall(
             "diagnostics": diagnostics}
 
 
+def _as_of(value: float | str | None) -> float:
+    """Epoch seconds of the moment of asking (now when not given)."""
+    if value is None or value == "":
+        return time.time()
+    if isinstance(value, bool):
+        raise MemviewerError(INVALID_ARGUMENT, f"as_of must be epoch seconds or ISO 8601, not {value!r}")
+    if isinstance(value, (int, float)):
+        return float(value)
+    if isinstance(value, str):
+        from datetime import UTC, datetime
+
+        try:
+            return float(value)
+        except ValueError:
+            pass
+        try:
+            dt = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
+        except ValueError:
+            raise MemviewerError(INVALID_ARGUMENT, f"as_of must be epoch seconds or ISO 8601, "
+                                                   f"not {value!r}") from None
+        return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
+    raise MemviewerError(INVALID_ARGUMENT, f"as_of must be epoch seconds or ISO 8601, not {value!r}")
+
+
 def _turn_candidates(index: Any, qvec: Any, query: str, where: str | None, n: int,
-                     w: scoring.Weights, tune: dict[str, float], use_ann: bool) -> list[dict[str, Any]]:
+                     w: scoring.Weights, tune: dict[str, float], use_ann: bool,
+                     window: timeref.TimeWindow | None = None) -> list[dict[str, Any]]:
     """Stage 2: dense ∪ BM25 hits of the scope, blended, best ``n`` first."""
     import numpy as np
 
@@ -270,9 +303,14 @@ def _turn_candidates(index: Any, qvec: Any, query: str, where: str | None, n: in
             "recency": scoring.recency(float(r["timestamp"]), newest, w.half_life_s),
         }
         score = scoring.blend(parts, w)
+        priors = []
         if addressed is not None and w.speaker > 0:
             parts["speaker"] = 1.0 if r["role"] == addressed else 0.0
-            score = scoring.with_speaker(score, r["role"], addressed, w)
+            priors.append((w.speaker, parts["speaker"]))
+        if window is not None:
+            parts["time"] = window.closeness(float(r["timestamp"]))
+            priors.append((w.time, parts["time"]))
+        score = scoring.with_priors(score, priors)
         breakdown = {k: round(v, 6) for k, v in parts.items()}
         breakdown["bm25"] = round(bm25.get(tid, 0.0), 4)
         breakdown["coverage"] = round(cov, 4)
@@ -282,13 +320,18 @@ def _turn_candidates(index: Any, qvec: Any, query: str, where: str | None, n: in
     return out[:n]
 
 
-def _rank_sessions(index: Any, qvec: Any, query: str, where: str | None, k: int,
+def _rank_sessions(service: Any, index: Any, qvec: Any, query: str,
+                   scope: tuple[str | None, str | None], k: int,
                    w: scoring.Weights, tune: dict[str, float],
-                   candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Stage 1: sessions by summary similarity + summary BM25 (+ their best candidate turn)."""
+                   candidates: list[dict[str, Any]],
+                   window: timeref.TimeWindow | None = None) -> list[dict[str, Any]]:
+    """Stage 1: sessions by summary similarity + summary BM25 (+ their best candidate turn,
+    + closeness to a date the query names)."""
     import numpy as np
 
-    from memviewer.index.lance import SUMMARIES
+    from memviewer.index.lance import SUMMARIES, in_filter, scope_filter
+
+    where = scope_filter(*scope)
 
     depth = max(k, int(tune["session_depth"]))
     dense = index.dense(SUMMARIES, qvec, where, depth, SUMMARY_COLUMNS)
@@ -303,15 +346,18 @@ def _rank_sessions(index: Any, qvec: Any, query: str, where: str | None, k: int,
     for c in candidates:
         best_turn.setdefault(c["session_id"], c["score"])
     turn_w = float(tune["session_turn_weight"])
-    if turn_w > 0:
-        missing = [sid for sid in best_turn if sid not in rows]
-        if missing:
-            from memviewer.index.lance import in_filter
-
-            for r in index.rows(SUMMARIES, in_filter("session_id", missing), SUMMARY_COLUMNS):
-                rows[r["session_id"]] = r
+    spans: dict[str, tuple[float, float]] = {}
+    wanted = [sid for sid in best_turn if sid not in rows] if turn_w > 0 else []
+    if window is not None:
+        spans = _session_spans(service, scope, window)  # sessions dated near the window
+        wanted += [sid for sid in spans if sid not in rows and sid not in wanted]
+    if wanted:
+        for r in index.rows(SUMMARIES, in_filter("session_id", wanted), SUMMARY_COLUMNS):
+            rows[r["session_id"]] = r
     if not rows:
         return []
+    if window is not None:
+        spans.update(_session_spans(service, scope, None, [s for s in rows if s not in spans]))
     ids = list(rows)
     cos = np.asarray([rows[s]["vector"] for s in ids], dtype=np.float32) @ np.asarray(qvec, np.float32)
     max_bm25 = scoring.max_of(bm25.values())
@@ -322,16 +368,53 @@ def _rank_sessions(index: Any, qvec: Any, query: str, where: str | None, k: int,
             bm25.get(sid, 0.0) / max_bm25 if max_bm25 > 0 else 0.0)
         turn_part = best_turn.get(sid, 0.0) / max_turn if max_turn > 0 else 0.0
         score = (1.0 - turn_w) * summary_score + turn_w * turn_part
+        breakdown = {"dense": round(max(0.0, float(cos[i])), 6),
+                     "bm25": round(bm25.get(sid, 0.0), 4),
+                     "best_turn": round(best_turn.get(sid, 0.0), 6)}
+        if window is not None:
+            span = spans.get(sid)
+            closeness = window.closeness(*span) if span else 0.0
+            breakdown["time"] = round(closeness, 6)
+            score = scoring.with_priors(score, [(w.time, closeness)])
         out.append({
             "session_id": sid,
             "score": round(score, 6),
             "summary": rows[sid]["summary"],
-            "score_breakdown": {"dense": round(max(0.0, float(cos[i])), 6),
-                                "bm25": round(bm25.get(sid, 0.0), 4),
-                                "best_turn": round(best_turn.get(sid, 0.0), 6)},
+            "score_breakdown": breakdown,
         })
     out.sort(key=lambda s: (-s["score"], s["session_id"]))
     return out[:k]
+
+
+SPAN_LIMIT = 200  # sessions near a named date added to Stage 1's candidates
+
+
+def _session_spans(service: Any, scope: tuple[str | None, str | None],
+                   window: timeref.TimeWindow | None,
+                   ids: list[str] | None = None) -> dict[str, tuple[float, float]]:
+    """``session_id → (started_at, last_seen_at)`` from SQLite: the sessions of the scope
+    within three slack lengths of ``window``, or the given ``ids``."""
+    from sqlalchemy import select
+
+    from memviewer.store.tables import Session
+
+    t = Session.__table__.c
+    q = select(t.id, t.started_at, t.last_seen_at)
+    if ids is not None:
+        if not ids:
+            return {}
+        q = q.where(t.id.in_(ids))
+    else:
+        assert window is not None
+        q = q.where(t.last_seen_at >= window.start - 3 * window.slack,
+                    t.started_at <= window.end + 3 * window.slack)
+        q = q.order_by(t.last_seen_at.desc()).limit(SPAN_LIMIT)
+    if scope[0]:
+        q = q.where(t.scope == scope[0])
+    if scope[1]:
+        q = q.where(t.scope_id == scope[1])
+    with service.store.read() as conn:
+        return {r[0]: (float(r[1]), float(r[2])) for r in conn.execute(q)}
 
 
 def _post_filter(candidates: list[dict[str, Any]], sessions: list[dict[str, Any]], m: int,

@@ -5,15 +5,24 @@ needle that occurs (case-insensitively) is centred in a ~``width``-character
 window, and cut ends get an ellipsis. In spaced scripts the cut moves to a word
 boundary when one is near, so a snippet does not start mid-word; CJK text has
 no spaces and is cut at the exact character.
+
+An assistant turn that only calls tools has empty content; wherever a result
+row shows a turn's text, ``text_or_tool_calls`` shows the calls instead (``→
+get_weather(…)``) so such a row does not look blank. Recall results (the
+DESIGN §5.2 shape) carry no ``tool_calls``, so displays fetch them with
+``attach_tool_calls`` for just the rows that need them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Iterable, MutableMapping, Sequence
+from typing import Any
 
 SNIPPET_CHARS = 120
 ELLIPSIS = "…"
 _BOUNDARY_SLACK = 12  # how far to look for a space before cutting mid-word
+TOOL_CALL_ARROW = "→"
 
 
 def find_first(text: str, needles: Sequence[str]) -> tuple[int, int] | None:
@@ -50,3 +59,66 @@ def make_snippet(content: str, needles: Sequence[str], width: int = SNIPPET_CHAR
             end = space
     snippet = text[start:end].strip()
     return (ELLIPSIS if start > 0 else "") + snippet + (ELLIPSIS if end < len(text) else "")
+
+
+def tool_call_names(tool_calls: Iterable[Any] | None) -> list[str]:
+    """The function name of each call (OpenAI ``function.name``, else ``name``/``type``; ``?``)."""
+    names: list[str] = []
+    for call in tool_calls or []:
+        name = None
+        if isinstance(call, dict):
+            fn = call.get("function")
+            name = fn.get("name") if isinstance(fn, dict) else None
+            name = name or call.get("name") or call.get("type")
+        names.append(str(name or "?"))
+    return names
+
+
+def _has_arguments(call: Any) -> bool:
+    if not isinstance(call, dict):
+        return False
+    fn = call.get("function")
+    args = fn.get("arguments") if isinstance(fn, dict) else call.get("arguments", call.get("args"))
+    if isinstance(args, str):
+        try:
+            args = json.loads(args) if args.strip() else None
+        except ValueError:
+            return True  # unparseable arguments are still arguments
+    return bool(args)
+
+
+def tool_call_label(tool_calls: Iterable[Any] | None) -> str:
+    """``→ get_weather(…), get_time()``: the calls by name, arguments elided ("" without calls)."""
+    calls = list(tool_calls or [])
+    if not calls:
+        return ""
+    parts = [
+        f"{name}({'…' if _has_arguments(call) else ''})"
+        for name, call in zip(tool_call_names(calls), calls, strict=True)
+    ]
+    return f"{TOOL_CALL_ARROW} {', '.join(parts)}"
+
+
+def text_or_tool_calls(content: str | None, tool_calls: Iterable[Any] | None = None) -> str:
+    """What a one-line view shows for a turn: its content, or its tool calls when it has no text."""
+    text = str(content or "")
+    return text if text.strip() else tool_call_label(tool_calls) or text
+
+
+def attach_tool_calls(service: Any, results: Iterable[MutableMapping[str, Any]]) -> None:
+    """Set ``tool_calls`` on the result rows with blank content, read from the store.
+
+    Only those rows are looked up (one primary-key read per batch), and only for
+    display: the recall JSON contract is left as it is.
+    """
+    from memviewer.store import repos
+
+    blank = [r for r in results if not str(r.get("content") or "").strip() and r.get("turn_id")]
+    if not blank:
+        return
+    with service.store.read() as conn:
+        rows = repos.get_turns(conn, [r["turn_id"] for r in blank])
+    for r in blank:
+        row = rows.get(r["turn_id"])
+        if row is not None and row["tool_calls"]:
+            r["tool_calls"] = row["tool_calls"]

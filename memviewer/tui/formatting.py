@@ -9,10 +9,12 @@ shows those characters rather than being interpreted. Dates are absolute
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from rich.text import Text
+
+from memviewer.recall.snippets import tool_call_names as tool_names  # one definition for CLI and TUI
 
 AUTOMATED_SOURCES = frozenset({"scheduled", "automated", "cron", "system", "batch"})
 LINEAGE_KEYS = ("lineage_id", "root_session_id", "thread_id")
@@ -93,18 +95,6 @@ def status_text(status: str | None) -> Text:
 def scope_label(session: Mapping[str, Any]) -> str:
     scope, scope_id = session.get("scope") or "", session.get("scope_id") or ""
     return f"{scope}:{scope_id}" if scope_id else scope
-
-
-def tool_names(tool_calls: Iterable[Any] | None) -> list[str]:
-    names: list[str] = []
-    for call in tool_calls or []:
-        name = None
-        if isinstance(call, dict):
-            fn = call.get("function")
-            name = fn.get("name") if isinstance(fn, dict) else None
-            name = name or call.get("name") or call.get("type")
-        names.append(str(name or "?"))
-    return names
 
 
 def _pretty_json(value: Any) -> str:

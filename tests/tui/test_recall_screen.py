@@ -6,8 +6,9 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from tui_helpers import screen_text, wait_for_workers, wait_until
+from tui_helpers import cell_texts, screen_text, wait_for_workers, wait_until
 
+from memviewer.recall.snippets import text_or_tool_calls, tool_call_label
 from memviewer.tui.screens.recall import RecallScreen
 from memviewer.tui.screens.recall_view import breakdown_text, trace_text
 from memviewer.tui.screens.session import SessionScreen
@@ -145,3 +146,67 @@ def test_breakdown_and_trace_text() -> None:
         and "stage 2: 4 candidates" in trace
         and "dropped 1" in trace
     )
+    assert "time " not in trace
+    dated = trace_text({"results": [], "diagnostics": {"time_window": {
+        "phrase": "a week ago", "start": "2023-01-29 15:09", "end": "2023-02-02 03:09",
+        "slack_days": 1.75}}}).plain
+    assert "“a week ago” → 2023-01-29 15:09 … 2023-02-02 03:09" in dated
+
+
+WEATHER_CALL = {
+    "id": "c1",
+    "type": "function",
+    "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
+}
+
+
+def test_tool_call_only_turn_shows_its_calls(filled, make_app) -> None:
+    filled.import_session(
+        {"id": "s-weather", "scope": "user", "scope_id": "carol"},
+        [
+            {"id": "w0", "role": "user", "content": "What is the weather in Oslo today?", "timestamp": 1.0},
+            {"id": "w1", "role": "assistant", "content": "", "tool_calls": [WEATHER_CALL], "timestamp": 2.0},
+            {"id": "w2", "role": "assistant", "content": "It is 3 degrees in Oslo.", "timestamp": 3.0},
+        ],
+    )
+    filled.sync_index()
+
+    async def scenario() -> None:
+        app = make_app()
+        async with app.run_test(size=(120, 36)) as pilot:
+            await pilot.press("3")
+            screen = app.screen
+            screen.query_one("#scope-id").value = "carol"
+            screen.query_one("#m").value = "10"  # every turn of the one session comes back
+            screen.query_one("#query").focus()
+            await pilot.press(*"weather in Oslo", "enter")
+            await wait_until(pilot, lambda: screen.result is not None, what="recall result")
+            await wait_for_workers(pilot)
+            rows = screen.result["results"]
+            (pos,) = [i for i, r in enumerate(rows) if r["turn_id"] == "w1"]
+            table = screen.query_one("#results")
+            assert cell_texts(table, pos)[-1] == "→ get_weather(…)"
+            text_row = next(i for i, r in enumerate(rows) if r["turn_id"] == "w2")
+            assert cell_texts(table, text_row)[-1] == "It is 3 degrees in Oslo."
+            table.focus()
+            table.move_cursor(row=pos)
+            await wait_until(
+                pilot,
+                lambda: "→ get_weather(…)" in str(screen.query_one("#result-detail").render()),
+                what="the calls in the result detail",
+            )
+
+    asyncio.run(scenario())
+
+
+def test_text_or_tool_calls() -> None:
+    weather = {"type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}
+    no_args = {"type": "function", "function": {"name": "get_time", "arguments": "{}"}}
+    plain = {"name": "lookup", "arguments": {"q": "x"}}
+    assert text_or_tool_calls("", [weather]) == "→ get_weather(…)"
+    assert text_or_tool_calls(None, [weather, no_args, plain]) == "→ get_weather(…), get_time(), lookup(…)"
+    assert text_or_tool_calls("  \n ", [{"function": {"arguments": "not json"}}, "junk"]) == "→ ?(…), ?()"
+    # Text wins: the label is only for turns that would otherwise look blank.
+    assert text_or_tool_calls("Checking the forecast.", [weather]) == "Checking the forecast."
+    assert text_or_tool_calls("", None) == "" and text_or_tool_calls("", []) == ""
+    assert tool_call_label([]) == ""

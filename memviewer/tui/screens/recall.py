@@ -29,6 +29,7 @@ from textual.widgets import (
     TabPane,
 )
 
+from memviewer.recall.snippets import attach_tool_calls, text_or_tool_calls
 from memviewer.tui.formatting import one_line
 from memviewer.tui.messages import Loaded
 from memviewer.tui.screens.recall_view import result_detail, summary_cell, trace_text
@@ -202,6 +203,9 @@ class RecallScreen(Screen):
             result = service.recall(query, **kwargs)
             flat = service.recall(query, **{**kwargs, "mode": "flat"}) if compare else None
             titles = _titles(service, result, flat)
+            for res in (result, flat):
+                if res:  # tool-call-only turns show their calls instead of a blank cell
+                    attach_tool_calls(service, res.get("results") or [])
         except ImportError as exc:
             self.post_message(Loaded("recall", error=f"recall not available: {exc}", token=token))
             return
@@ -271,7 +275,11 @@ class RecallScreen(Screen):
                     style="magenta" if r.get("archived") else "",
                 ),
                 Text(r.get("role") or ""),
-                Text(one_line(r.get("content") or "", 300), overflow="ellipsis", no_wrap=True),
+                Text(
+                    one_line(text_or_tool_calls(r.get("content"), r.get("tool_calls")), 300),
+                    overflow="ellipsis",
+                    no_wrap=True,
+                ),
                 key=str(rank - 1),
             )
         self._show_detail(0)
@@ -320,7 +328,7 @@ class RecallScreen(Screen):
                     Text(f"{float(r['score']):.3f}", style="green"),
                     self._session_label(r["session_id"], 16),
                     Text(f"#{r['index']}"),
-                    Text(one_line(r.get("content") or "", 80)),
+                    Text(one_line(text_or_tool_calls(r.get("content"), r.get("tool_calls")), 80)),
                     key=f"{r['session_id']}|{r['index']}",
                 )
 

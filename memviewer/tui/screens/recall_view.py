@@ -8,6 +8,7 @@ from typing import Any
 
 from rich.text import Text
 
+from memviewer.recall.snippets import text_or_tool_calls
 from memviewer.tui.formatting import long_time, one_line
 
 BREAKDOWN_ORDER = ("dense", "keyword", "recency", "bm25", "coverage", "rerank", "pre_rerank", "best_turn")
@@ -40,7 +41,7 @@ def result_detail(result: dict[str, Any]) -> Text:
     out.append("\nscore  ")
     out.append_text(breakdown_text(result.get("score_breakdown"), result.get("score")))
     out.append("\n\n")
-    out.append(str(result.get("content") or ""))
+    out.append(text_or_tool_calls(result.get("content"), result.get("tool_calls")))
     meta = result.get("metadata") or {}
     if meta:
         out.append("\n\nmetadata ", style="dim")
@@ -68,6 +69,11 @@ def trace_text(result: dict[str, Any], elapsed_ms: float | None = None) -> Text:
         f" (dropped {_count(diag.get('dropped'))}, over the per-session cap {_count(diag.get('capped'))})"
         f"  →  {len(result.get('results') or [])} results"
     )
+    window = diag.get("time_window")
+    if window:
+        out.append("\ntime         ", style="bold")
+        out.append(f"“{window.get('phrase')}” → {window.get('start')} … {window.get('end')} "
+                   f"(± {window.get('slack_days')} days decay)")
     out.append("\nreranked     ", style="bold")
     out.append(str(bool(diag.get("reranked"))))
     if diag.get("rerank_error"):
