@@ -180,3 +180,51 @@ def test_fts_status_for_doctor(tmp_path: Path, settings) -> None:
     assert fts.reindex(store) == {"turns": 72, "word": 72, "cjk": 0}
     assert fts_status(settings)["ok"] is True
     store.close()
+
+
+def _fts_triggers(store: Store) -> set[str]:
+    with store.read() as conn:
+        return {r[0] for r in conn.exec_driver_sql(
+            "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'turns_fts%'")}
+
+
+def test_build_without_fts5_detaches_triggers_and_a_later_build_reattaches(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = tmp_path / "t.db"
+    store = Store.open(db)
+    mgr = SessionManager(store)
+    mgr.open_session(session_id="s", ts=T0)
+    ep = mgr.start_episode("s", "the heron survey starts monday", ts=T0)["episode_id"]
+    store.close()
+    every = _fts_triggers(Store.open(db, readonly=True))
+    assert every == set(fts._TRIGGERS) | set(fts._CJK_TRIGGERS)
+
+    # A SQLite build without FTS5 opens the database: the triggers would make every insert
+    # fail with "no such module: fts5", so they are detached and search scans.
+    monkeypatch.setattr(fts, "sqlite_support",
+                        lambda: {"version": "test", "fts5": False, "trigram": False})
+    store = Store.open(db)
+    assert _fts_triggers(store) == set()
+    mgr = SessionManager(store)
+    mgr.add_turn(ep, "assistant", "the egret census moved to friday", ts=T0 + 1)
+    ks = KeywordSearch(store)
+    assert ks.mode == "scan"
+    assert ks.search("egret census")["total_found"] == 1
+    store.close()
+
+    # A build with FTS5 opens it again: triggers back, every turn re-indexed.
+    monkeypatch.undo()
+    store = Store.open(db)
+    try:
+        assert _fts_triggers(store) == every
+        with store.read() as conn:
+            n = fts.counts(conn)
+        assert n["word"] == n["turns"] == 2
+        ks = KeywordSearch(store)
+        assert ks.mode == "fts5"
+        assert ks.search("egret census")["total_found"] == 1
+        mgr = SessionManager(store)
+        mgr.add_turn(ep, "user", "and the ibis count?", ts=T0 + 2)
+        assert ks.search("ibis")["total_found"] == 1
+    finally:
+        store.close()

@@ -200,7 +200,7 @@ class KeywordSearch:
                 except Exception:  # a locked or odd database must not break search
                     log.exception("could not check or install the keyword index")
                     with self.store.read() as conn:
-                        self._tables = fts.installed(conn)
+                        self._tables = fts.usable(conn)
         return self._tables
 
     @property

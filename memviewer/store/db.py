@@ -112,6 +112,10 @@ class Store:
             with self.engine.connect().execution_options(sqlite_immediate=True) as conn:
                 with conn.begin():
                     migrations.migrate(conn)
+                    if self.is_sqlite:
+                        from memviewer.store import fts
+
+                        fts.reconcile(conn)  # triggers this SQLite build can run
         self._last_seq = self._read_last_seq()
 
     @classmethod

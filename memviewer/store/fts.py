@@ -195,19 +195,67 @@ def install(conn: Connection) -> dict[str, bool]:
     return installed(conn)
 
 
+def usable(conn: Connection) -> dict[str, bool]:
+    """The installed tables this SQLite build can query (a database written by a build
+    with FTS5 may be opened by one without it)."""
+    have, support = installed(conn), sqlite_support()
+    return {"word": have["word"] and support["fts5"], "cjk": have["cjk"] and support["trigram"]}
+
+
+def reconcile(conn: Connection) -> None:
+    """Keep the FTS triggers in step with what this SQLite build can run.
+
+    Opened writable by a build without FTS5 (or without the trigram tokenizer),
+    the triggers would make every turn insert fail with "no such module", so
+    they are dropped and keyword search scans. The next writable open by a
+    build that has the module puts the triggers back and re-indexes every turn,
+    so turns written in between are found again. Runs in the caller's write
+    transaction (the store's open), before anything else writes.
+    """
+    if not _is_sqlite(conn):
+        return
+    support, have = sqlite_support(), installed(conn)
+    triggers = {r[0] for r in conn.exec_driver_sql("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
+    for part, runnable, ddl in (("word", support["fts5"], _TRIGGERS),
+                                ("cjk", support["trigram"], _CJK_TRIGGERS)):
+        if not have[part]:
+            continue
+        present = set(ddl) & triggers
+        if not runnable and present:
+            for name in present:
+                conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {name}")
+            log.warning("SQLite %s cannot run the %s keyword index: its triggers are detached and "
+                        "keyword search scans until a SQLite with FTS5 opens this database",
+                        support["version"], part)
+        elif runnable and present != set(ddl):
+            for name, sql in ddl.items():
+                conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {name}")
+                conn.exec_driver_sql(sql)
+            (_refill_word if part == "word" else _refill_cjk)(conn)
+            log.info("re-attached the %s keyword index and re-indexed every turn", part)
+
+
+def _refill_word(conn: Connection) -> None:
+    conn.exec_driver_sql(f"INSERT INTO {WORD_TABLE}({WORD_TABLE}) VALUES ('delete-all')")
+    conn.exec_driver_sql(f"INSERT INTO {WORD_TABLE}(rowid, content) SELECT num, content FROM turns")
+    conn.exec_driver_sql(f"INSERT INTO {WORD_TABLE}({WORD_TABLE}) VALUES ('optimize')")
+
+
+def _refill_cjk(conn: Connection) -> None:
+    conn.exec_driver_sql(f"INSERT INTO {CJK_TABLE}({CJK_TABLE}) VALUES ('delete-all')")
+    conn.exec_driver_sql(
+        f"INSERT INTO {CJK_TABLE}(rowid, content) SELECT num, content || '{PAD}' FROM turns "
+        f"WHERE content GLOB '{NO_SPACE_GLOB}'"
+    )
+
+
 def rebuild(conn: Connection) -> None:
     """Re-index every turn (repair after a crash of a foreign writer, or a tokenizer change)."""
-    have = installed(conn)
+    have = usable(conn)
     if have["word"]:
-        conn.exec_driver_sql(f"INSERT INTO {WORD_TABLE}({WORD_TABLE}) VALUES ('delete-all')")
-        conn.exec_driver_sql(f"INSERT INTO {WORD_TABLE}(rowid, content) SELECT num, content FROM turns")
-        conn.exec_driver_sql(f"INSERT INTO {WORD_TABLE}({WORD_TABLE}) VALUES ('optimize')")
+        _refill_word(conn)
     if have["cjk"]:
-        conn.exec_driver_sql(f"INSERT INTO {CJK_TABLE}({CJK_TABLE}) VALUES ('delete-all')")
-        conn.exec_driver_sql(
-            f"INSERT INTO {CJK_TABLE}(rowid, content) SELECT num, content || '{PAD}' FROM turns "
-            f"WHERE content GLOB '{NO_SPACE_GLOB}'"
-        )
+        _refill_cjk(conn)
 
 
 def counts(conn: Connection) -> dict[str, int]:
@@ -253,7 +301,7 @@ def ensure(store: Any) -> dict[str, bool]:
     support = sqlite_support()
     missing = (not have["word"] and support["fts5"]) or (not have["cjk"] and support["trigram"])
     if not missing or store.readonly:
-        return have
+        return {"word": have["word"] and support["fts5"], "cjk": have["cjk"] and support["trigram"]}
     log.info("installing the keyword index (backfilling existing turns)")
     with store.write() as tx:
         if store.schema_version() < MIGRATION.version:
