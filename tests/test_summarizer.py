@@ -18,7 +18,9 @@ from memviewer.index.summarizer import (
     Summarizer,
     SummaryCache,
     extractive,
+    informative_sentence,
     needs_refresh,
+    sentences,
 )
 from memviewer.llm import LlmEndpoint
 
@@ -116,3 +118,30 @@ def test_refresh_rule() -> None:
     assert needs_refresh(10, 10 + REFRESH_MIN_TURNS)
     assert not needs_refresh(100, 120) and needs_refresh(100, 125)
     assert needs_refresh(100, 100, force=True)
+
+
+def test_sentences_do_not_end_at_abbreviations() -> None:
+    text = "I saw Dr. Patel at St. Mary's, e.g. for the sinus check. Then I went home!  Done?"
+    assert sentences(text) == ["I saw Dr. Patel at St. Mary's, e.g. for the sinus check.",
+                               "Then I went home!", "Done?"]
+
+
+def test_informative_sentence_skips_filler_for_the_users_fact() -> None:
+    turn = ("That's really helpful, thanks! I just got diagnosed with chronic sinusitis by an ENT "
+            "specialist, Dr. Patel. Any tips?")
+    assert informative_sentence(turn) == ("I just got diagnosed with chronic sinusitis by an ENT "
+                                          "specialist, Dr. Patel.")
+    # the opening request stays when it is the informative one
+    ask = "I need to renew my passport before the trip to Reykjavik. Thanks so much."
+    assert informative_sentence(ask) == "I need to renew my passport before the trip to Reykjavik."
+    assert informative_sentence("ok") == "ok"
+    assert informative_sentence("   ") == ""
+    assert len(informative_sentence("I " + "word " * 200)) <= 160
+
+
+def test_extractive_summary_leads_with_each_turns_fact() -> None:
+    turns = [{"role": "user", "content": "Great, thanks! My sister Ana and I adopted a beagle.",
+              "timestamp": 1_684_540_800},
+             {"role": "assistant", "content": "Congratulations on the beagle!", "timestamp": 1_684_540_900}]
+    summary, _ = extractive(turns)
+    assert summary.startswith("User: My sister Ana and I adopted a beagle.")
