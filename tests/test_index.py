@@ -238,3 +238,26 @@ def test_rows_written_before_a_crash_are_not_duplicated(settings: Any) -> None:
         assert report["added_turns"] == 2
         ids = [r["turn_id"] for r in lance_index_for(svc).rows(TURNS, None, ["turn_id"])]
         assert len(ids) == len(set(ids)) == 3
+
+
+def test_summaries_from_an_older_summarizer_are_rewritten_once(service: Any) -> None:
+    add_session(service, "s1", ["Great, thanks! My sister Ana adopted a beagle.", "Congratulations!"])
+    add_session(service, "s2", ["second session text"])
+    assert service.sync_index()["summaries"] == 2
+    index = lance_index_for(service)
+    # What a v1 index looked like: another summary, another source hash, no version recorded.
+    rows = index.rows(SUMMARIES, None, ["session_id", "scope", "scope_id", "summary", "search_text",
+                                        "turn_count", "source_hash", "method", "updated", "vector"])
+    for r in rows:
+        r.update(summary="User: Great, thanks!", source_hash="v1-" + r["session_id"])
+    index.upsert_summaries(rows)
+    state = index.load_state()
+    state.pop("summary_version")
+    index.save_state(state)
+
+    assert service.sync_index()["summaries"] == 2
+    fresh = {r["session_id"]: r for r in index.rows(SUMMARIES, None, ["session_id", "summary",
+                                                                        "source_hash"])}
+    assert fresh["s1"]["summary"].startswith("User: My sister Ana adopted a beagle.")
+    assert not any(r["source_hash"].startswith("v1-") for r in fresh.values())
+    assert service.sync_index()["summaries"] == 0  # once only

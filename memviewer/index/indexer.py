@@ -307,8 +307,17 @@ class Indexer:
             if sid not in settled:
                 updated += self._reconcile(sid, None, embedder, state["turn_num"], contexts)
 
-        # 3. summaries of touched sessions
+        # 3. summaries of touched sessions; after an upgrade of the extractive summarizer,
+        #    of every session once (the source hash then differs, so each is rewritten)
+        from memviewer.index.summarizer import EXTRACTIVE_VERSION
+
+        if state.get("summary_version") != EXTRACTIVE_VERSION:
+            with store.read() as conn:
+                every = [sid for (sid,) in conn.execute(select(S.c.id))]
+            touched.update(every)
+            forced.update(every)
         summarised = self._summarise(sorted(touched), forced, contexts)
+        state["summary_version"] = EXTRACTIVE_VERSION
         if summarised >= OPTIMIZE_AFTER_SUMMARIES:
             # BM25 over rows not yet in the full-text index is scored differently (and
             # searched flat): after a bulk import, index the new summaries right away.

@@ -26,7 +26,9 @@ Refresh rule (used by the indexer): a session is re-summarised when it has no
 summary yet, when it was closed or re-imported, or when its turn count moved by
 at least ``REFRESH_MIN_TURNS`` or ``REFRESH_FRACTION`` of the count it was
 summarised at, whichever is larger. An unchanged input (same ``source_hash``)
-is never re-embedded, so re-indexing a session is idempotent.
+is never re-embedded, so re-indexing a session is idempotent. When
+``EXTRACTIVE_VERSION`` changes, the indexer refreshes every session once (the
+version is part of the source hash and is recorded in the index state).
 """
 
 from __future__ import annotations
