@@ -313,7 +313,7 @@ class Indexer:
 
         if state.get("summary_version") != EXTRACTIVE_VERSION:
             with store.read() as conn:
-                every = [sid for (sid,) in conn.execute(select(S.c.id))]
+                every = [sid for (sid,) in conn.execute(select(T.c.session_id).distinct())]
             touched.update(every)
             forced.update(every)
         summarised = self._summarise(sorted(touched), forced, contexts)
