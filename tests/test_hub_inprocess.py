@@ -104,3 +104,39 @@ def test_events_missed_in_process_are_read_from_the_store(service, settings) -> 
         await hub.close(shutdown_service=False)
 
     asyncio.run(main())
+
+
+def test_recall_over_the_socket_passes_options_and_reports_bad_ones(service, settings) -> None:  # noqa: ANN001
+    from memviewer.errors import MemviewerError
+
+    day = 86_400.0
+    asked = 1_700_000_000.0
+    for sid, back, dish in (("s-old", 30, "lasagne"), ("s-week", 7, "paella")):
+        t0 = asked - back * day
+        service.import_session(
+            {"id": sid, "agent": "a", "scope": "user", "scope_id": "u1", "started_at": t0,
+             "last_seen_at": t0 + 60, "status": "closed"},
+            [{"id": f"{sid}-0", "role": "user", "content": f"I cooked {dish} tonight", "timestamp": t0}])
+    service.sync_index()
+    sock = settings.socket_path
+
+    async def main() -> None:
+        hub = Hub(service, sock, start_indexer=False)
+        await hub.start()
+        remote = RemoteService(sock)
+        try:
+            out = await asyncio.to_thread(remote.recall, "what did I cook a week ago?", scope="user",
+                                          scope_id="u1", as_of=asked, top_k=1)
+            assert out["diagnostics"]["time_window"]["phrase"] == "a week ago"
+            assert [r["session_id"] for r in out["results"]] == ["s-week"]
+            with pytest.raises(MemviewerError) as err:
+                await asyncio.to_thread(remote.recall, "what did I cook?", as_of="someday")
+            assert err.value.code == "invalid_argument" and "as_of" in err.value.message
+            # the connection survives the error
+            again = await asyncio.to_thread(remote.recall, "paella", scope_id="u1", top_k=1)
+            assert again["results"][0]["session_id"] == "s-week"
+        finally:
+            remote.close()
+            await hub.close(shutdown_service=False)
+
+    asyncio.run(main())
