@@ -406,3 +406,18 @@ def test_no_date_or_zero_share_means_no_time_part(service: Any) -> None:
         assert all("time" not in s["score_breakdown"] for s in out["diagnostics"]["stage1"])
     with pytest.raises(MemviewerError):
         service.recall("x", weights={"time": 0.9, "speaker": 0.2})
+
+
+def test_a_bare_tool_call_gets_no_speaker_share(service: Any) -> None:
+    service.open_session(session_id="s-tools", agent="agent", scope="user", scope_id="u1")
+    ep = service.start_episode("s-tools", "Check the weather in Oslo for the ferry trip")
+    service.add_turn(ep["episode_id"], "assistant", "",
+                     tool_calls=[{"id": "c1", "type": "function",
+                                  "function": {"name": "get_weather", "arguments": "{}"}}])
+    service.add_turn(ep["episode_id"], "assistant", "Oslo: rain, 8 degrees; the ferry runs.")
+    service.sync_index()
+    out = service.recall("What did you tell me about the Oslo ferry weather?", scope="user",
+                         scope_id="u1", chunks_per_session=10, mode="flat")
+    speaker = {r["content"]: r["score_breakdown"]["speaker"] for r in out["results"]}
+    assert speaker[""] == 0.0
+    assert speaker["Oslo: rain, 8 degrees; the ferry runs."] == 1.0

@@ -305,7 +305,8 @@ def _turn_candidates(index: Any, qvec: Any, query: str, where: str | None, n: in
         score = scoring.blend(parts, w)
         priors = []
         if addressed is not None and w.speaker > 0:
-            parts["speaker"] = 1.0 if r["role"] == addressed else 0.0
+            # a turn without text (a bare tool call) cannot be where anyone said it
+            parts["speaker"] = 1.0 if r["role"] == addressed and str(r["text"]).strip() else 0.0
             priors.append((w.speaker, parts["speaker"]))
         if window is not None:
             parts["time"] = window.closeness(float(r["timestamp"]))
