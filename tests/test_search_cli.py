@@ -51,7 +51,11 @@ def test_scroll_and_browse(home: Path) -> None:
     lines = r.stdout.strip().split("\n")
     assert r.exit_code == 0 and len(lines) == 4
     assert lines[1].split("\t")[:3] == ["3", "archived", "assistant"]
+    assert lines[1].split("\t")[4] == "→ vault_lookup(…)"  # a bare tool call shows the call
     assert lines[3].split("\t")[:3] == ["5", "archived", "assistant"]
+    near = json.loads(_run(home, "--session", "billing-review-8c1e", "--around", "4", "--json").stdout)
+    bare = next(m for m in near["messages"] if m["index"] == 3)
+    assert bare["content"] == "" and "tool_calls" not in bare  # the §5.1 shape is unchanged
     data = json.loads(_run(home, "--session", "billing-review-8c1e", "--json").stdout)
     assert data["around_message_id"] == "10" and data["messages"][-1]["archived"] is False
     browse = json.loads(_run(home, "--limit", "2", "--json").stdout)

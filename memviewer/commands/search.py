@@ -35,6 +35,10 @@ def search_cmd(
             query, session_id=session_id, around=around, limit=limit, window=window,
             scope=scope, scope_id=scope_id,
         )
+        if not as_json and result.get("success") and result.get("mode") == "scroll":
+            from memviewer.recall.snippets import attach_tool_calls_by_index
+
+            attach_tool_calls_by_index(svc, result["session_id"], result["messages"])
     if not result.get("success"):
         if as_json:
             fail(result["error"], data=result)
@@ -46,6 +50,8 @@ def search_cmd(
 
 
 def _print_human(result: dict[str, Any]) -> None:
+    from memviewer.recall.snippets import text_or_tool_calls
+
     mode = result["mode"]
     if mode == "discovery":
         rows = [
@@ -66,7 +72,7 @@ def _print_human(result: dict[str, Any]) -> None:
     elif mode == "scroll":
         rows = [
             (m["index"], "archived" if m["archived"] else "active", m["role"], m["timestamp"],
-             short(m["content"], 100))
+             short(text_or_tool_calls(m["content"], m.get("tool_calls")), 100))
             for m in result["messages"]
         ]
         print_table(
