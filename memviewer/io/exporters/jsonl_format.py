@@ -11,7 +11,11 @@ import json
 from typing import TextIO
 
 from memviewer.io.exporters.bundle import Bundle
-from memviewer.timeutil import iso
+from memviewer.store.repos import turn_public
+
+#: The line's keys, in the order the format has always written them.
+FIELDS = ("session_id", "episode_id", "turn_id", "index", "role", "content", "timestamp",
+          "archived", "metadata", "is_compaction_summary", "tool_calls", "tool_call_id")
 
 
 class JsonlWriter:
@@ -23,20 +27,9 @@ class JsonlWriter:
 
     def write(self, bundle: Bundle) -> None:
         for t in bundle.turns:
-            line = {
-                "session_id": bundle.id,
-                "episode_id": t["episode_id"],
-                "turn_id": t["id"],
-                "index": t["idx"],
-                "role": t["role"],
-                "content": t["content"],
-                "timestamp": iso(t["timestamp"]),
-                "archived": bool(t["archived"]),
-                "metadata": t["meta"] if t["meta"] is not None else {},
-                "is_compaction_summary": bool(t["is_compaction_summary"]),
-                "tool_calls": t["tool_calls"],
-                "tool_call_id": t["tool_call_id"],
-            }
+            # the bundle's id, which redaction may have pseudonymised, names the session
+            public = {**turn_public(t), "session_id": bundle.id}
+            line = {k: public[k] for k in FIELDS}
             self.stream.write(json.dumps(line, ensure_ascii=False, allow_nan=False) + "\n")
 
     def end(self) -> None:
