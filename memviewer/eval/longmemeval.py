@@ -3,7 +3,8 @@
 Each question's haystack becomes its own scope (``scope="eval"``,
 ``scope_id=<question id>``): one memviewer session per haystack session,
 ingested with ``MemoryService.import_session`` into a throw-away home and
-indexed by the real ``Indexer`` (summaries included). Embeddings are cached
+indexed by the real ``Indexer`` (summaries included). Each question is asked as of its
+``question_date`` (``recall(as_of=...)``), so "a week ago" counts from then. Embeddings are cached
 on disk by ``sha256(model, text)`` (``memviewer.eval.embed_cache``), so only the
 first run pays for the model.
 
