@@ -61,3 +61,21 @@ def test_public_form_names_the_phrase_and_dates() -> None:
     pub = window.public()
     assert pub["phrase"] == "a week ago"
     assert pub["start"].startswith("2023-01-") and pub["end"].startswith("2023-02-0")
+
+
+@pytest.mark.parametrize(("value", "expected"), [
+    (1_675_760_400, NOW), (1_675_760_400.0, NOW), ("1675760400", NOW),
+    ("2023-02-07T09:00:00Z", NOW), ("2023-02-07T10:00:00+01:00", NOW), ("2023-02-07 09:00", NOW),
+    ("2023-02-07", NOW - 9 * 3600), ("2023/02/07 (Tue) 09:00", NOW), ("2023/2/7", NOW - 9 * 3600),
+])
+def test_as_of_forms(value: object, expected: float) -> None:
+    assert timeref.parse_as_of(value) == expected
+
+
+@pytest.mark.parametrize("value", [
+    "next tuesday", "", "nan", "inf", "-inf", "1e30", float("nan"), -5, True, None, [1],
+    "2023/13/40", "10000-01-01",
+])
+def test_bad_as_of_is_a_clear_value_error(value: object) -> None:
+    with pytest.raises(ValueError, match="as_of must be"):
+        timeref.parse_as_of(value)

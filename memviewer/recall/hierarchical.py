@@ -234,24 +234,10 @@ def _as_of(value: float | str | None) -> float:
     """Epoch seconds of the moment of asking (now when not given)."""
     if value is None or value == "":
         return time.time()
-    if isinstance(value, bool):
-        raise MemviewerError(INVALID_ARGUMENT, f"as_of must be epoch seconds or ISO 8601, not {value!r}")
-    if isinstance(value, (int, float)):
-        return float(value)
-    if isinstance(value, str):
-        from datetime import UTC, datetime
-
-        try:
-            return float(value)
-        except ValueError:
-            pass
-        try:
-            dt = datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-        except ValueError:
-            raise MemviewerError(INVALID_ARGUMENT, f"as_of must be epoch seconds or ISO 8601, "
-                                                   f"not {value!r}") from None
-        return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
-    raise MemviewerError(INVALID_ARGUMENT, f"as_of must be epoch seconds or ISO 8601, not {value!r}")
+    try:
+        return timeref.parse_as_of(value)
+    except ValueError as exc:
+        raise MemviewerError(INVALID_ARGUMENT, str(exc)) from None
 
 
 def _turn_candidates(index: Any, qvec: Any, query: str, where: str | None, n: int,

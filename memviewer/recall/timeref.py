@@ -61,6 +61,41 @@ class TimeWindow:
                 "slack_days": round(self.slack / DAY, 2)}
 
 
+_LME_DATE = re.compile(r"^(\d{4})/(\d{1,2})/(\d{1,2})(?:\s*\([A-Za-z]{3}\))?(?:\s+(\d{1,2}):(\d{2}))?$")
+_EARLIEST, _LATEST = 0.0, 253_402_300_799.0  # 1970-01-01 … 9999-12-31 23:59:59 UTC
+
+
+def parse_as_of(value: object) -> float:
+    """Epoch seconds of "the moment of asking": epoch seconds (number or text), ISO 8601
+    (a date without a zone is UTC) or LongMemEval's ``2023/05/30 (Tue) 23:40``.
+
+    Raises ValueError with a message fit for the user for anything else, including
+    NaN, infinities and dates outside years 1970–9999.
+    """
+    bad = f"as_of must be epoch seconds or an ISO 8601 date, not {value!r}"
+    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
+        raise ValueError(bad)
+    epoch: float | None = None
+    if isinstance(value, (int, float)):
+        epoch = float(value)
+    else:
+        text = value.strip()
+        try:
+            epoch = float(text)
+        except ValueError:
+            if m := _LME_DATE.match(text):
+                y, mo, d, hh, mm = m.groups()
+                text = f"{y}-{int(mo):02d}-{int(d):02d}T{int(hh or 0):02d}:{mm or '00'}"
+            try:
+                dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+            except ValueError:
+                raise ValueError(bad) from None
+            epoch = (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
+    if not (math.isfinite(epoch) and _EARLIEST <= epoch <= _LATEST):
+        raise ValueError(f"as_of must be a date between 1970 and 9999, not {value!r}")
+    return epoch
+
+
 def _count(word: str) -> int:
     w = " ".join(word.lower().split())
     return int(w) if w.isdigit() else _NUMBERS[w]

@@ -147,10 +147,147 @@ def test_breakdown_and_trace_text() -> None:
         and "dropped 1" in trace
     )
     assert "time " not in trace
-    dated = trace_text({"results": [], "diagnostics": {"time_window": {
-        "phrase": "a week ago", "start": "2023-01-29 15:09", "end": "2023-02-02 03:09",
-        "slack_days": 1.75}}}).plain
+    dated = trace_text(
+        {
+            "results": [],
+            "diagnostics": {
+                "time_window": {
+                    "phrase": "a week ago",
+                    "start": "2023-01-29 15:09",
+                    "end": "2023-02-02 03:09",
+                    "slack_days": 1.75,
+                }
+            },
+        }
+    ).plain
     assert "“a week ago” → 2023-01-29 15:09 … 2023-02-02 03:09" in dated
+    assert "as of" not in dated  # only shown when one was set
+    undated = trace_text({"results": [], "diagnostics": {"time_window": None}}, as_of=ASKED).plain
+    assert "as of        2023-02-07 09:00 UTC  (the query names no relative date)" in undated
+    off = trace_text(
+        {"results": [], "diagnostics": {"time_window": None, "params": {"w_time": 0}}}, as_of=ASKED
+    ).plain
+    assert "(w_time is 0: dates ignored)" in off
+
+
+ASKED = 1_675_760_400.0  # 2023-02-07 09:00 UTC
+DAY_S = 86_400.0
+
+
+def _dated_sessions(service) -> None:
+    """Three cooking sessions a month, a week and a day before ``ASKED`` (scope user/u1)."""
+    for sid, days_back, dish in (
+        ("s-month", 30, "lasagne"),
+        ("s-week", 7, "paella"),
+        ("s-day", 1, "risotto"),
+    ):
+        t0 = ASKED - days_back * DAY_S
+        service.import_session(
+            {
+                "id": sid,
+                "agent": "a",
+                "scope": "user",
+                "scope_id": "u1",
+                "title": sid,
+                "started_at": t0,
+                "last_seen_at": t0 + 60,
+                "status": "closed",
+            },
+            [
+                {
+                    "id": f"{sid}-0",
+                    "role": "user",
+                    "content": f"I cooked {dish} for dinner tonight",
+                    "timestamp": t0,
+                },
+                {
+                    "id": f"{sid}-1",
+                    "role": "assistant",
+                    "content": f"Lovely, {dish} is a classic",
+                    "timestamp": t0 + 30,
+                },
+            ],
+        )
+    service.sync_index()
+
+
+def test_as_of_dates_the_query_in_both_runs(filled, make_app) -> None:
+    """A replayed question: "a week ago" counts from the as-of field, in the hierarchical
+    run and in the flat run of the comparison; a later as-of moves the answer."""
+    _dated_sessions(filled)
+
+    async def scenario() -> None:
+        app = make_app()
+        async with app.run_test(size=(120, 36)) as pilot:
+            await pilot.press("3")
+            screen = app.screen
+            screen.query_one("#scope-id").value = "u1"
+            as_of = screen.query_one("#as-of")
+            as_of.focus()
+            await pilot.press(*"2023-02-07 09:00")
+            screen.query_one("#query").value = "What did I cook a week ago?"
+            as_of.focus()
+            await pilot.press("enter")  # Enter in the as-of field runs too
+            await wait_until(pilot, lambda: screen.result is not None, what="recall result")
+            await wait_for_workers(pilot)
+            diag = screen.result["diagnostics"]
+            assert diag["time_window"]["phrase"] == "a week ago"
+            assert diag["stage1"][0]["session_id"] == "s-week"
+            assert screen.result["results"][0]["turn_id"] == "s-week-0"
+            assert cell_texts(screen.query_one("#results"), 0)[2] == "s-week"
+            status = str(screen.query_one("#recall-status").render())
+            assert "as of 2023-02-07 09:00" in status and "time “a week ago”" in status
+            trace = str(screen.query_one("#trace").render())
+            assert "as of        2023-02-07 09:00 UTC" in trace
+            assert "“a week ago” → 2023-01-29 15:00 … 2023-02-02 03:00" in trace
+
+            # 23 days earlier "a week ago" is the month-old session; compare runs both modes.
+            before = screen.result
+            as_of.value = str(ASKED - 23 * DAY_S)  # epoch seconds
+            screen.query_one("#mode").value = "compare"
+            await wait_until(
+                pilot, lambda: screen.result is not before and screen.flat is not None, what="compare run"
+            )
+            await wait_for_workers(pilot)
+            for run in (screen.result, screen.flat):
+                assert run["diagnostics"]["time_window"]["start"] == "2023-01-06 15:00"
+                assert run["results"][0]["session_id"] == "s-month"
+            assert screen.flat["diagnostics"]["mode"] == "flat"
+            assert "as of 2023-01-15 09:00" in str(screen.query_one("#recall-status").render())
+
+    asyncio.run(scenario())
+
+
+def test_bad_as_of_is_reported_and_the_screen_stays_usable(make_app) -> None:
+    async def scenario() -> None:
+        app = make_app()
+        async with app.run_test(size=(120, 36)) as pilot:
+            await pilot.press("3")
+            screen = app.screen
+            status = screen.query_one("#recall-status")
+            as_of = screen.query_one("#as-of")
+            as_of.value = "next tuesday"
+            await pilot.press(*"refund", "enter")
+            expected = "bad parameter: as_of must be epoch seconds or an ISO 8601 date, not 'next tuesday'"
+            assert expected in str(status.render())
+            assert screen.result is None and not [w for w in app.workers if w.group == "recall"]
+            as_of.value = "nan"  # a number, but no date: refused before recall sees it
+            await wait_until(
+                pilot,
+                lambda: "as_of must be a date between 1970 and 9999, not 'nan'" in str(status.render()),
+                what="the out-of-range error",
+            )
+            as_of.value = "2023-05-30"
+            await wait_until(pilot, lambda: screen.result is not None, what="a run once the value is good")
+            await wait_for_workers(pilot)
+            assert app.screen is screen and "as of 2023-05-30 00:00" in str(status.render())
+            before = screen.result
+            as_of.value = ""  # empty is now
+            await wait_until(pilot, lambda: screen.result is not before, what="a run as of now")
+            await wait_for_workers(pilot)
+            assert "results" in str(status.render()) and "as of" not in str(status.render())
+
+    asyncio.run(scenario())
 
 
 WEATHER_CALL = {

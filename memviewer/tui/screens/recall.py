@@ -3,11 +3,16 @@
 Recall loads LanceDB and the embedding model on first use, so every run is a
 thread worker in the exclusive ``recall`` group: the UI stays live, and a
 parameter change simply supersedes the run in flight. Recall only reads.
+
+The "as of" field is the moment the question is asked, so a past question (a
+LongMemEval one with its question date) can be replayed: relative dates in the
+query ("a week ago") count from it. Naive dates are UTC, like every time shown.
 """
 
 from __future__ import annotations
 
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 from rich.text import Text
@@ -45,6 +50,10 @@ TAB_FOCUS = {
     "tab-compare": "#cmp-hier",
 }
 INT_PARAMS = (("k", "top_sessions", 5), ("m", "chunks_per_session", 3), ("top-k", "top_k", 10))
+AS_OF_HELP = (
+    "When the question is asked; relative dates in the query count from it.\n"
+    "2023-05-30, 2023-05-30 21:24 (UTC), ISO 8601 or epoch seconds; empty = now."
+)
 
 
 class RecallScreen(Screen):
@@ -65,6 +74,7 @@ class RecallScreen(Screen):
         self._token = 0
         self._timer: Timer | None = None
         self._engine_loaded = False
+        self._as_of: float | None = None  # resolved "as of" of the run in flight / shown
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -80,6 +90,8 @@ class RecallScreen(Screen):
             yield Input("3", id="m", type="integer", compact=True)
             yield Label("top_k")
             yield Input("10", id="top-k", type="integer", compact=True)
+            yield Label("as of")
+            yield Input(placeholder="now", id="as-of", compact=True, tooltip=AS_OF_HELP)
             yield Checkbox("rerank", value=False, id="rerank", compact=True)
             yield Select(MODES, value="hierarchical", allow_blank=False, id="mode", compact=True)
         yield Static(
@@ -153,6 +165,10 @@ class RecallScreen(Screen):
             if value < 1:
                 raise ValueError(f"{name} must be at least 1")
             out[name] = value
+        as_of = self.query_one("#as-of", Input).value.strip()
+        if as_of:
+            resolve_as_of(as_of)  # refuse it here, with recall's own message, before a run
+            out["as_of"] = as_of
         mode = self.query_one("#mode", Select).value
         out["mode"] = "hierarchical" if mode == "compare" else str(mode)
         return out
@@ -165,11 +181,11 @@ class RecallScreen(Screen):
     def rerank(self) -> bool:
         return self.query_one("#rerank", Checkbox).value
 
-    @on(Input.Submitted, "#query")
+    @on(Input.Submitted, "#query, #as-of")
     def _query_submitted(self) -> None:
         self.action_rerun()
 
-    @on(Input.Changed, "#scope, #scope-id, #k, #m, #top-k")
+    @on(Input.Changed, "#scope, #scope-id, #k, #m, #top-k, #as-of")
     @on(Checkbox.Changed)
     @on(Select.Changed)
     def _param_changed(self) -> None:
@@ -180,6 +196,9 @@ class RecallScreen(Screen):
         self._timer = self.set_timer(RERUN_DELAY, self.action_rerun)
 
     def action_rerun(self) -> None:
+        if self._timer is not None:  # Enter beats a pending debounced re-run
+            self._timer.stop()
+            self._timer = None
         query = self.query_one("#query", Input).value.strip()
         if not query:
             self._status(Text("type a query first", style="yellow"))
@@ -190,6 +209,7 @@ class RecallScreen(Screen):
             self._status(Text(f"bad parameter: {exc}", style="bold red"))
             return
         self._token += 1
+        self._as_of = resolve_as_of(params["as_of"]) if "as_of" in params else None
         note = "" if self._engine_loaded else " (first run loads LanceDB and the embedding model)"
         self._status(Text(f"running {params['mode']} recall…{note}", style="yellow"))
         self._run(self._token, query, params, self.compare, self.rerank)
@@ -252,6 +272,11 @@ class RecallScreen(Screen):
         status.append(
             f"  ·  {diag.get('mode', 'hierarchical')}  ·  stage 1: {len(diag.get('stage1') or [])} sessions"
         )
+        if self._as_of is not None:
+            status.append(f"  ·  as of {utc_minutes(self._as_of)}")
+        if diag.get("time_window"):
+            status.append("  ·  ")
+            status.append(f"time “{diag['time_window'].get('phrase')}”", style="bold cyan")
         if diag.get("escalations"):
             status.append(f"  ·  escalations: {', '.join(diag['escalations'])}", style="bold yellow")
         if (diag.get("index") or {}).get("scope_turns") == 0:
@@ -294,7 +319,7 @@ class RecallScreen(Screen):
                 key=s["session_id"],
             )
         self._render_pool(diag)
-        self.query_one("#trace", Static).update(trace_text(result, elapsed))
+        self.query_one("#trace", Static).update(trace_text(result, elapsed, as_of=self._as_of))
         self._render_compare()
 
     def _render_pool(self, diag: dict[str, Any]) -> None:
@@ -396,6 +421,18 @@ class RecallScreen(Screen):
     def export_context(self) -> tuple[str | None, list[str]]:
         rows = (self.result or {}).get("results") or []
         return None, sorted({r["session_id"] for r in rows})
+
+
+def resolve_as_of(value: str) -> float:
+    """Epoch seconds of an "as of" entry by recall's own rule (``timeref.parse_as_of``), so
+    the screen never accepts what recall would refuse; ValueError with its message otherwise."""
+    from memviewer.recall.timeref import parse_as_of
+
+    return parse_as_of(value)
+
+
+def utc_minutes(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M")
 
 
 def rerank_kwargs(rerank: bool) -> dict[str, Any]:

@@ -4,6 +4,7 @@ without a running app): score breakdowns, the trace, result detail."""
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 from rich.text import Text
@@ -49,8 +50,14 @@ def result_detail(result: dict[str, Any]) -> Text:
     return out
 
 
-def trace_text(result: dict[str, Any], elapsed_ms: float | None = None) -> Text:
-    """Escalations, counts at each stage, timings and the effective parameters."""
+def trace_text(
+    result: dict[str, Any], elapsed_ms: float | None = None, *, as_of: float | None = None
+) -> Text:
+    """Escalations, counts at each stage, timings and the effective parameters.
+
+    ``as_of`` (epoch seconds) is the moment of asking when one was set: shown so a
+    replayed question that names no relative date says so instead of staying silent.
+    """
     diag = result.get("diagnostics") or {}
     out = Text()
     escalations = diag.get("escalations") or []
@@ -69,11 +76,21 @@ def trace_text(result: dict[str, Any], elapsed_ms: float | None = None) -> Text:
         f" (dropped {_count(diag.get('dropped'))}, over the per-session cap {_count(diag.get('capped'))})"
         f"  →  {len(result.get('results') or [])} results"
     )
+    if as_of is not None:
+        out.append("\nas of        ", style="bold")
+        out.append(datetime.fromtimestamp(as_of, UTC).strftime("%Y-%m-%d %H:%M UTC"))
     window = diag.get("time_window")
     if window:
         out.append("\ntime         ", style="bold")
-        out.append(f"“{window.get('phrase')}” → {window.get('start')} … {window.get('end')} "
-                   f"(± {window.get('slack_days')} days decay)")
+        out.append(
+            f"“{window.get('phrase')}” → {window.get('start')} … {window.get('end')} "
+            f"(± {window.get('slack_days')} days decay)"
+        )
+    elif as_of is not None:
+        off = (diag.get("params") or {}).get("w_time") == 0
+        out.append(
+            "  (w_time is 0: dates ignored)" if off else "  (the query names no relative date)", style="dim"
+        )
     out.append("\nreranked     ", style="bold")
     out.append(str(bool(diag.get("reranked"))))
     if diag.get("rerank_error"):
