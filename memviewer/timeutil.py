@@ -18,6 +18,11 @@ def iso(ts: float | None) -> str | None:
     )
 
 
+def utc_minutes(ts: float) -> str:
+    """``2023-05-30 21:24``: a UTC time for people, to the minute."""
+    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d %H:%M")
+
+
 def parse_ts(value: object) -> float | None:
     """Accept epoch seconds (int/float/numeric str) or ISO 8601; None when absent."""
     if value is None or value == "":

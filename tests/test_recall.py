@@ -421,3 +421,27 @@ def test_a_bare_tool_call_gets_no_speaker_share(service: Any) -> None:
     speaker = {r["content"]: r["score_breakdown"]["speaker"] for r in out["results"]}
     assert speaker[""] == 0.0
     assert speaker["Oslo: rain, 8 degrees; the ferry runs."] == 1.0
+
+
+def test_a_long_lived_session_is_dated_by_its_turns_not_its_span(service: Any) -> None:
+    """A month-long session overlaps every window; only a turn inside one makes it 'then'."""
+    start = ASKED - 30 * DAY_S
+    service.import_session(
+        {"id": "s-long", "agent": "a", "scope": "user", "scope_id": "u1", "title": "long",
+         "started_at": start, "last_seen_at": ASKED - DAY_S, "status": "open"},
+        [{"id": "long-0", "role": "user", "content": "I cooked lasagne for dinner tonight",
+          "timestamp": start},
+         {"id": "long-1", "role": "user", "content": "I cooked risotto for dinner tonight",
+          "timestamp": ASKED - DAY_S}])
+    service.import_session(
+        {"id": "s-short", "agent": "a", "scope": "user", "scope_id": "u1", "title": "short",
+         "started_at": ASKED - 7 * DAY_S, "last_seen_at": ASKED - 7 * DAY_S + 60, "status": "closed"},
+        [{"id": "short-0", "role": "user", "content": "I cooked paella for dinner tonight",
+          "timestamp": ASKED - 7 * DAY_S}])
+    service.sync_index()
+    out = service.recall("What did I cook a week ago?", scope="user", scope_id="u1", as_of=ASKED)
+    stage1 = {s["session_id"]: s["score_breakdown"]["time"] for s in out["diagnostics"]["stage1"]}
+    assert stage1["s-short"] == 1.0
+    assert stage1["s-long"] < 0.5  # its nearest turn is four days past the window
+    assert out["diagnostics"]["stage1"][0]["session_id"] == "s-short"
+    assert out["results"][0]["turn_id"] == "short-0"

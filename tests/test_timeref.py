@@ -28,6 +28,8 @@ def day(y: int, m: int, d: int, h: int = 12) -> float:
     ("what did we do last weekend", day(2023, 2, 5), day(2023, 2, 3)),
     ("How many books did I read in the past three months?", day(2022, 11, 20), day(2022, 10, 1)),
     ("What happened last month?", day(2023, 1, 5), day(2023, 2, 6)),
+    ("what did I eat in the last week", day(2023, 2, 6), day(2023, 1, 25)),  # trailing 7 days
+    ("my runs over the past month", day(2023, 1, 20), day(2022, 12, 20)),
 ])
 def test_phrases_become_windows_before_the_moment_of_asking(query: str, inside: float,
                                                            outside: float) -> None:
@@ -67,6 +69,7 @@ def test_public_form_names_the_phrase_and_dates() -> None:
     (1_675_760_400, NOW), (1_675_760_400.0, NOW), ("1675760400", NOW),
     ("2023-02-07T09:00:00Z", NOW), ("2023-02-07T10:00:00+01:00", NOW), ("2023-02-07 09:00", NOW),
     ("2023-02-07", NOW - 9 * 3600), ("2023/02/07 (Tue) 09:00", NOW), ("2023/2/7", NOW - 9 * 3600),
+    (1_675_760_400_000, NOW),  # epoch milliseconds, as everywhere else in memviewer
 ])
 def test_as_of_forms(value: object, expected: float) -> None:
     assert timeref.parse_as_of(value) == expected
@@ -74,7 +77,7 @@ def test_as_of_forms(value: object, expected: float) -> None:
 
 @pytest.mark.parametrize("value", [
     "next tuesday", "", "nan", "inf", "-inf", "1e30", float("nan"), -5, True, None, [1],
-    "2023/13/40", "10000-01-01",
+    "2023/13/40", "10000-01-01", 10**400, "1" + "0" * 400,
 ])
 def test_bad_as_of_is_a_clear_value_error(value: object) -> None:
     with pytest.raises(ValueError, match="as_of must be"):

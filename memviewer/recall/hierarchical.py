@@ -198,8 +198,8 @@ def recall(
         else:
             candidates = _turn_candidates(index, qvec, query, where, pool_size, w, tune, use_ann, window)
             clock.lap("stage2")
-            sessions = _rank_sessions(service, index, qvec, query, (scope, scope_id), k, w, tune,
-                                      candidates, window)
+            sessions = _rank_sessions(service, index, qvec, query, where, (scope, scope_id), k, w,
+                                      tune, candidates, window)
             clock.lap("stage1")
             diagnostics["stage1"] = sessions
             diagnostics["stage2_candidates"] = len(candidates)
@@ -307,7 +307,7 @@ def _turn_candidates(index: Any, qvec: Any, query: str, where: str | None, n: in
     return out[:n]
 
 
-def _rank_sessions(service: Any, index: Any, qvec: Any, query: str,
+def _rank_sessions(service: Any, index: Any, qvec: Any, query: str, where: str | None,
                    scope: tuple[str | None, str | None], k: int,
                    w: scoring.Weights, tune: dict[str, float],
                    candidates: list[dict[str, Any]],
@@ -316,9 +316,7 @@ def _rank_sessions(service: Any, index: Any, qvec: Any, query: str,
     + closeness to a date the query names)."""
     import numpy as np
 
-    from memviewer.index.lance import SUMMARIES, in_filter, scope_filter
-
-    where = scope_filter(*scope)
+    from memviewer.index.lance import SUMMARIES, in_filter
 
     depth = max(k, int(tune["session_depth"]))
     dense = index.dense(SUMMARIES, qvec, where, depth, SUMMARY_COLUMNS)
@@ -333,18 +331,16 @@ def _rank_sessions(service: Any, index: Any, qvec: Any, query: str,
     for c in candidates:
         best_turn.setdefault(c["session_id"], c["score"])
     turn_w = float(tune["session_turn_weight"])
-    spans: dict[str, tuple[float, float]] = {}
     wanted = [sid for sid in best_turn if sid not in rows] if turn_w > 0 else []
-    if window is not None:
-        spans = _session_spans(service, scope, window)  # sessions dated near the window
-        wanted += [sid for sid in spans if sid not in rows and sid not in wanted]
+    if window is not None:  # sessions with a turn in the window join the candidates
+        wanted += [sid for sid in _sessions_in(service, scope, window)
+                   if sid not in rows and sid not in wanted]
     if wanted:
         for r in index.rows(SUMMARIES, in_filter("session_id", wanted), SUMMARY_COLUMNS):
             rows[r["session_id"]] = r
     if not rows:
         return []
-    if window is not None:
-        spans.update(_session_spans(service, scope, None, [s for s in rows if s not in spans]))
+    closeness = _time_closeness(service, list(rows), window) if window is not None else {}
     ids = list(rows)
     cos = np.asarray([rows[s]["vector"] for s in ids], dtype=np.float32) @ np.asarray(qvec, np.float32)
     max_bm25 = scoring.max_of(bm25.values())
@@ -359,10 +355,8 @@ def _rank_sessions(service: Any, index: Any, qvec: Any, query: str,
                      "bm25": round(bm25.get(sid, 0.0), 4),
                      "best_turn": round(best_turn.get(sid, 0.0), 6)}
         if window is not None:
-            span = spans.get(sid)
-            closeness = window.closeness(*span) if span else 0.0
-            breakdown["time"] = round(closeness, 6)
-            score = scoring.with_priors(score, [(w.time, closeness)])
+            breakdown["time"] = round(closeness.get(sid, 0.0), 6)
+            score = scoring.with_priors(score, [(w.time, closeness.get(sid, 0.0))])
         out.append({
             "session_id": sid,
             "score": round(score, 6),
@@ -373,35 +367,63 @@ def _rank_sessions(service: Any, index: Any, qvec: Any, query: str,
     return out[:k]
 
 
-SPAN_LIMIT = 200  # sessions near a named date added to Stage 1's candidates
+WINDOW_SESSIONS = 200  # at most this many sessions dated in the window join Stage 1
+REACH = 5  # slack lengths around the window that still count (exp(-5) ≈ 0.007)
 
 
-def _session_spans(service: Any, scope: tuple[str | None, str | None],
-                   window: timeref.TimeWindow | None,
-                   ids: list[str] | None = None) -> dict[str, tuple[float, float]]:
-    """``session_id → (started_at, last_seen_at)`` from SQLite: the sessions of the scope
-    within three slack lengths of ``window``, or the given ``ids``."""
-    from sqlalchemy import select
+def _sessions_in(service: Any, scope: tuple[str | None, str | None],
+                 window: timeref.TimeWindow) -> list[str]:
+    """Sessions of the scope with a turn inside ``window``, most recent first.
 
-    from memviewer.store.tables import Session
+    The session span only narrows the search (indexed); the turn decides, because a
+    long-lived session overlaps every window without being about any of them.
+    """
+    from sqlalchemy import and_, exists, select
 
-    t = Session.__table__.c
-    q = select(t.id, t.started_at, t.last_seen_at)
-    if ids is not None:
-        if not ids:
-            return {}
-        q = q.where(t.id.in_(ids))
-    else:
-        assert window is not None
-        q = q.where(t.last_seen_at >= window.start - 3 * window.slack,
-                    t.started_at <= window.end + 3 * window.slack)
-        q = q.order_by(t.last_seen_at.desc()).limit(SPAN_LIMIT)
+    from memviewer.store.tables import Session, Turn
+
+    s, t = Session.__table__.c, Turn.__table__.c
+    q = (select(s.id)
+         .where(s.last_seen_at >= window.start, s.started_at <= window.end,
+                exists().where(and_(t.session_id == s.id, t.timestamp >= window.start,
+                                    t.timestamp <= window.end)))
+         .order_by(s.last_seen_at.desc()).limit(WINDOW_SESSIONS))
     if scope[0]:
-        q = q.where(t.scope == scope[0])
+        q = q.where(s.scope == scope[0])
     if scope[1]:
-        q = q.where(t.scope_id == scope[1])
+        q = q.where(s.scope_id == scope[1])
     with service.store.read() as conn:
-        return {r[0]: (float(r[1]), float(r[2])) for r in conn.execute(q)}
+        return [r[0] for r in conn.execute(q)]
+
+
+def _time_closeness(service: Any, ids: list[str],
+                    window: timeref.TimeWindow) -> dict[str, float]:
+    """Each session's closeness to ``window``: that of its turn nearest to it (1.0 when a
+    turn falls inside), read from the (session, timestamp) index; 0 beyond ``REACH``."""
+    from sqlalchemy import case, func, select
+
+    from memviewer.store.tables import Turn
+
+    if not ids:
+        return {}
+    t = Turn.__table__.c
+    ts = t.timestamp
+    q = (select(t.session_id,
+                func.sum(case((ts.between(window.start, window.end), 1), else_=0)),
+                func.max(case((ts < window.start, ts), else_=None)),
+                func.min(case((ts > window.end, ts), else_=None)))
+         .where(t.session_id.in_(ids),
+                ts.between(window.start - REACH * window.slack, window.end + REACH * window.slack))
+         .group_by(t.session_id))
+    out: dict[str, float] = {}
+    with service.store.read() as conn:
+        for sid, inside, before, after in conn.execute(q):
+            if inside:
+                out[sid] = 1.0
+            else:
+                out[sid] = max((window.closeness(float(x)) for x in (before, after) if x is not None),
+                               default=0.0)
+    return out
 
 
 def _post_filter(candidates: list[dict[str, Any]], sessions: list[dict[str, Any]], m: int,

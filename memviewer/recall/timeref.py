@@ -10,7 +10,9 @@ time against it: 1 inside the window, decaying with the distance outside it.
 Only unambiguous, common English forms are read; anything else returns None and
 recall scores as if no date were named. The window is deliberately wide (a
 quarter of the distance back, at least a day and a half each side) because
-people round: "a month ago" may mean 24 or 40 days.
+people round: "a month ago" may mean 24 or 40 days. "in the last week" is the
+trailing seven days; a bare "last week" the week before this one. Weekdays
+("last Saturday") are counted in UTC, like every time memviewer shows.
 """
 
 from __future__ import annotations
@@ -31,8 +33,9 @@ _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday",
 _NUM = r"(\d{1,3}|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|" \
        r"a\s+couple(?:\s+of)?|couple\s+of|a\s+few|few|several)"
 _AGO = re.compile(rf"\b{_NUM}\s+(day|week|month|year)s?\s+ago\b", re.IGNORECASE)
-_PAST = re.compile(rf"\b(?:in\s+|over\s+|during\s+)?the\s+(?:past|last)\s+{_NUM}\s+(day|week|month|year)s?\b",
-                   re.IGNORECASE)
+_PAST = re.compile(
+    rf"\b(?:in\s+|over\s+|during\s+)?the\s+(?:past|last)\s+(?:{_NUM}\s+)?(day|week|month|year)s?\b",
+    re.IGNORECASE)
 _LAST = re.compile(r"\blast\s+(week|month|year|weekend|" + "|".join(_WEEKDAYS) + r")\b", re.IGNORECASE)
 _YESTERDAY = re.compile(r"\byesterday\b", re.IGNORECASE)
 MIN_SLACK = 1.5 * DAY
@@ -56,8 +59,9 @@ class TimeWindow:
         return math.exp(-gap / self.slack)
 
     def public(self) -> dict[str, object]:
-        iso = lambda t: datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%d %H:%M")  # noqa: E731
-        return {"phrase": self.phrase, "start": iso(self.start), "end": iso(self.end),
+        from memviewer.timeutil import utc_minutes
+
+        return {"phrase": self.phrase, "start": utc_minutes(self.start), "end": utc_minutes(self.end),
                 "slack_days": round(self.slack / DAY, 2)}
 
 
@@ -66,32 +70,23 @@ _EARLIEST, _LATEST = 0.0, 253_402_300_799.0  # 1970-01-01 … 9999-12-31 23:59:5
 
 
 def parse_as_of(value: object) -> float:
-    """Epoch seconds of "the moment of asking": epoch seconds (number or text), ISO 8601
-    (a date without a zone is UTC) or LongMemEval's ``2023/05/30 (Tue) 23:40``.
+    """Epoch seconds of "the moment of asking": what ``timeutil.parse_ts`` reads (epoch
+    seconds or milliseconds, ISO 8601 with naive dates as UTC) plus LongMemEval's
+    ``2023/05/30 (Tue) 23:40``.
 
     Raises ValueError with a message fit for the user for anything else, including
-    NaN, infinities and dates outside years 1970–9999.
+    NaN, infinities, overflowing numbers and dates outside the years 1970–9999.
     """
-    bad = f"as_of must be epoch seconds or an ISO 8601 date, not {value!r}"
-    if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise ValueError(bad)
-    epoch: float | None = None
-    if isinstance(value, (int, float)):
-        epoch = float(value)
-    else:
-        text = value.strip()
-        try:
-            epoch = float(text)
-        except ValueError:
-            if m := _LME_DATE.match(text):
-                y, mo, d, hh, mm = m.groups()
-                text = f"{y}-{int(mo):02d}-{int(d):02d}T{int(hh or 0):02d}:{mm or '00'}"
-            try:
-                dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
-            except ValueError:
-                raise ValueError(bad) from None
-            epoch = (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
-    if not (math.isfinite(epoch) and _EARLIEST <= epoch <= _LATEST):
+    from memviewer.timeutil import parse_ts
+
+    if isinstance(value, str) and (m := _LME_DATE.match(value.strip())):
+        y, mo, d, hh, mm = m.groups()
+        value = f"{y}-{int(mo):02d}-{int(d):02d}T{int(hh or 0):02d}:{mm or '00'}"
+    try:
+        epoch = parse_ts(value)
+    except (ValueError, OverflowError, TypeError):
+        raise ValueError(f"as_of must be epoch seconds or an ISO 8601 date, not {value!r}") from None
+    if epoch is None or not (math.isfinite(epoch) and _EARLIEST <= epoch <= _LATEST):
         raise ValueError(f"as_of must be a date between 1970 and 9999, not {value!r}")
     return epoch
 
@@ -112,7 +107,7 @@ def parse(query: str, as_of: float) -> TimeWindow | None:
         back = _count(m.group(1)) * UNITS[m.group(2).lower()]
         return _around(as_of - back, back, m.group(0))
     if m := _PAST.search(query):
-        span = _count(m.group(1)) * UNITS[m.group(2).lower()]
+        span = _count(m.group(1) or "one") * UNITS[m.group(2).lower()]
         return TimeWindow(as_of - span, as_of, max(MIN_SLACK, span / 4), m.group(0))
     if m := _YESTERDAY.search(query):
         return TimeWindow(as_of - 2 * DAY, as_of, DAY, m.group(0))

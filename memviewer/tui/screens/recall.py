@@ -12,7 +12,6 @@ query ("a week ago") count from it. Naive dates are UTC, like every time shown.
 from __future__ import annotations
 
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 from rich.text import Text
@@ -35,6 +34,7 @@ from textual.widgets import (
 )
 
 from memviewer.recall.snippets import attach_tool_calls, text_or_tool_calls
+from memviewer.timeutil import utc_minutes
 from memviewer.tui.formatting import one_line
 from memviewer.tui.messages import Loaded
 from memviewer.tui.screens.recall_view import result_detail, summary_cell, trace_text
@@ -429,10 +429,6 @@ def resolve_as_of(value: str) -> float:
     from memviewer.recall.timeref import parse_as_of
 
     return parse_as_of(value)
-
-
-def utc_minutes(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d %H:%M")
 
 
 def rerank_kwargs(rerank: bool) -> dict[str, Any]:

@@ -4,12 +4,12 @@ without a running app): score breakdowns, the trace, result detail."""
 from __future__ import annotations
 
 import json
-from datetime import UTC, datetime
 from typing import Any
 
 from rich.text import Text
 
 from memviewer.recall.snippets import text_or_tool_calls
+from memviewer.timeutil import utc_minutes
 from memviewer.tui.formatting import long_time, one_line
 
 BREAKDOWN_ORDER = ("dense", "keyword", "recency", "bm25", "coverage", "rerank", "pre_rerank", "best_turn")
@@ -78,7 +78,7 @@ def trace_text(
     )
     if as_of is not None:
         out.append("\nas of        ", style="bold")
-        out.append(datetime.fromtimestamp(as_of, UTC).strftime("%Y-%m-%d %H:%M UTC"))
+        out.append(f"{utc_minutes(as_of)} UTC")
     window = diag.get("time_window")
     if window:
         out.append("\ntime         ", style="bold")
