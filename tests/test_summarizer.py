@@ -124,6 +124,9 @@ def test_sentences_do_not_end_at_abbreviations() -> None:
     text = "I saw Dr. Patel at St. Mary's, e.g. for the sinus check. Then I went home!  Done?"
     assert sentences(text) == ["I saw Dr. Patel at St. Mary's, e.g. for the sinus check.",
                                "Then I went home!", "Done?"]
+    assert sentences("My answer was no. I moved to Berlin.") == ["My answer was no.",
+                                                                 "I moved to Berlin."]
+    assert sentences("It was plan B. Then we left.") == ["It was plan B.", "Then we left."]
 
 
 def test_informative_sentence_skips_filler_for_the_users_fact() -> None:

@@ -90,8 +90,9 @@ _DATE = re.compile(
 )
 _SENTENCE_END = re.compile(r"(?<=[.!?。！？])\s+")
 # "Dr. Patel", "e.g. this": a full stop after these is not a sentence end.
-_ABBREVIATIONS = frozenset("dr mr mrs ms prof st jr sr vs etc e.g i.e no approx fig mt ft".split())
-_FIRST_PERSON = frozenset("i i'm i've i'd i'll my me mine myself we we're we've our us".split())
+_ABBREVIATIONS = frozenset("dr mr mrs ms prof st jr sr vs etc e.g i.e approx fig mt ft".split())
+# wider than scoring's first person: "we" sentences state facts about the user too
+_PERSONAL = frozenset("i i'm i've i'd i'll my me mine myself we we're we've our us".split())
 _FILLER_START = re.compile(
     r"^(?:thanks|thank you|that's|that is|great|ok|okay|sounds|awesome|perfect|wow|cool|got it|"
     r"yes|no|sure|hi|hello|hey|alright)\b", re.IGNORECASE)
@@ -117,7 +118,7 @@ def sentences(text: str) -> list[str]:
     for piece in _SENTENCE_END.split(flat):
         prev = out[-1] if out else ""
         last = prev.rsplit(" ", 1)[-1].rstrip(".").lower() if prev.endswith(".") else ""
-        if prev and (last in _ABBREVIATIONS or (len(last) == 1 and last.isalpha())):
+        if prev and last in _ABBREVIATIONS:
             out[-1] = f"{prev} {piece}"
         else:
             out.append(piece)
@@ -126,11 +127,6 @@ def sentences(text: str) -> list[str]:
 
 def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
-
-
-def first_sentence(text: str, limit: int = REQUEST_CHARS) -> str:
-    head = sentences(text)
-    return _clip(head[0], limit) if head else ""
 
 
 def informative_sentence(text: str, limit: int = REQUEST_CHARS) -> str:
@@ -144,7 +140,7 @@ def informative_sentence(text: str, limit: int = REQUEST_CHARS) -> str:
     for i, sent in enumerate(sentences(text)[:12]):
         ws = words(sent)
         content = sum(1 for w in ws if len(w) > 2 and w not in STOP_WORDS)
-        score = min(content, 12) + (4 if any(w in _FIRST_PERSON for w in ws) else 0)
+        score = min(content, 12) + (4 if any(w in _PERSONAL for w in ws) else 0)
         if _FILLER_START.match(sent) and content < 6:
             score -= 8
         score -= 0.5 * i  # earlier wins ties: the opening usually states the request

@@ -17,8 +17,9 @@ from datetime import UTC, datetime
 
 from rich.text import Text
 
+from memviewer.recall.snippets import tool_call_label
 from memviewer.store.events import EventRecord
-from memviewer.tui.formatting import one_line, tool_names
+from memviewer.tui.formatting import one_line
 
 KIND_STYLES = {
     "session.started": "bold green",
@@ -115,8 +116,8 @@ def _summary(event: EventRecord) -> str:
     if event.kind == "episode.turn_added":
         turn = p.get("turn") or {}
         text = turn.get("content") or ""
-        if turn.get("tool_calls"):
-            text = f"{text} → {', '.join(tool_names(turn['tool_calls']))}".strip()
+        if turn.get("tool_calls"):  # the same label as the recall and search views
+            text = f"{text} {tool_call_label(turn['tool_calls'])}".strip()
         return f"{turn.get('role', '?')} #{turn.get('index', '?')}: {text}"
     if event.kind == "episode.started":
         intent = (p.get("intent") or {}).get("kind", "?")
