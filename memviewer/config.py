@@ -125,4 +125,12 @@ def load_settings(
         raise ValueError(f"retention must be 'compact' or 'keep_all', not {values['retention']!r}")
     if values["active_window"] < 2:
         raise ValueError("active_window must be at least 2")
+    for name in ("w_dense", "w_keyword", "w_recency"):  # relative weights, normalised by recall
+        if values[name] < 0:
+            raise ValueError(f"{name} must not be negative, not {values[name]} ({sources[name]})")
+    for name in ("w_speaker", "w_time"):  # shares of the score
+        if not 0.0 <= values[name] <= 1.0:
+            raise ValueError(f"{name} must be between 0 and 1, not {values[name]} ({sources[name]})")
+    if values["w_speaker"] + values["w_time"] > 1.0:
+        raise ValueError("w_speaker + w_time must not exceed 1")
     return Settings(values, sources)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from memviewer.config import load_settings
@@ -35,3 +37,15 @@ def test_socket_and_home_defaults_follow_env(tmp_path, monkeypatch):
     monkeypatch.setenv("MEMVIEWER_SOCKET", str(tmp_path / "s.sock"))
     s = load_settings(tmp_path / "none.toml")
     assert s.home_path == tmp_path / "envhome" and s.socket_path == tmp_path / "s.sock"
+
+
+@pytest.mark.parametrize(("env", "message"), [
+    ({"MEMVIEWER_W_SPEAKER": "1.5"}, "w_speaker must be between 0 and 1, not 1.5 (env:MEMVIEWER_W_SPEAKER)"),
+    ({"MEMVIEWER_W_TIME": "-0.1"}, "w_time must be between 0 and 1"),
+    ({"MEMVIEWER_W_SPEAKER": "0.6", "MEMVIEWER_W_TIME": "0.6"}, "w_speaker + w_time must not exceed 1"),
+    ({"MEMVIEWER_W_DENSE": "-1"}, "w_dense must not be negative"),
+])
+def test_recall_weights_out_of_range_are_refused_when_loading(tmp_path, env, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        load_settings(tmp_path / "none.toml", env=env)
+    assert load_settings(tmp_path / "none.toml", env={"MEMVIEWER_W_DENSE": "3"}).w_dense == 3.0

@@ -128,17 +128,15 @@ def attach_tool_calls_by_index(service: Any, session_id: str,
                                messages: Iterable[MutableMapping[str, Any]]) -> None:
     """``attach_tool_calls`` for messages keyed by their index in one session (search's
     scroll window, DESIGN §5.1, carries no turn ids)."""
-    from sqlalchemy import select
-
-    from memviewer.store.tables import Turn
+    from memviewer.store import repos
 
     blank = [m for m in messages if not str(m.get("content") or "").strip()]
     if not blank:
         return
-    t = Turn.__table__.c
+    indexes = [int(m["index"]) for m in blank]
     with service.store.read() as conn:
-        calls = dict(conn.execute(select(t.idx, t.tool_calls).where(
-            t.session_id == session_id, t.idx.in_([m["index"] for m in blank]))).all())
+        rows = repos.session_turns(conn, session_id, start=min(indexes), end=max(indexes))
+    calls = {r["idx"]: r["tool_calls"] for r in rows}
     for m in blank:
         if calls.get(m["index"]):
             m["tool_calls"] = calls[m["index"]]

@@ -169,11 +169,8 @@ def install(conn: Connection) -> dict[str, bool]:
             f"CREATE VIRTUAL TABLE {WORD_TABLE} USING fts5("
             f"content, content='', tokenize='{WORD_TOKENIZER}')"
         )
-        conn.exec_driver_sql(f"INSERT INTO {WORD_TABLE}(rowid, content) SELECT num, content FROM turns")
-        conn.exec_driver_sql(f"INSERT INTO {WORD_TABLE}({WORD_TABLE}) VALUES ('optimize')")
-        for name, ddl in _TRIGGERS.items():
-            conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {name}")
-            conn.exec_driver_sql(ddl)
+        _refill_word(conn)
+        _attach(conn, _TRIGGERS)
     if not have["cjk"] and support["trigram"]:
         conn.exec_driver_sql(f"DROP TABLE IF EXISTS {CJK_TABLE}")
         conn.exec_driver_sql(
@@ -182,13 +179,8 @@ def install(conn: Connection) -> dict[str, bool]:
         conn.exec_driver_sql(
             f"CREATE VIRTUAL TABLE {CJK_VOCAB} USING fts5vocab({CJK_TABLE}, 'row')"
         )
-        conn.exec_driver_sql(
-            f"INSERT INTO {CJK_TABLE}(rowid, content) SELECT num, content || '{PAD}' FROM turns "
-            f"WHERE content GLOB '{NO_SPACE_GLOB}'"
-        )
-        for name, ddl in _CJK_TRIGGERS.items():
-            conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {name}")
-            conn.exec_driver_sql(ddl)
+        _refill_cjk(conn)
+        _attach(conn, _CJK_TRIGGERS)
     elif not support["trigram"]:
         log.warning("SQLite %s has no trigram tokenizer: CJK search uses a substring scan",
                     support["version"])
@@ -228,11 +220,15 @@ def reconcile(conn: Connection) -> None:
                         "keyword search scans until a SQLite with FTS5 opens this database",
                         support["version"], part)
         elif runnable and present != set(ddl):
-            for name, sql in ddl.items():
-                conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {name}")
-                conn.exec_driver_sql(sql)
+            _attach(conn, ddl)
             (_refill_word if part == "word" else _refill_cjk)(conn)
             log.info("re-attached the %s keyword index and re-indexed every turn", part)
+
+
+def _attach(conn: Connection, triggers: Mapping[str, str]) -> None:
+    for name, ddl in triggers.items():
+        conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {name}")
+        conn.exec_driver_sql(ddl)
 
 
 def _refill_word(conn: Connection) -> None:
