@@ -367,7 +367,7 @@ def _rank_sessions(service: Any, index: Any, qvec: Any, query: str, where: str |
     return out[:k]
 
 
-WINDOW_SESSIONS = 200  # at most this many sessions dated in the window join Stage 1
+WINDOW_SESSIONS = 200  # at most this many sessions with a turn in the window join Stage 1
 REACH = 5  # slack lengths around the window that still count (exp(-5) ≈ 0.007)
 
 
