@@ -369,29 +369,37 @@ def _rank_sessions(service: Any, index: Any, qvec: Any, query: str, where: str |
 
 WINDOW_SESSIONS = 200  # at most this many sessions with a turn in the window join Stage 1
 REACH = 5  # slack lengths around the window that still count (exp(-5) ≈ 0.007)
+#: Only sessions whose last turn is at most this long after the window join Stage 1 by
+#: date alone: it bounds the index walk (measured in bench/bench_time_prior.py). A
+#: longer-lived session still gets its time share when its summary or turns match.
+WINDOW_HORIZON_S = 30 * 86_400.0
 
 
 def _sessions_in(service: Any, scope: tuple[str | None, str | None],
                  window: timeref.TimeWindow) -> list[str]:
-    """Sessions of the scope with a turn inside ``window``, most recent first.
+    """Sessions of the scope with a turn inside ``window``, those ending nearest it first.
 
     The session span only narrows the search (indexed); the turn decides, because a
     long-lived session overlaps every window without being about any of them.
     """
-    from sqlalchemy import and_, exists, select
+    from sqlalchemy import and_, exists, func, select
 
     from memviewer.store.tables import Session, Turn
 
     s, t = Session.__table__.c, Turn.__table__.c
+    # Walk last_seen_at upwards from the window's start: the first sessions met are the
+    # ones around it. The scope tests go through coalesce() so that a planner without
+    # statistics does not pick the (unselective) scope index and sort the whole scope.
     q = (select(s.id)
-         .where(s.last_seen_at >= window.start, s.started_at <= window.end,
+         .where(s.last_seen_at.between(window.start, window.end + WINDOW_HORIZON_S),
+                s.started_at <= window.end,
                 exists().where(and_(t.session_id == s.id, t.timestamp >= window.start,
                                     t.timestamp <= window.end)))
-         .order_by(s.last_seen_at.desc()).limit(WINDOW_SESSIONS))
+         .order_by(s.last_seen_at.asc()).limit(WINDOW_SESSIONS))
     if scope[0]:
-        q = q.where(s.scope == scope[0])
+        q = q.where(func.coalesce(s.scope, "") == scope[0])
     if scope[1]:
-        q = q.where(s.scope_id == scope[1])
+        q = q.where(func.coalesce(s.scope_id, "") == scope[1])
     with service.store.read() as conn:
         return [r[0] for r in conn.execute(q)]
 
