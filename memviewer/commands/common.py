@@ -75,22 +75,29 @@ def print_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: st
 
 
 def progress_callback(label: str) -> tuple[Callable[[int, int, str], None] | None, Callable[[], None]]:
-    """A ``(done, total, item)`` callback drawing a bar on a TTY, else None."""
+    """A ``(done, total, item)`` callback drawing a bar on a TTY, else None.
+
+    A new total, or a count going backwards (the indexer's turns, then its
+    summaries), closes the bar and starts the next one.
+    """
     if not sys.stderr.isatty():
         return None, lambda: None
     state: dict[str, Any] = {}
 
+    def close() -> None:
+        if "bar" in state:
+            state.pop("bar").__exit__(None, None, None)
+
     def update(done: int, total: int, _item: str) -> None:
         bar = state.get("bar")
+        if bar is not None and (total != state.get("total") or done < bar.pos):
+            close()
+            bar = None
         if bar is None:
             bar = click.progressbar(length=total, label=label, file=sys.stderr)
             bar.__enter__()
-            state["bar"] = bar
+            state["bar"], state["total"] = bar, total
         bar.update(done - bar.pos)
-
-    def close() -> None:
-        if "bar" in state:
-            state["bar"].__exit__(None, None, None)
 
     return update, close
 

@@ -316,7 +316,7 @@ class Indexer:
                 every = [sid for (sid,) in conn.execute(select(T.c.session_id).distinct())]
             touched.update(every)
             forced.update(every)
-        summarised = self._summarise(sorted(touched), forced, contexts)
+        summarised = self._summarise(sorted(touched), forced, contexts, progress)
         state["summary_version"] = EXTRACTIVE_VERSION
         if summarised >= OPTIMIZE_AFTER_SUMMARIES:
             # BM25 over rows not yet in the full-text index is scored differently (and
@@ -414,10 +414,14 @@ class Indexer:
             len(stale) if turn_ids is None else 0)
 
     def _summarise(self, session_ids: Iterable[str], forced: set[str],
-                   contexts: dict[str, str]) -> int:
+                   contexts: dict[str, str], progress: Progress | None = None) -> int:
         ids = list(session_ids)
-        return sum(self._summarise_chunk(ids[i: i + SUMMARY_CHUNK], forced, contexts)
-                   for i in range(0, len(ids), SUMMARY_CHUNK))
+        done = 0
+        for i in range(0, len(ids), SUMMARY_CHUNK):
+            done += self._summarise_chunk(ids[i: i + SUMMARY_CHUNK], forced, contexts)
+            if progress is not None and len(ids) > SUMMARY_CHUNK:  # only when it takes a while
+                progress(min(i + SUMMARY_CHUNK, len(ids)), len(ids), "summaries")
+        return done
 
     def _summarise_chunk(self, ids: list[str], forced: set[str], contexts: dict[str, str]) -> int:
         from memviewer.index.summarizer import needs_refresh
