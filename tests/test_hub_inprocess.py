@@ -7,6 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
+from dated import ASKED, cooking_sessions
 
 from memviewer.store.events import EventRecord
 from memviewer.wire.hub import Hub, HubAlreadyRunning
@@ -109,15 +110,7 @@ def test_events_missed_in_process_are_read_from_the_store(service, settings) -> 
 def test_recall_over_the_socket_passes_options_and_reports_bad_ones(service, settings) -> None:  # noqa: ANN001
     from memviewer.errors import MemviewerError
 
-    day = 86_400.0
-    asked = 1_700_000_000.0
-    for sid, back, dish in (("s-old", 30, "lasagne"), ("s-week", 7, "paella")):
-        t0 = asked - back * day
-        service.import_session(
-            {"id": sid, "agent": "a", "scope": "user", "scope_id": "u1", "started_at": t0,
-             "last_seen_at": t0 + 60, "status": "closed"},
-            [{"id": f"{sid}-0", "role": "user", "content": f"I cooked {dish} tonight", "timestamp": t0}])
-    service.sync_index()
+    cooking_sessions(service)
     sock = settings.socket_path
 
     async def main() -> None:
@@ -126,7 +119,7 @@ def test_recall_over_the_socket_passes_options_and_reports_bad_ones(service, set
         remote = RemoteService(sock)
         try:
             out = await asyncio.to_thread(remote.recall, "what did I cook a week ago?", scope="user",
-                                          scope_id="u1", as_of=asked, top_k=1)
+                                          scope_id="u1", as_of=ASKED, top_k=1)
             assert out["diagnostics"]["time_window"]["phrase"] == "a week ago"
             assert [r["session_id"] for r in out["results"]] == ["s-week"]
             with pytest.raises(MemviewerError) as err:

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from dated import ASKED, DAY_S, add_dated_session, cooking_sessions
 
 from memviewer.errors import MemviewerError
 from memviewer.index.indexer import lance_index_for
@@ -349,27 +350,8 @@ def test_out_of_range_speaker_share_is_invalid_argument(filled: Any, share: floa
     assert err.value.code == "invalid_argument" and "w_speaker" in err.value.message
 
 
-ASKED = 1_675_760_400.0  # 2023-02-07 09:00 UTC
-DAY_S = 86_400.0
-
-
-def _dated_sessions(service: Any) -> None:
-    """Three cooking sessions a month, a week and a day before ``ASKED``."""
-    for sid, days_back, dish in (("s-month", 30, "lasagne"), ("s-week", 7, "paella"),
-                                 ("s-day", 1, "risotto")):
-        t0 = ASKED - days_back * DAY_S
-        service.import_session(
-            {"id": sid, "agent": "a", "scope": "user", "scope_id": "u1", "title": sid,
-             "started_at": t0, "last_seen_at": t0 + 60, "status": "closed"},
-            [{"id": f"{sid}-0", "role": "user", "content": f"I cooked {dish} for dinner tonight",
-              "timestamp": t0},
-             {"id": f"{sid}-1", "role": "assistant", "content": f"Lovely, {dish} is a classic",
-              "timestamp": t0 + 30}])
-    service.sync_index()
-
-
 def test_relative_date_in_the_query_favours_sessions_from_then(service: Any) -> None:
-    _dated_sessions(service)
+    cooking_sessions(service)
     out = service.recall("What did I cook a week ago?", scope="user", scope_id="u1", as_of=ASKED)
     d = out["diagnostics"]
     assert d["time_window"]["phrase"] == "a week ago"
@@ -385,7 +367,7 @@ def test_relative_date_in_the_query_favours_sessions_from_then(service: Any) -> 
 
 
 def test_as_of_accepts_iso_dates_and_rejects_garbage(service: Any) -> None:
-    _dated_sessions(service)
+    cooking_sessions(service)
     out = service.recall("what did I cook yesterday", scope="user", scope_id="u1",
                          as_of="2023-02-07T09:00:00Z")
     assert out["diagnostics"]["stage1"][0]["session_id"] == "s-day"
@@ -396,7 +378,7 @@ def test_as_of_accepts_iso_dates_and_rejects_garbage(service: Any) -> None:
 
 
 def test_no_date_or_zero_share_means_no_time_part(service: Any) -> None:
-    _dated_sessions(service)
+    cooking_sessions(service)
     plain = service.recall("What did I cook?", scope="user", scope_id="u1", as_of=ASKED)
     off = service.recall("What did I cook a week ago?", scope="user", scope_id="u1", as_of=ASKED,
                          weights={"time": 0})
@@ -425,23 +407,14 @@ def test_a_bare_tool_call_gets_no_speaker_share(service: Any) -> None:
 
 def test_a_long_lived_session_is_dated_by_its_turns_not_its_span(service: Any) -> None:
     """A month-long session overlaps every window; only a turn inside one makes it 'then'."""
-    start = ASKED - 30 * DAY_S
-    service.import_session(
-        {"id": "s-long", "agent": "a", "scope": "user", "scope_id": "u1", "title": "long",
-         "started_at": start, "last_seen_at": ASKED - DAY_S, "status": "open"},
-        [{"id": "long-0", "role": "user", "content": "I cooked lasagne for dinner tonight",
-          "timestamp": start},
-         {"id": "long-1", "role": "user", "content": "I cooked risotto for dinner tonight",
-          "timestamp": ASKED - DAY_S}])
-    service.import_session(
-        {"id": "s-short", "agent": "a", "scope": "user", "scope_id": "u1", "title": "short",
-         "started_at": ASKED - 7 * DAY_S, "last_seen_at": ASKED - 7 * DAY_S + 60, "status": "closed"},
-        [{"id": "short-0", "role": "user", "content": "I cooked paella for dinner tonight",
-          "timestamp": ASKED - 7 * DAY_S}])
+    add_dated_session(service, "s-long", [
+        (ASKED - 30 * DAY_S, "user", "I cooked lasagne for dinner tonight"),
+        (ASKED - DAY_S, "user", "I cooked risotto for dinner tonight")], status="open")
+    add_dated_session(service, "s-short", [(ASKED - 7 * DAY_S, "user", "I cooked paella for dinner tonight")])
     service.sync_index()
     out = service.recall("What did I cook a week ago?", scope="user", scope_id="u1", as_of=ASKED)
     stage1 = {s["session_id"]: s["score_breakdown"]["time"] for s in out["diagnostics"]["stage1"]}
     assert stage1["s-short"] == 1.0
     assert stage1["s-long"] < 0.5  # its nearest turn is four days past the window
     assert out["diagnostics"]["stage1"][0]["session_id"] == "s-short"
-    assert out["results"][0]["turn_id"] == "short-0"
+    assert out["results"][0]["turn_id"] == "s-short-0"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from dated import ASKED, DAY_S, cooking_sessions
 from tui_helpers import cell_texts, screen_text, wait_for_workers, wait_until
 
 from memviewer.recall.snippets import text_or_tool_calls, tool_call_label
@@ -170,51 +171,10 @@ def test_breakdown_and_trace_text() -> None:
     assert "(w_time is 0: dates ignored)" in off
 
 
-ASKED = 1_675_760_400.0  # 2023-02-07 09:00 UTC
-DAY_S = 86_400.0
-
-
-def _dated_sessions(service) -> None:
-    """Three cooking sessions a month, a week and a day before ``ASKED`` (scope user/u1)."""
-    for sid, days_back, dish in (
-        ("s-month", 30, "lasagne"),
-        ("s-week", 7, "paella"),
-        ("s-day", 1, "risotto"),
-    ):
-        t0 = ASKED - days_back * DAY_S
-        service.import_session(
-            {
-                "id": sid,
-                "agent": "a",
-                "scope": "user",
-                "scope_id": "u1",
-                "title": sid,
-                "started_at": t0,
-                "last_seen_at": t0 + 60,
-                "status": "closed",
-            },
-            [
-                {
-                    "id": f"{sid}-0",
-                    "role": "user",
-                    "content": f"I cooked {dish} for dinner tonight",
-                    "timestamp": t0,
-                },
-                {
-                    "id": f"{sid}-1",
-                    "role": "assistant",
-                    "content": f"Lovely, {dish} is a classic",
-                    "timestamp": t0 + 30,
-                },
-            ],
-        )
-    service.sync_index()
-
-
 def test_as_of_dates_the_query_in_both_runs(filled, make_app) -> None:
     """A replayed question: "a week ago" counts from the as-of field, in the hierarchical
     run and in the flat run of the comparison; a later as-of moves the answer."""
-    _dated_sessions(filled)
+    cooking_sessions(filled)
 
     async def scenario() -> None:
         app = make_app()
