@@ -12,6 +12,8 @@ import pytest
 
 from memviewer.config import Settings, load_settings
 
+pytest_plugins = ["fake_llm"]  # the fake_llm fixture (an OpenAI-compatible server) for every test
+
 
 @pytest.fixture(autouse=True)
 def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

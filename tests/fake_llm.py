@@ -4,12 +4,8 @@ The LLM client, the intent tie-break and the summarizer all talk plain HTTP to a
 OpenAI-compatible endpoint, so they are tested against a real local socket rather than a
 mocked ``urlopen``: that keeps timeouts, HTTP errors and bad bodies honest.
 
-Use it from a test module with::
-
-    from fake_llm import FakeLlm, completion, fake_llm_fixture  # noqa: F401 - the fixture
-
-The fixture is registered under the name ``fake_llm`` (importing it under another name
-keeps ruff from reporting the test parameter as a redefinition).
+``tests/conftest.py`` registers this module as a plugin, so every test can take the
+``fake_llm`` fixture; import ``FakeLlm``/``completion`` for types and replies.
 """
 
 from __future__ import annotations

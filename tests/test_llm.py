@@ -10,7 +10,6 @@ from fake_llm import (
     FakeLlm,
     Reply,
     completion,
-    fake_llm_fixture,  # noqa: F401 - registers the fake_llm fixture
     refused_url,
 )
 

@@ -10,7 +10,6 @@ import pytest
 from fake_llm import (
     FakeLlm,
     completion,
-    fake_llm_fixture,  # noqa: F401 - registers the fake_llm fixture
 )
 
 from memviewer.index.summarizer import (
