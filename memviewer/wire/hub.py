@@ -41,6 +41,10 @@ from memviewer.wire.protocol import RpcError
 log = logging.getLogger("memviewer.hub")
 
 SUN_PATH_MAX = 107  # bytes, Linux AF_UNIX limit without the NUL
+# After an oversized frame the hub reads the rest of it away (bounded), so a client
+# still writing gets to read the error instead of a broken pipe.
+DRAIN_FRAMES = 16  # read at most this many frame limits of the rest
+DRAIN_TIMEOUT_S = 5.0
 NONE = type(None)
 OPT_STR = (str, NONE)
 OPT_INT = (int, NONE)
@@ -663,6 +667,7 @@ class Hub:
                         f"frame larger than the {self.frame_limit}-byte limit; closing the connection",
                         {"reason": "frame_too_large", "limit": self.frame_limit},
                     )))
+                    await self._drain_frame(reader)
                     return
                 except (ConnectionError, OSError):
                     return
@@ -681,6 +686,28 @@ class Hub:
             self._conns.pop(conn.id, None)
             if conn.sub is not None:
                 self._subs.pop(conn.sub.id, None)
+
+    async def _drain_frame(self, reader: asyncio.StreamReader) -> None:
+        """Discard the rest of an oversized frame, up to its newline, before closing.
+
+        Closing at once would make a client blocked in ``sendall`` fail with a
+        broken pipe before it reads the error. Bounded in bytes and time, so the
+        hub's memory and a connection slot are never held by a huge or stalled frame.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + DRAIN_TIMEOUT_S
+        budget = DRAIN_FRAMES * self.frame_limit
+        while budget > 0:
+            left = deadline - loop.time()
+            if left <= 0:
+                return
+            try:
+                chunk = await asyncio.wait_for(reader.read(64 * 1024), left)
+            except (TimeoutError, ConnectionError, OSError):
+                return
+            if not chunk or b"\n" in chunk:
+                return
+            budget -= len(chunk)
 
     async def _frame(self, conn: _Conn, line: bytes) -> None:
         conn.requests += 1
