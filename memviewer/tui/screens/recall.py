@@ -166,9 +166,8 @@ class RecallScreen(Screen):
                 raise ValueError(f"{name} must be at least 1")
             out[name] = value
         as_of = self.query_one("#as-of", Input).value.strip()
-        if as_of:
-            resolve_as_of(as_of)  # refuse it here, with recall's own message, before a run
-            out["as_of"] = as_of
+        if as_of:  # resolved once here: refused with recall's own message before a run
+            out["as_of"] = resolve_as_of(as_of)
         mode = self.query_one("#mode", Select).value
         out["mode"] = "hierarchical" if mode == "compare" else str(mode)
         return out
@@ -209,7 +208,7 @@ class RecallScreen(Screen):
             self._status(Text(f"bad parameter: {exc}", style="bold red"))
             return
         self._token += 1
-        self._as_of = resolve_as_of(params["as_of"]) if "as_of" in params else None
+        self._as_of = params.get("as_of")
         note = "" if self._engine_loaded else " (first run loads LanceDB and the embedding model)"
         self._status(Text(f"running {params['mode']} recall…{note}", style="yellow"))
         self._run(self._token, query, params, self.compare, self.rerank)
