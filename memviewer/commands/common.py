@@ -52,6 +52,12 @@ def open_service(ctx: click.Context, *, readonly: bool = False, **kwargs: Any) -
         fail(exc.message)
     try:
         yield service
+    except MemviewerError as exc:  # the last net: a clear message, never a traceback
+        hint = None
+        if (exc.data or {}).get("reason") == "storage_full":
+            hint = (f"free space on the disk holding {settings.home_path}, then run the command "
+                    "again (what was stored stays; imports and replays are idempotent)")
+        fail(exc.message, hint=hint or (exc.data or {}).get("hint"))
     finally:
         service.close()
 

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from memviewer.session import compaction
 from memviewer.store import repos
-from memviewer.store.db import WriteTx
+from memviewer.store.db import WriteTx, storage_failure
 from memviewer.store.events import EventRecord
 
 if TYPE_CHECKING:
@@ -119,9 +119,10 @@ class TurnBatchWriter:
             self.raw.execute(
                 _INSERT_EVENT, (seq, "episode.turn_added", v.ts, sid, episode_id, json.dumps(payload))
             )
-        except BaseException:
-            self.raw.execute("ROLLBACK TO mv_turn")
-            self.raw.execute("RELEASE mv_turn")
+        except BaseException as exc:
+            if storage_failure(exc) is None:  # else the whole transaction rolls back
+                self.raw.execute("ROLLBACK TO mv_turn")
+                self.raw.execute("RELEASE mv_turn")
             raise
         self.raw.execute("RELEASE mv_turn")
         tx.next_seq = seq + 1

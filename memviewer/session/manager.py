@@ -25,7 +25,7 @@ from memviewer.logctx import log_context
 from memviewer.session import compaction
 from memviewer.session.bus import EventBus
 from memviewer.store import repos
-from memviewer.store.db import Store, WriteTx
+from memviewer.store.db import Store, WriteTx, storage_failure
 from memviewer.timeutil import now, parse_ts
 
 log_session = logging.getLogger("memviewer.session")
@@ -506,7 +506,9 @@ class SessionManager:
                         results.append({"ok": self.apply(cmd)})
                 except MemviewerError as exc:
                     results.append({"error": exc.to_dict()})
-                except Exception as exc:  # never let one command sink the batch
+                except Exception as exc:  # never let one command sink the batch...
+                    if storage_failure(exc) is not None:
+                        raise  # ...unless the store failed: then nothing is stored or acknowledged
                     log_session.exception("command failed")
                     results.append({"error": {"code": INTERNAL, "message": str(exc)}})
             if fast is not None:

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Connection, Engine, create_engine, event, insert, select, text
+from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 
 from memviewer.errors import INTERNAL, MemviewerError
@@ -30,6 +31,41 @@ from memviewer.store.tables import Event
 log = logging.getLogger("memviewer.store")
 
 EventListener = Callable[[list[EventRecord]], None]
+
+
+# SQLite primary result codes that mean the storage failed, not the command:
+# SQLITE_BUSY, LOCKED, NOMEM, READONLY, IOERR, CORRUPT, FULL, CANTOPEN, PROTOCOL, NOTADB.
+_SQLITE_STORAGE_CODES = {5: "busy", 6: "locked", 7: "nomem", 8: "readonly", 10: "ioerr",
+                         11: "corrupt", 13: "full", 14: "cantopen", 15: "protocol", 26: "notadb"}
+
+
+def storage_failure(exc: BaseException) -> MemviewerError | None:
+    """``exc`` as a retryable ``internal`` error when the store itself failed.
+
+    A full disk, an I/O error, a lock held past the busy timeout or a read-only
+    file is not the command's fault: the whole transaction is rolled back and the
+    sender should keep its data and try again, unlike a bad command, which fails
+    alone. None for anything else.
+    """
+    if isinstance(exc, MemviewerError):
+        return exc if (exc.data or {}).get("reason") in ("storage_full", "storage_error") else None
+    orig = getattr(exc, "orig", None) or exc  # SQLAlchemy wraps the driver's error
+    code = getattr(orig, "sqlite_errorcode", None)
+    if code is not None:
+        name = _SQLITE_STORAGE_CODES.get(code & 0xFF)
+        if name is None:
+            return None
+    elif isinstance(exc, sa_exc.OperationalError):  # another backend: connection, disk
+        name = "operational"
+    else:
+        return None
+    full = name == "full"
+    what = "the disk (or the database size limit) is full" if full else f"the store failed ({name})"
+    return MemviewerError(
+        INTERNAL,
+        f"{what}: {orig}; nothing of this write was stored, so it can be sent again",
+        data={"reason": "storage_full" if full else "storage_error", "retry": True},
+    )
 
 
 def sqlite_url(path: Path) -> str:
@@ -171,10 +207,11 @@ class Store:
             sp = tx.conn.begin_nested()
             try:
                 yield tx
-            except BaseException:
-                sp.rollback()
+            except BaseException as exc:
                 del tx.events[mark:]
                 tx.next_seq = seq_mark
+                if storage_failure(exc) is None:  # else SQLite may have dropped the savepoint:
+                    sp.rollback()  # the outer transaction rolls back as a whole
                 raise
             else:
                 sp.commit()
@@ -190,12 +227,22 @@ class Store:
                 self._local.tx = tx
                 try:
                     yield tx
-                except BaseException:
-                    trans.rollback()
-                    raise
-                else:
                     trans.commit()
-                    self._last_seq = tx.next_seq - 1
+                except BaseException as exc:
+                    failure = storage_failure(exc)
+                    if failure is None:
+                        trans.rollback()
+                        raise
+                    # SQLite may already have rolled back; never let a failing
+                    # ROLLBACK hide why, and do not pool a connection in that state.
+                    with contextlib.suppress(Exception):
+                        trans.rollback()
+                    conn.invalidate()
+                    log.error("write rolled back: %s", failure.message)
+                    if failure is exc:
+                        raise
+                    raise failure from exc
+                self._last_seq = tx.next_seq - 1
             finally:
                 self._local.tx = None
                 conn.close()

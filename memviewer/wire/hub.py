@@ -569,9 +569,15 @@ class Hub:
             commands = [c for cmds, _ in group for c in cmds]
             try:
                 results = await self._loop.run_in_executor(self._writer, self.service.apply_batch, commands)
+            except MemviewerError as exc:  # the store failed (full disk…): retryable, nothing stored
+                log.error("a publish batch was not applied: %s", exc.message)
+                err = protocol.app_error(exc.code, f"batch not applied: {exc.message}", exc.data)
+                for _, fut in group:
+                    if not fut.done():
+                        fut.set_exception(err)
             except Exception as exc:
                 log.exception("a publish batch failed as a whole")
-                err = protocol.app_error("internal", f"batch not applied: {exc}")
+                err = protocol.app_error("internal", f"batch not applied: {exc}", {"retry": True})
                 for _, fut in group:
                     if not fut.done():
                         fut.set_exception(err)
