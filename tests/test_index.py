@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pytest
@@ -261,3 +262,46 @@ def test_summaries_from_an_older_summarizer_are_rewritten_once(service: Any) -> 
     assert fresh["s1"]["summary"].startswith("User: My sister Ana adopted a beagle.")
     assert not any(r["source_hash"].startswith("v1-") for r in fresh.values())
     assert service.sync_index()["summaries"] == 0  # once only
+
+
+def test_a_full_disk_stalls_the_indexer_then_it_resumes_alone_without_duplicates(
+    small_window: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The state file is refused after the rows went in (the worst moment): once the disk has
+    room the idle indexer retries by itself, and the retried rows are not added twice."""
+    import errno
+
+    from memviewer.index import indexer as indexer_mod
+
+    monkeypatch.setattr(indexer_mod, "IDLE_TICK_S", 0.1)
+    svc = small_window
+    indexer = svc.indexer()
+    full = {"on": True}
+    real_save = indexer.index.save_state
+
+    def save_state(state: dict[str, Any]) -> None:
+        if full["on"]:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_save(state)
+
+    monkeypatch.setattr(indexer.index, "save_state", save_state)
+    ep = add_session(svc, "full0", ["the first note on wombats", "a second one on echidnas"])
+    for i in range(5):
+        svc.add_turn(ep, "user", f"turn {i} about numbats")
+    indexer.start_background()  # its first pass fails; after that, no event wakes it
+    try:
+        deadline = time.monotonic() + 20
+        while indexer.status()["last_error"] is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        status = indexer.status()
+        assert "No space left on device" in status["last_error"]
+        assert status["lag"] == status["sql_turns"]  # nothing counted as indexed
+        full["on"] = False  # space freed; no new event arrives
+        assert indexer.wait_idle(20)
+        status = indexer.status()
+        assert status["last_error"] is None and status["lag"] == 0
+        ids = [r["turn_id"] for r in lance_index_for(svc).rows(TURNS, None, ["turn_id"])]
+        assert len(ids) == len(set(ids)) == status["indexed_turns"] == status["sql_turns"]
+        assert lance_flags(svc) == sql_flags(svc, "full0")
+    finally:
+        indexer.close()

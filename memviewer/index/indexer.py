@@ -46,6 +46,7 @@ READ_BATCH = 2048
 SUMMARY_CHUNK = 256
 BATCH_TURNS = 64
 BATCH_WAIT_S = 0.2
+IDLE_TICK_S = 5.0  # an idle indexer wakes this often: optimize, retry a failed pass
 OPTIMIZE_EVERY_S = 120.0
 OPTIMIZE_AFTER_ROWS = 5_000
 OPTIMIZE_AFTER_SUMMARIES = 200
@@ -106,13 +107,13 @@ class Indexer:
         if self.service.readonly:
             return {"skipped": "read-only service", **self.status()}
         with self._sync_lock:
-            return self._catch_up(list(session_ids or []), progress)
+            return self._guarded_catch_up(list(session_ids or []), progress)
 
     def rebuild(self, progress: Progress | None = None) -> dict[str, Any]:
         """Drop both tables and embed everything again from SQLite (``memviewer reindex``)."""
         with self._sync_lock:
             self.index.drop()
-            return self._catch_up([], progress)
+            return self._guarded_catch_up([], progress)
 
     def start_background(self) -> None:
         if self._thread is not None or self.service.readonly:
@@ -180,7 +181,9 @@ class Indexer:
     def _run(self) -> None:
         self._safe_catch_up()
         while not self._stop.is_set():
-            if not self._wake.wait(timeout=5.0):
+            if not self._wake.wait(timeout=IDLE_TICK_S):
+                if self._last_error is not None:  # a failed pass (full disk…) is retried on
+                    self._safe_catch_up()  # its own, not left until the next turn arrives
                 self._maybe_optimize()
                 continue
             deadline = time.monotonic() + BATCH_WAIT_S
@@ -196,7 +199,7 @@ class Indexer:
     def _safe_catch_up(self) -> None:
         try:
             with self._sync_lock:
-                self._catch_up([], None)
+                self._guarded_catch_up([], None)
             self._last_error = None
         except Exception as exc:  # keep the thread alive; the next event retries
             self._last_error = f"{type(exc).__name__}: {exc}"
@@ -219,6 +222,18 @@ class Indexer:
     # -- the catch-up ------------------------------------------------------------------------
     def _embedder(self) -> Any:
         return self.service.embedder
+
+    def _guarded_catch_up(self, session_ids: list[str], progress: Progress | None) -> dict[str, Any]:
+        """``_catch_up``; after a failure the next pass first drops rows above the watermark.
+
+        A pass can fail between appending rows and saving the watermark (a full disk
+        refuses the state file); appending them again would duplicate them.
+        """
+        try:
+            return self._catch_up(session_ids, progress)
+        except BaseException:
+            self._tail_checked = False
+            raise
 
     def _catch_up(self, session_ids: list[str], progress: Progress | None) -> dict[str, Any]:
         from memviewer.index.lance import SCHEMA_VERSION, IndexMismatchError
