@@ -146,10 +146,15 @@ def test_redaction_reaches_titles_and_praisonai_metadata(service, tmp_path: Path
     from sqlalchemy import text
 
     with service.store.write() as tx:
-        tx.conn.execute(text("UPDATE sessions SET title = :t WHERE id = 's-live'"), {"t": f"key {SECRET}"})
+        tx.conn.execute(text("UPDATE sessions SET title = :t, agent = :a WHERE id = 's-live'"),
+                        {"t": f"key {SECRET}", "a": "bot for ops@example.com"})
     buf = io.StringIO()
     export_sessions(service, ["s-live"], "md", buf, redact="strict")
     assert SECRET not in buf.getvalue() and "# key [REDACTED:api_key:1]" in buf.getvalue()
+    assert "ops@example.com" not in buf.getvalue() and "bot for [REDACTED:email:1]" in buf.getvalue()
+    buf = io.StringIO()
+    export_sessions(service, ["s-live"], "json", buf)  # no redaction: the agent as stored
+    assert json.loads(buf.getvalue())["sessions"][0]["session"]["agent"] == "bot for ops@example.com"
     export_sessions(service, ["s-live"], "praisonai", tmp_path / "pa", redact="standard")
     doc = json.loads((tmp_path / "pa" / "s-live.json").read_text())
     assert doc["metadata"]["title"] == "key [REDACTED:api_key:1]"

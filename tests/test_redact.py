@@ -307,12 +307,19 @@ def test_redact_id_leaves_non_strings_alone() -> None:
         "cust-00012345678",
         "/home/alice/agent",
         "10.0.0.7",
-        "sk-abcdefghijklmnopqrstuvwxyz123456",
+        "deadbeefdeadbeefdeadbeefdeadbeef0001",
     ],
 )
-def test_strict_masks_ids_with_any_pattern_standard_only_emails(value: str) -> None:
+def test_strict_masks_ids_with_any_pattern_standard_only_emails_and_keys(value: str) -> None:
     assert Redactor("standard").redact_id(value) == value
     assert PSEUDONYM_RE.fullmatch(Redactor("strict").redact_id(value))
+
+
+@pytest.mark.parametrize("level", ["standard", "strict"])
+@pytest.mark.parametrize("value", ["sk-abcdefghijklmnopqrstuvwxyz123456", "run/ghp_" + "a1" * 18])
+def test_an_id_holding_an_api_key_is_pseudonymised_at_every_level(level: str, value: str) -> None:
+    r = Redactor(level)
+    assert PSEUDONYM_RE.fullmatch(r.redact_id(value, "session")) and r.ids_masked == 1
 
 
 @pytest.mark.parametrize("level", ["standard", "strict"])

@@ -19,8 +19,9 @@ Ids (``scope_id``/``user_id``, session, episode and turn ids, lineage keys) are 
 mask but keys that group and link records, so ``redact_id`` replaces a sensitive id as a
 whole with a stable pseudonym instead of a numbered mask:
 
-* An id is sensitive when it contains an e-mail address (``standard``) or anything the
-  redactor masks in text (``strict``: also phone numbers, digit runs, home paths, keys …).
+* An id is sensitive when it contains an e-mail address or a vendor API key (``standard``)
+  or anything the redactor masks in text (``strict``: also phone numbers, digit runs, home
+  paths, long hex or random tokens …).
   Plain ids (``alice``, ``s-live``, ULIDs) are written unchanged.
 * The pseudonym is ``<prefix>-<10 letters>``: the prefix says what it stands for (the scope,
   e.g. ``user``, for a scope id; ``session``, ``episode``, ``turn``, ``lineage``, ``thread``),
@@ -60,7 +61,8 @@ STANDARD_CLASSES = ("api_key", "secret", "card", "email", "ip", "phone")
 STRICT_CLASSES = ("url_query", "home_path", "digits")
 
 # Ids are pseudonymised when they contain one of these classes (strict: every enabled class).
-STANDARD_ID_CLASSES = ("email",)
+# Standard leaves other ids alone: a hex or random-looking id is normal, a vendor key is not.
+STANDARD_ID_CLASSES = ("email", "api_key")
 KEY_FILE = "redaction.key"
 # 16 consonants, one per hex nibble: pseudonyms hold no digits (so no pattern matches them
 # again) and no vowels (so they never spell a word).

@@ -114,6 +114,7 @@ def redact_bundle(bundle: Bundle, redactor: Any) -> Bundle:
     # PraisonAI user_id above come out the same.
     session["scope_id"] = redactor.redact_id(session.get("scope_id"), str(session.get("scope") or "id"))
     session["title"] = redactor.redact(session["title"] or "")
+    session["agent"] = redactor.redact(session.get("agent") or "")  # a label, but free text
     meta = session.get("meta")
     if isinstance(meta, dict):
         session["meta"] = {
