@@ -59,45 +59,14 @@ def build_store(home: Path, n: int) -> None:
                 sessions, turns = [], []
                 for i in range(base, min(n, base + 1000)):
                     ts, sid = T0 + i * 7.0, f"bench-{i:07d}"
-                    sessions.append(
-                        {
-                            "id": sid,
-                            "agent": f"agent-{i % 13}",
-                            "scope": "user",
-                            "scope_id": f"user-{i % 97}",
-                            "title": f"bench session {i} about topic {i % 211}",
-                            "started_at": ts,
-                            "last_seen_at": ts + 5,
-                            "closed_at": ts + 6,
-                            "status": "closed",
-                            "source": "cron" if i % 10 == 0 else None,
-                            "lineage_id": f"lin-{i // 3}" if i % 17 == 0 else None,
-                            "root_session_id": None,
-                            "thread_id": None,
-                            "parent_session_id": None,
-                            "retention": "compact",
-                            "active_window": 100,
-                            "meta": None,
-                        }
-                    )
-                    turns += [
-                        {
-                            "id": f"{sid}-t{j}",
-                            "session_id": sid,
-                            "episode_id": None,
-                            "idx": j,
-                            "role": ("user", "assistant")[j % 2],
-                            "content": f"turn {j} of session {i}",
-                            "timestamp": ts + j,
-                            "archived": False,
-                            "is_compaction_summary": False,
-                            "replaced_count": 0,
-                            "tool_calls": None,
-                            "tool_call_id": None,
-                            "meta": None,
-                        }
-                        for j in range(2)
-                    ]
+                    sessions.append(repos.new_session_row(
+                        sid, ts, agent=f"agent-{i % 13}", scope="user", scope_id=f"user-{i % 97}",
+                        title=f"bench session {i} about topic {i % 211}", last_seen_at=ts + 5,
+                        closed_at=ts + 6, source="cron" if i % 10 == 0 else None,
+                        lineage_id=f"lin-{i // 3}" if i % 17 == 0 else None,
+                    ))
+                    turns += [repos.new_turn_row(f"{sid}-t{j}", sid, None, j, ("user", "assistant")[j % 2],
+                                                 f"turn {j} of session {i}", ts + j) for j in range(2)]
                 tx.conn.execute(repos.S.insert(), sessions)
                 repos.insert_turns(tx.conn, turns)
     finally:

@@ -174,6 +174,22 @@ def insert_turn(conn: Connection, values: dict[str, Any]) -> None:
     conn.execute(insert(T).values(**values))
 
 
+def new_session_row(session_id: str, started_at: float, **columns: Any) -> dict[str, Any]:
+    """A full ``sessions`` row: ``columns`` over the defaults of a closed, unlinked session
+    (bulk writers such as the paging tests and the TUI benchmark fill only what varies)."""
+    row: dict[str, Any] = {
+        "id": session_id, "agent": "", "scope": "agent", "scope_id": "", "title": "",
+        "started_at": started_at, "last_seen_at": started_at, "closed_at": None, "status": "closed",
+        "source": None, "lineage_id": None, "root_session_id": None, "thread_id": None,
+        "parent_session_id": None, "retention": "compact", "active_window": 100, "meta": None,
+    }
+    unknown = set(columns) - set(row)
+    if unknown:
+        raise ValueError(f"not session columns: {sorted(unknown)}")
+    row.update(columns)
+    return row
+
+
 def new_turn_row(
     turn_id: str, session_id: str, episode_id: str | None, idx: int, role: str, content: str,
     timestamp: float, *, tool_calls: list[Any] | None = None, tool_call_id: str | None = None,

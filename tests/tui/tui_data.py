@@ -206,46 +206,12 @@ def bulk_sessions(service: Any, n: int, *, start: float = T0, turns_per_session:
             for i in range(base, min(n, base + 500)):
                 ts = start + i
                 sid = f"bulk-{i:06d}"
-                repos.insert_session(
-                    tx.conn,
-                    {
-                        "id": sid,
-                        "agent": f"agent-{i % 7}",
-                        "scope": "agent",
-                        "scope_id": f"agent-{i % 7}",
-                        "title": f"bulk session {i:06d}",
-                        "started_at": ts,
-                        "last_seen_at": ts,
-                        "closed_at": None,
-                        "status": "closed",
-                        "source": "cron" if i % 10 == 0 else None,
-                        "lineage_id": None,
-                        "root_session_id": None,
-                        "thread_id": None,
-                        "parent_session_id": None,
-                        "retention": "compact",
-                        "active_window": 100,
-                        "meta": None,
-                    },
-                )
-                repos.insert_turns(
-                    tx.conn,
-                    [
-                        {
-                            "id": f"{sid}-t{j}",
-                            "session_id": sid,
-                            "episode_id": None,
-                            "idx": j,
-                            "role": "user" if j % 2 == 0 else "assistant",
-                            "content": f"message {j} of {sid}",
-                            "timestamp": ts + j,
-                            "archived": False,
-                            "is_compaction_summary": False,
-                            "replaced_count": 0,
-                            "tool_calls": None,
-                            "tool_call_id": None,
-                            "meta": None,
-                        }
-                        for j in range(turns_per_session)
-                    ],
-                )
+                repos.insert_session(tx.conn, repos.new_session_row(
+                    sid, ts, agent=f"agent-{i % 7}", scope_id=f"agent-{i % 7}",
+                    title=f"bulk session {i:06d}", source="cron" if i % 10 == 0 else None,
+                ))
+                repos.insert_turns(tx.conn, [
+                    repos.new_turn_row(f"{sid}-t{j}", sid, None, j, ("user", "assistant")[j % 2],
+                                       f"message {j} of {sid}", ts + j)
+                    for j in range(turns_per_session)
+                ])
