@@ -61,12 +61,12 @@ def test_a_publisher_replays_into_its_episode_after_a_stop_that_keeps_it_open(
             tid = pub.add_turn(eid, "assistant", "parser split into tokenizer and grammar")
             await _wait(lambda: pub.stats()["spooled_commands"] >= 1, "the turn to be spooled")
 
-            hub2 = Hub(service, sock, start_indexer=False)  # a hub comes back on the same home
+            hub2 = Hub(service, sock, start_indexer=False, abandon_on_stop=False)  # back on the home
             await hub2.start()
             try:
                 assert await asyncio.to_thread(pub.flush, 10.0)
             finally:
-                await hub2.close(shutdown_service=False)
+                await hub2.close()
         finally:
             await asyncio.to_thread(pub.close, 2.0)
 
@@ -80,20 +80,5 @@ def test_a_publisher_replays_into_its_episode_after_a_stop_that_keeps_it_open(
             assert pub.errors == 0 and not pub.error_log
             assert turn is not None and turn["episode_id"] == eid
             assert episode["status"] == "open" and episode["closed_by"] is None
-
-    asyncio.run(main())
-
-
-def test_close_can_override_the_hubs_stop_policy(service: Any, settings: Any) -> None:
-    """``close(shutdown_service=True)`` abandons even on a hub built to keep episodes open."""
-
-    async def main() -> None:
-        hub = Hub(service, settings.socket_path, start_indexer=False, abandon_on_stop=False)
-        await hub.start()
-        await asyncio.to_thread(service.open_session, session_id="s-1", agent="a")
-        await asyncio.to_thread(service.start_episode, "s-1", "hello", episode_id="e-1")
-        report = await hub.close(shutdown_service=True)
-        assert report == {"abandoned_episodes": ["e-1"], "open_episodes": []}
-        assert _episode(service, "e-1")["closed_by"] == "abandoned"
 
     asyncio.run(main())

@@ -50,18 +50,18 @@ def test_hub_inside_a_running_loop_serves_and_fans_out(service, settings) -> Non
         assert report["abandoned_episodes"] == ["e-remote"]
         assert not Path(sock).exists()
         # the loop goes on, and a new hub can take over the same socket and service
-        hub2 = Hub(service, sock, start_indexer=False)
+        hub2 = Hub(service, sock, start_indexer=False, abandon_on_stop=False)
         await hub2.start()
         again = await asyncio.to_thread(lambda: RemoteService(sock).session("s-local"))
         assert again["session"]["agent"] == "tui"
-        await hub2.close(shutdown_service=False)
+        await hub2.close()
 
     asyncio.run(main())
 
 
 def test_a_second_hub_object_on_the_same_socket_is_refused(service, settings) -> None:  # noqa: ANN001
     async def main() -> None:
-        first = Hub(service, settings.socket_path, start_indexer=False)
+        first = Hub(service, settings.socket_path, start_indexer=False, abandon_on_stop=False)
         await first.start()
         try:
             with pytest.raises(HubAlreadyRunning, match="already running"):
@@ -70,7 +70,7 @@ def test_a_second_hub_object_on_the_same_socket_is_refused(service, settings) ->
             info = await asyncio.to_thread(lambda: RemoteService(settings.socket_path).stats())
             assert info["hub"]["pid"] == os.getpid()
         finally:
-            await first.close(shutdown_service=False)
+            await first.close()
 
     asyncio.run(main())
 
@@ -89,7 +89,7 @@ def test_events_missed_in_process_are_read_from_the_store(service, settings) -> 
     """Commits this process did not see (another writer) show up from the store, in order."""
 
     async def main() -> None:
-        hub = Hub(service, settings.socket_path, start_indexer=False)
+        hub = Hub(service, settings.socket_path, start_indexer=False, abandon_on_stop=False)
         await hub.start()
         got: list[EventRecord] = []
         sub = Subscriber(settings.socket_path, 0)
@@ -102,7 +102,7 @@ def test_events_missed_in_process_are_read_from_the_store(service, settings) -> 
         service.open_session(session_id="s-c", agent="c")  # seen in-process: reveals the gap 1..2
         await asyncio.wait_for(task, timeout=5)
         assert [(e.seq, e.session_id) for e in got] == [(1, "s-a"), (2, "s-b"), (3, "s-c")]
-        await hub.close(shutdown_service=False)
+        await hub.close()
 
     asyncio.run(main())
 
@@ -114,7 +114,7 @@ def test_recall_over_the_socket_passes_options_and_reports_bad_ones(service, set
     sock = settings.socket_path
 
     async def main() -> None:
-        hub = Hub(service, sock, start_indexer=False)
+        hub = Hub(service, sock, start_indexer=False, abandon_on_stop=False)
         await hub.start()
         remote = RemoteService(sock)
         try:
@@ -130,6 +130,6 @@ def test_recall_over_the_socket_passes_options_and_reports_bad_ones(service, set
             assert again["results"][0]["session_id"] == "s-week"
         finally:
             remote.close()
-            await hub.close(shutdown_service=False)
+            await hub.close()
 
     asyncio.run(main())

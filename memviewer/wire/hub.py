@@ -379,20 +379,19 @@ class Hub:
         with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(_go)
 
-    async def close(self, *, shutdown_service: bool | None = None, grace: float = 2.0) -> dict[str, Any]:
+    async def close(self, *, grace: float = 2.0) -> dict[str, Any]:
         """Stop accepting, finish queued publishes, abandon open episodes
-        (``service.shutdown()``) unless told not to, give subscribers a moment
-        to receive those events, close every connection and remove the socket.
-
-        ``shutdown_service`` overrides ``abandon_on_stop`` for this call. The
-        report lists ``abandoned_episodes`` and ``open_episodes`` (left open).
+        (``service.shutdown()``) when ``abandon_on_stop``, give subscribers a
+        moment to receive those events, close every connection and remove the
+        socket. The report lists ``abandoned_episodes`` and ``open_episodes``
+        (left open).
         """
         if self._closing:
             if self._stopped is not None:
                 await self._stopped.wait()
             return self.last_close_report
         self._closing = True
-        abandon = self.abandon_on_stop if shutdown_service is None else shutdown_service
+        abandon = self.abandon_on_stop
         report: dict[str, Any] = {"abandoned_episodes": [], "open_episodes": []}
         self.last_close_report = report
         loop = asyncio.get_running_loop()
