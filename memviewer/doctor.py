@@ -72,6 +72,43 @@ def _index(settings: Settings) -> Check:
     return {"name": "vector index", "ok": bool(status["ok"]), "detail": status["detail"]}
 
 
+LOW_DISK_BYTES = 512 * 1024**2  # below this, writes (and LanceDB's compaction) are at risk
+
+
+def _size(path: Any) -> int:
+    """Bytes under ``path`` (a file or a folder; 0 when missing)."""
+    if path.is_file():
+        return path.stat().st_size
+    return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else 0
+
+
+def _mib(n: int) -> str:
+    if n < 1024**2:
+        return f"{n / 1024:,.0f} KiB"
+    return f"{n / 1024**2:,.0f} MiB" if n < 10 * 1024**3 else f"{n / 1024**3:,.1f} GiB"
+
+
+def _disk(settings: Settings) -> Check:
+    """Free space where the home lives: a full disk makes the hub refuse publishes (they are
+    kept by the publishers and resent), so say it before it happens."""
+    import shutil
+
+    home = settings.home_path
+    probe = home
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    usage = shutil.disk_usage(probe)
+    db = paths.db_path(home)
+    store = sum(_size(db.with_name(db.name + suffix)) for suffix in ("", "-wal", "-shm"))
+    index = _size(paths.lance_dir(home))
+    ok = usage.free >= LOW_DISK_BYTES
+    detail = (f"{_mib(usage.free)} free of {_mib(usage.total)} at {probe}; "
+              f"store {_mib(store)}, vector index {_mib(index)}")
+    if not ok:
+        detail += f"; below {_mib(LOW_DISK_BYTES)}: free space before the hub runs out"
+    return {"name": "disk", "ok": ok, "detail": detail}
+
+
 def _hub(settings: Settings) -> Check:
     from memviewer.wire.probe import probe_hub
 
@@ -81,7 +118,7 @@ def _hub(settings: Settings) -> Check:
     return {"name": "hub", "ok": True, "detail": f"hub {info} on {settings.socket_path}"}
 
 
-CHECKS: tuple[Callable[[Settings], Check], ...] = (_store, _fts, _model, _index, _hub)
+CHECKS: tuple[Callable[[Settings], Check], ...] = (_store, _fts, _model, _index, _disk, _hub)
 
 
 def run_checks(settings: Settings) -> list[Check]:

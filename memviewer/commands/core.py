@@ -97,7 +97,7 @@ def config_cmd(ctx: click.Context, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def doctor_cmd(ctx: click.Context, as_json: bool) -> None:
-    """Store integrity, schema, FTS, model, index lag and hub reachability."""
+    """Store integrity, schema, FTS, model, index lag, free disk space and hub reachability."""
     from memviewer.doctor import run_checks
 
     checks = run_checks(settings_of(ctx))
