@@ -128,6 +128,10 @@ def test_a_publisher_keeps_its_turns_while_the_hub_disk_is_full(service, setting
             stored = len(service.session("s-full")["turns"]) - 1
             assert stored == pub.acked_commands - 2 == hub.counters["published_commands"] - 2
             assert stored < len(sent)
+            info = hub.info()  # what `stats` shows: refusals counted, the last one explained
+            assert info["counters"]["refused_batches"] >= 1
+            assert info["last_refusal"]["reason"] == "storage_full"
+            assert "full" in info["last_refusal"]["message"]
 
             cap.set(UNCAPPED)  # space freed
             assert await asyncio.to_thread(pub.flush, 20)

@@ -318,8 +318,9 @@ class Hub:
         self.counters: dict[str, int] = {
             "publish_requests": 0, "published_commands": 0, "group_commits": 0,
             "command_errors": 0, "events_dispatched": 0, "lagged": 0, "connections_total": 0,
-            "protocol_errors": 0,
+            "protocol_errors": 0, "refused_batches": 0,
         }
+        self.last_refusal: dict[str, Any] | None = None  # the store's last failure (full disk…)
         self.spool_reports: list[dict[str, Any]] = []
         self.indexer_status = "not started"
         self.last_close_report: dict[str, Any] = {}
@@ -570,6 +571,8 @@ class Hub:
                 results = await self._loop.run_in_executor(self._writer, self.service.apply_batch, commands)
             except MemviewerError as exc:  # the store failed (full disk…): retryable, nothing stored
                 log.error("a publish batch was not applied: %s", exc.message)
+                self.counters["refused_batches"] += 1
+                self.last_refusal = {"at": time.time(), "message": exc.message, **exc.data}
                 err = protocol.app_error(exc.code, f"batch not applied: {exc.message}", exc.data)
                 for _, fut in group:
                     if not fut.done():
@@ -915,6 +918,7 @@ class Hub:
             "pending_reorder": len(self._pending),
             "frame_limit": self.frame_limit,
             "counters": dict(self.counters),
+            "last_refusal": self.last_refusal,
             "spool_dir": str(self.spool_dir),
             "spool_ingested": list(self.spool_reports),
             "indexer": self.indexer_status,
