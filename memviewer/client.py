@@ -340,8 +340,13 @@ class Publisher:
         cmd = {"op": op, **{k: v for k, v in args.items() if _keep_none or v is not None}}
         try:
             body = protocol.dumps(cmd).encode("utf-8")
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, RecursionError) as exc:
             raise ValueError(f"{op}: arguments are not JSON-serialisable: {exc}") from None
+        # The hub refuses a frame nested deeper than MAX_DEPTH; a command sits 3 levels down.
+        if body.count(b"[") + body.count(b"{") > protocol.MAX_DEPTH - 3:
+            problem = protocol.check_value(cmd, surrogates=False, max_depth=protocol.MAX_DEPTH - 3)
+            if problem:
+                raise ValueError(f"{op}: the command {problem}")
         if len(body) + FRAME_OVERHEAD > protocol.DEFAULT_FRAME_LIMIT:
             raise ValueError(
                 f"{op}: command is {len(body)} bytes, above the hub frame limit "
@@ -524,9 +529,8 @@ class Publisher:
                     return
             if self._conn is None:
                 try:
-                    self._connect()
-                    self._last_connect_failed = False
-                    backoff = 0.05
+                    self._connect()  # backoff is reset by a batch that gets through, not here:
+                    self._last_connect_failed = False  # a hub that accepts, then drops, is throttled
                 except (OSError, protocol.RpcError) as exc:
                     if not self._last_connect_failed:
                         log.info("no hub on %s (%s); spooling to %s", self.socket_path, exc, self.spool_dir)
@@ -551,6 +555,8 @@ class Publisher:
                 self._drop_conn()
                 with self._cond:
                     self._spill_locked()
+                self._pause(backoff)
+                backoff = min(backoff * 2, self.max_backoff)
                 continue
             except protocol.RpcError as exc:
                 if exc.app_code == "internal":  # the hub's fault (disk, shutdown): retry later

@@ -58,7 +58,23 @@ def test_bad_arguments_fail_at_call_time(short_tmp: Path) -> None:
             pub.add_turn("e-1", "tool", "x" * (2 * 1024 * 1024))
         with pytest.raises(ValueError, match="active_window"):
             pub.open_session(agent="v", active_window=1)
-        assert pub.stats()["enqueued"] == 1  # only the valid open_session was queued
+        deep: dict = {}
+        for _ in range(80):  # the hub would refuse the frame: deeper than protocol.MAX_DEPTH
+            deep = {"d": deep}
+        with pytest.raises(ValueError, match="nested deeper than 61 levels at metadata.d.d"):
+            pub.add_turn("e-1", "tool", "x", metadata=deep)
+        very_deep: list = []
+        for _ in range(5000):  # beyond what json.dumps itself can encode
+            very_deep = [very_deep]
+        with pytest.raises(ValueError, match="not JSON-serialisable"):
+            pub.add_turn("e-1", "tool", "x", metadata={"v": very_deep})
+        with pytest.raises(ValueError, match="not JSON-serialisable"):
+            pub.add_turn("e-1", "tool", "half an emoji \ud83d")
+        shallow: dict = {}
+        for _ in range(40):
+            shallow = {"d": shallow}
+        pub.add_turn("e-1", "tool", "x", metadata=shallow)  # deep, but within the limit
+        assert pub.stats()["enqueued"] == 2  # only the valid open_session and add_turn were queued
     finally:
         pub.close(timeout=0.5)
     with pytest.raises(RuntimeError):
@@ -217,3 +233,45 @@ def test_kill_9_of_the_hub_mid_run_stores_every_turn_exactly_once(tmp_path: Path
     finally:
         store.close()
     assert seqs == list(range(1, len(seqs) + 1))
+
+
+def test_a_hub_that_accepts_then_drops_every_connection_is_retried_with_back_off(short_tmp: Path) -> None:
+    """Without back-off the publisher reconnected ~1,600 times a second (a log flood on the hub)."""
+    import json
+    import socket
+
+    path = short_tmp / "flaky.sock"
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(path))
+    server.listen(64)
+    server.settimeout(0.2)
+    accepted = 0
+    stop = threading.Event()
+
+    def serve() -> None:  # answers hello, then hangs up on the publish
+        nonlocal accepted
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            accepted += 1
+            with conn, conn.makefile("rb") as f:
+                hello = json.loads(f.readline())
+                conn.sendall(json.dumps({"jsonrpc": "2.0", "id": hello["id"], "result": {
+                    "protocol": 1, "frame_limit": 1_048_576}}).encode() + b"\n")
+                f.readline()  # the publish: dropped without an answer
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    pub = Publisher(path, short_tmp / "spool", max_backoff=0.5)
+    try:
+        pub.open_session(agent="stubborn")
+        time.sleep(2.0)
+        assert 2 <= accepted <= 12, accepted  # 0.05, 0.1, 0.2, 0.4, then every 0.5 s
+        assert pub.stats()["acked"] == 0
+    finally:
+        pub.close(timeout=0.5)
+        stop.set()
+        thread.join(2)
+        server.close()

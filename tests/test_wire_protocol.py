@@ -288,3 +288,62 @@ def test_probe(hub: HubProcess, tmp_path: Path) -> None:
     finally:
         shutil.rmtree(d, ignore_errors=True)
     assert os.path.exists(hub.socket_path)
+
+
+def _publish_frame(metadata: str, req_id: int) -> bytes:
+    """A raw publish whose one add_turn carries ``metadata`` (raw JSON text) verbatim."""
+    return (b'{"jsonrpc":"2.0","id":%d,"method":"publish","params":{"commands":[{"op":"open_session",'
+            b'"session_id":"s-poison","agent":"x","meta":%s}]}}\n' % (req_id, metadata.encode()))
+
+
+@pytest.mark.parametrize(
+    ("metadata", "why"),
+    [
+        ('{"x": "half an emoji \\ud83d"}', "lone UTF-16 surrogate"),
+        ('{"\\udc00": 1}', "lone UTF-16 surrogate"),
+        ("[" * 70 + "]" * 70, "nested deeper than 64 levels"),
+        ("[" * 970 + "]" * 970, "nested deeper than 64 levels"),  # what Python's codec still reads
+        ("[" * 20_000 + "]" * 20_000, "nested deeper than 64 levels"),  # beyond its recursion limit
+    ],
+    ids=["lone-surrogate", "surrogate-key", "depth-70", "depth-970", "depth-20000"],
+)
+def test_values_that_could_never_be_read_back_are_refused_and_the_connection_stays(
+    hub: HubProcess, raw: Raw, metadata: str, why: str
+) -> None:
+    """Stored, they would make every later read of them fail (a poisoned session list)."""
+    raw.send(_publish_frame(metadata, 41))
+    out = raw.read()
+    assert out is not None and out["id"] is None
+    assert err(out) == (protocol.PARSE_ERROR, "invalid_argument")
+    assert why in out["error"]["message"]
+    assert raw.call("hello", req_id=42)["id"] == 42
+    with RemoteService(hub.socket_path) as remote:  # nothing stored, reads keep answering
+        assert all(s["session_id"] != "s-poison" for s in remote.sessions(limit=500)["sessions"])
+    assert_alive(hub)
+
+
+def test_a_valid_surrogate_pair_is_a_character_not_an_error(hub: HubProcess, raw: Raw) -> None:
+    raw.send(_publish_frame('{"mood": "\\ud83d\\ude00"}', 43))
+    out = raw.read()
+    assert out is not None and "ok" in out["result"]["results"][0], out
+    with RemoteService(hub.socket_path) as remote:
+        assert remote.session("s-poison")["session"]["meta"] == {"mood": "😀"}
+
+
+def test_encoding_never_fails_on_a_stored_lone_surrogate() -> None:
+    frame = protocol.encode({"x": "cut \ud83d"})
+    assert frame.endswith(b"\n") and frame.isascii()
+    assert json.loads(frame) == {"x": "cut \ud83d"}  # the value itself, escaped
+    assert protocol.encode({"x": "ok ✓"}) == '{"x":"ok ✓"}\n'.encode()  # UTF-8 when it can be
+
+
+def test_an_event_that_cannot_be_encoded_still_arrives_in_order() -> None:
+    from memviewer.store.events import EventRecord
+    from memviewer.wire.hub import _event_frame
+
+    deep: Any = []
+    for _ in range(5000):
+        deep = [deep]
+    frame = json.loads(_event_frame(EventRecord(seq=7, kind="session.started", ts=1.0, session_id="s",
+                                                episode_id=None, payload={"meta": deep})))
+    assert frame["params"]["seq"] == 7 and "RecursionError" in frame["params"]["payload"]["unencodable"]

@@ -244,7 +244,17 @@ class _Subscription:
 
 
 def _event_frame(ev: EventRecord) -> bytes:
-    return protocol.notification(protocol.EVENT, ev.to_dict())
+    """The event's notification; never raises, so one bad row cannot stall a stream.
+
+    A payload stored too deeply nested to encode (an old import) is replaced by a note
+    saying so: the seq still arrives, so subscribers see no gap and do not re-subscribe.
+    """
+    try:
+        return protocol.notification(protocol.EVENT, ev.to_dict())
+    except (RecursionError, ValueError, TypeError) as exc:
+        log.error("event %d cannot be encoded (%s); sending it without its payload", ev.seq, exc)
+        stub = {**ev.to_dict(), "payload": {"unencodable": f"{type(exc).__name__}: {exc}"}}
+        return protocol.notification(protocol.EVENT, stub)
 
 
 # -- the hub -------------------------------------------------------------------------
@@ -774,7 +784,13 @@ class Hub:
                                                                f"{type(exc).__name__}: {exc}"))
             else:
                 deferred = result if isinstance(result, _Deferred) else None
-                out = protocol.response(req_id, deferred.result if deferred else result)
+                try:  # an answer that cannot be encoded still gets an answer
+                    out = protocol.response(req_id, deferred.result if deferred else result)
+                except (RecursionError, ValueError, TypeError) as exc:
+                    log.error("the answer to request %r cannot be encoded: %s", req_id, exc)
+                    out = protocol.error_response(req_id, RpcError(
+                        protocol.INTERNAL_ERROR,
+                        f"the result cannot be encoded as JSON ({type(exc).__name__}: {exc})"))
             if not is_note:
                 await conn.send(out)
             if deferred is not None:

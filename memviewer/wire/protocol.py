@@ -8,11 +8,16 @@ The prose contract is ``docs/protocol.md``; keep the two in step.
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 PROTOCOL_VERSION = 1
 JSONRPC = "2.0"
 DEFAULT_FRAME_LIMIT = 1_048_576
+# Deepest nesting of arrays/objects a frame may hold. Python's own JSON codec fails near
+# ~1,000 levels, and a value stored deeper than it can be encoded would make every later
+# read of it fail; 64 is far beyond any real metadata.
+MAX_DEPTH = 64
 
 # Methods (client -> hub)
 HELLO = "hello"
@@ -117,21 +122,32 @@ def _finite(obj: Any) -> Any:
     return obj
 
 
-def dumps(obj: Any) -> str:
+def dumps(obj: Any, *, ensure_ascii: bool = False) -> str:
     """Compact JSON; ``json`` escapes control characters, so no raw newline can appear.
 
     NaN and infinities are not JSON: they are sent as ``null``.
     """
     try:
-        return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False, default=_default)
-    except ValueError:
-        return json.dumps(_finite(obj), ensure_ascii=False, separators=(",", ":"), allow_nan=False,
+        return json.dumps(obj, ensure_ascii=ensure_ascii, separators=(",", ":"), allow_nan=False,
                           default=_default)
+    except ValueError:
+        return json.dumps(_finite(obj), ensure_ascii=ensure_ascii, separators=(",", ":"),
+                          allow_nan=False, default=_default)
 
 
 def encode(obj: Any) -> bytes:
-    """One frame: the JSON text plus the terminating newline."""
-    return dumps(obj).encode("utf-8") + b"\n"
+    """One frame: the JSON text plus the terminating newline.
+
+    A string that is not valid Unicode (a lone UTF-16 surrogate, which older data or an
+    import may hold) cannot be UTF-8: the frame is then sent ASCII-escaped (``\\ud800``),
+    which is still valid JSON and keeps the value exactly. Raises ``RecursionError`` for
+    a value nested too deeply to encode.
+    """
+    text = dumps(obj)
+    try:
+        return text.encode("utf-8") + b"\n"
+    except UnicodeEncodeError:
+        return dumps(obj, ensure_ascii=True).encode("ascii") + b"\n"
 
 
 def request(method: str, params: dict[str, Any] | None, req_id: int | str) -> bytes:
@@ -153,16 +169,67 @@ def error_response(req_id: Any, err: RpcError) -> bytes:
     return encode({"jsonrpc": JSONRPC, "id": req_id, "error": err.to_dict()})
 
 
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def decode(line: bytes | str) -> Any:
-    """Parse one frame; invalid UTF-8 or JSON raises ``RpcError(PARSE_ERROR)``."""
+    """Parse one frame; invalid UTF-8 or JSON raises ``RpcError(PARSE_ERROR)``.
+
+    So does what would decode but could never be stored and read back: nesting deeper
+    than ``MAX_DEPTH`` and strings holding a lone UTF-16 surrogate (JSON can escape one,
+    ``"\\ud800"``, but it is not a character; a client that cut an emoji in half sends it).
+    """
     try:
         text = line.decode("utf-8") if isinstance(line, bytes | bytearray) else line
     except UnicodeDecodeError as exc:
         raise RpcError(PARSE_ERROR, f"frame is not valid UTF-8 ({exc.reason} at byte {exc.start})") from None
     try:
-        return json.loads(text)
+        obj = json.loads(text)
     except ValueError as exc:
         raise RpcError(PARSE_ERROR, f"frame is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise RpcError(PARSE_ERROR, f"frame is nested deeper than {MAX_DEPTH} levels") from None
+    surrogates = _SURROGATE_ESCAPE.search(text) is not None  # only then look at every string
+    if surrogates or text.count("[") + text.count("{") > MAX_DEPTH:
+        problem = check_value(obj, surrogates=surrogates)
+        if problem:
+            raise RpcError(PARSE_ERROR, f"frame {problem}")
+    return obj
+
+
+def check_value(obj: Any, *, surrogates: bool = True, max_depth: int = MAX_DEPTH) -> str | None:
+    """Why ``obj`` cannot travel and be stored (too deep, a lone surrogate), or None.
+
+    Iterative, so a hostile depth cannot exhaust the stack; the path of the first
+    offending value is named (``params.commands[3].metadata``).
+    """
+    def at(path: str) -> str:
+        return "the top" if not path else path if len(path) <= 60 else path[:59] + "…"
+
+    stack: list[tuple[Any, int, str]] = [(obj, 0, "")]
+    while stack:
+        value, depth, path = stack.pop()
+        if isinstance(value, str):
+            if surrogates and _SURROGATE.search(value):
+                return f"holds a lone UTF-16 surrogate (not valid Unicode) at {at(path)}"
+            continue
+        if isinstance(value, dict):
+            items: Any = ((f"{path}.{k}" if path else str(k), v) for k, v in value.items())
+            keys = value.keys()
+        elif isinstance(value, list):
+            items = ((f"{path}[{i}]", v) for i, v in enumerate(value))
+            keys = ()
+        else:
+            continue
+        if depth >= max_depth:
+            return f"is nested deeper than {max_depth} levels at {at(path)}"
+        if surrogates:
+            for k in keys:
+                if isinstance(k, str) and _SURROGATE.search(k):
+                    return f"holds a lone UTF-16 surrogate (not valid Unicode) in a key at {at(path)}"
+        stack.extend((v, depth + 1, p) for p, v in items)
+    return None
 
 
 def parse_request(msg: Any) -> tuple[Any, str, dict[str, Any], bool]:
