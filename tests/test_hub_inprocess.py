@@ -133,3 +133,48 @@ def test_recall_over_the_socket_passes_options_and_reports_bad_ones(service, set
             await hub.close()
 
     asyncio.run(main())
+
+
+def test_connections_past_the_cap_are_told_why_and_let_go(service, settings) -> None:  # noqa: ANN001
+    import json
+    import socket
+
+    sock = settings.socket_path
+
+    def connect() -> socket.socket:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(5)
+        s.connect(str(sock))
+        return s
+
+    def hello(s: socket.socket) -> dict:
+        s.sendall(b'{"jsonrpc":"2.0","id":1,"method":"hello"}\n')
+        return json.loads(s.makefile("rb").readline())
+
+    async def main() -> None:
+        hub = Hub(service, sock, start_indexer=False, abandon_on_stop=False, max_connections=3)
+        await hub.start()
+        held: list[socket.socket] = []
+        try:
+            for _ in range(3):
+                held.append(await asyncio.to_thread(connect))
+                assert "result" in await asyncio.to_thread(hello, held[-1])
+            extra = await asyncio.to_thread(connect)
+            line = await asyncio.to_thread(lambda: extra.makefile("rb").readline())
+            refusal = json.loads(line)
+            assert refusal["error"]["data"]["code"] == "internal" and refusal["error"]["data"]["retry"]
+            assert "too many connections (3)" in refusal["error"]["message"]
+            assert await asyncio.to_thread(lambda: extra.recv(1)) == b""  # and closed
+            extra.close()
+            assert hub.counters["refused_connections"] == 1
+            held.pop().close()
+            await asyncio.sleep(0.1)
+            again = await asyncio.to_thread(connect)  # room again
+            assert "result" in await asyncio.to_thread(hello, again)
+            held.append(again)
+        finally:
+            for s in held:
+                s.close()
+            await hub.close()
+
+    asyncio.run(main())

@@ -103,6 +103,35 @@ def test_sigterm_abandons_open_episodes_and_removes_the_socket(tmp_path: Path, s
     assert not any(k == "episode.abandoned" and e == done_eid for k, e, _ in kinds)
 
 
+def test_serve_keep_open_restarts_without_abandoning(tmp_path: Path, short_tmp: Path) -> None:
+    """``serve --keep-open``: a restart loses nothing; the agent's next turn lands in the same episode."""
+    sock = short_tmp / "hub.sock"
+    home = tmp_path / "home"
+    hub = HubProcess(home, sock, args=("--no-index", "--keep-open")).start()
+    pub = Publisher(sock, tmp_path / "spool", max_backoff=0.2)
+    try:
+        sid = pub.open_session(agent="restarted")
+        eid = pub.start_episode(sid, "long task")
+        pub.add_turn(eid, "assistant", "step 1")
+        assert pub.flush(10)
+        assert hub.stop(signal.SIGTERM) == 0
+        assert "1 open episodes left open" in hub.log()
+        pub.add_turn(eid, "assistant", "step 2")  # while no hub runs: spooled
+        with HubProcess(home, sock, args=("--no-index", "--keep-open")):
+            assert pub.flush(20)
+            assert pub.errors == 0, pub.error_log
+    finally:
+        pub.close(timeout=1)
+        hub.kill()
+    store = _store(home)
+    try:
+        kinds = [e.kind for e in store.events_since(0, 100)]
+    finally:
+        store.close()
+    assert "episode.abandoned" not in kinds  # the user message, step 1 and step 2 all landed
+    assert kinds.count("episode.turn_added") == 3
+
+
 CRASHING_PUBLISHER = textwrap.dedent("""
     import sys, time
     from memviewer.client import Publisher
@@ -160,3 +189,20 @@ def test_spools_of_dead_publishers_are_ingested_on_start_and_live_ones_are_left_
         with RemoteService(sock) as remote:
             assert remote.sessions(filter="owner")["total"] == 1
     assert list(spool_dir.glob("*.ndjson")) == []
+
+
+def test_one_hub_per_home_even_on_another_socket(tmp_path: Path, short_tmp: Path) -> None:
+    """Two hubs over one store would abandon each other's open episodes when they stop."""
+    home = tmp_path / "home"
+    with HubProcess(home, short_tmp / "a.sock"):
+        r = subprocess.run(
+            [sys.executable, "-c", "from memviewer.cli import main; main()", "--home", str(home),
+             "--socket", str(short_tmp / "b.sock"), "serve"], capture_output=True, text=True, timeout=60,
+        )
+        assert r.returncode != 0
+        assert "already running for" in r.stderr and str(short_tmp / "a.sock") in r.stderr
+        assert "Traceback" not in r.stderr
+        assert not (short_tmp / "b.sock").exists()
+    # stopped: the home is free again, on any socket
+    with HubProcess(home, short_tmp / "b.sock") as hub:
+        assert hub.proc is not None and hub.proc.poll() is None

@@ -84,3 +84,50 @@ def test_follow_prints_live_events_from_a_hub(tmp_path: Path, short_tmp: Path) -
                                          "episode.turn_added"]
     assert seen[-1]["payload"]["turn"]["content"] == "you are watching"
     assert [o["seq"] for o in seen] == [1, 2, 3, 4]
+
+
+def test_a_running_hub_sees_what_another_process_writes(settings, short_tmp: Path) -> None:  # noqa: ANN001
+    """A CLI import into the home of an idle hub: live subscribers get it, last_seq is true, and
+    ``tail --no-follow`` prints all of it (it stopped at the hub's stale last_seq, ~1,000 of 1,401)."""
+    import asyncio
+
+    from memviewer.session.manager import SessionManager
+    from memviewer.store.db import Store
+    from memviewer.wire.remote import RemoteService
+    from memviewer.wire.subscriber import Subscriber
+
+    home, sock = settings.home_path, settings.socket_path
+    with HubProcess(home, sock):
+        with RemoteService(sock) as remote:
+            assert remote.last_seq == 0
+
+        async def first_events(n: int) -> list[int]:
+            seqs: list[int] = []
+            async for ev in Subscriber(sock, 0).stream():
+                seqs.append(ev.seq)  # type: ignore[union-attr]
+                if len(seqs) == n:
+                    return seqs
+            return seqs
+
+        async def watch_while_importing() -> list[int]:
+            task = asyncio.ensure_future(first_events(1400))
+            await asyncio.sleep(0.3)  # subscribed and live before the foreign writes
+            store = Store.open(home / "memviewer.db")  # this process, not the hub's
+            try:
+                mgr = SessionManager(store)
+                await asyncio.to_thread(lambda: [mgr.import_session(
+                    {"id": f"imp-{i:03d}", "scope": "user", "scope_id": "u1", "title": f"import {i}"},
+                    [{"id": f"imp-{i:03d}-t0", "role": "user", "content": f"turn of {i}", "timestamp": 1e9}],
+                ) for i in range(700)])
+            finally:
+                store.close()
+            return await asyncio.wait_for(task, timeout=15)  # no publish ever wakes the hub
+
+        seqs = asyncio.run(watch_while_importing())
+        assert seqs == list(range(1, 1401))
+        with RemoteService(sock) as remote:
+            assert remote.last_seq == 1400
+        lines = _tail(settings, "--no-follow", "--json", "--from-seq", "0")
+        assert [json.loads(line)["seq"] for line in lines] == list(range(1, 1401))
+        recent = _tail(settings, "--no-follow", "--json")  # the last 10 are the newest
+        assert [json.loads(line)["seq"] for line in recent] == list(range(1391, 1401))

@@ -153,6 +153,11 @@ def test_unknown_method(hub: HubProcess, raw: Raw) -> None:
         ("subscribe", {"from_seq": -1}, protocol.INVALID_PARAMS),
         ("events", {"limit": True}, protocol.INVALID_PARAMS),
         ("events", {"limit": 0}, protocol.INVALID_PARAMS),
+        ("events", {"from_seq": 10**23}, protocol.INVALID_PARAMS),  # was an OverflowError (-32603)
+        ("sessions", {"limit": 10**23}, protocol.INVALID_PARAMS),
+        ("sessions", {"offset": -5}, protocol.INVALID_PARAMS),
+        ("sessions", {"sort": "vibes"}, protocol.APP_ERROR_NUMBERS["invalid_argument"]),
+        ("search", {"query": "x", "limit": 0}, protocol.INVALID_PARAMS),
         ("hello", {"role": "admin"}, protocol.INVALID_PARAMS),
         ("hello", {"protocol": 2}, protocol.APP_ERROR_NUMBERS["invalid_argument"]),
     ],

@@ -13,13 +13,16 @@ from memviewer.commands.common import dumps, fail, settings_of, short
 
 @click.command("serve")
 @click.option("--no-index", is_flag=True, help="do not start the background vector indexer")
+@click.option("--keep-open", is_flag=True,
+              help="leave open episodes open when stopping (a restart: agents' spooled turns "
+                   "land in the same episodes instead of getting conflict)")
 @click.pass_context
-def serve_cmd(ctx: click.Context, no_index: bool) -> None:
+def serve_cmd(ctx: click.Context, no_index: bool, keep_open: bool) -> None:
     """Run the hub in the foreground (Ctrl-C or SIGTERM stops it cleanly).
 
     Agents publish to it through memviewer.client.Publisher; the TUI, `tail`
-    and the CLI read through it. Stopping it abandons open episodes and
-    removes the socket.
+    and the CLI read through it. Stopping it abandons open episodes (unless
+    --keep-open) and removes the socket.
     """
     import asyncio
     import signal
@@ -40,7 +43,8 @@ def serve_cmd(ctx: click.Context, no_index: bool) -> None:
 
     async def main() -> dict[str, Any]:
         hub = Hub(service, sock, frame_limit=settings.frame_limit,
-                  subscriber_queue=settings.subscriber_queue, start_indexer=not no_index)
+                  subscriber_queue=settings.subscriber_queue, start_indexer=not no_index,
+                  abandon_on_stop=not keep_open)
         await hub.start()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
@@ -48,15 +52,21 @@ def serve_cmd(ctx: click.Context, no_index: bool) -> None:
         click.echo(f"memviewer hub {__version__} listening on {sock} (home {settings.home_path}); "
                    "Ctrl-C to stop", err=True)
         await hub.serve_forever()
-        return {"abandoned": hub.last_close_report.get("abandoned_episodes", [])}
+        return {"abandoned": hub.last_close_report.get("abandoned_episodes", []),
+                "open": hub.last_close_report.get("open_episodes", [])}
 
     try:
         report = asyncio.run(main())
     except HubError as exc:
         service.close()
-        fail(str(exc), hint="pass --socket PATH to run a hub on another socket")
+        same_home = "already running for" in str(exc)
+        fail(str(exc), hint="one hub serves a home: connect to it, or stop it first" if same_home
+             else "pass --socket PATH to run a hub on another socket")
     service.close()
-    click.echo(f"hub stopped; {len(report['abandoned'])} open episodes abandoned", err=True)
+    if keep_open:
+        click.echo(f"hub stopped; {len(report['open'])} open episodes left open", err=True)
+    else:
+        click.echo(f"hub stopped; {len(report['abandoned'])} open episodes abandoned", err=True)
 
 
 # -- tail --------------------------------------------------------------------------------
@@ -141,8 +151,8 @@ def tail_cmd(ctx: click.Context, from_seq: int | None, no_follow: bool, as_json:
     bad = [k for k in kinds if k not in EVENT_KINDS]
     if bad:
         fail(f"unknown event kind(s): {', '.join(bad)}", hint="kinds: " + ", ".join(EVENT_KINDS))
-    if from_seq is not None and from_seq < 0:
-        fail("--from-seq must be >= 0")
+    if from_seq is not None and not 0 <= from_seq <= 2**63 - 1:
+        fail("--from-seq must be between 0 and 2**63-1")
     settings = settings_of(ctx)
     kind_list = list(kinds) or None
     try:
@@ -156,7 +166,7 @@ def tail_cmd(ctx: click.Context, from_seq: int | None, no_follow: bool, as_json:
                     for ev in events:
                         _write(format_event(ev, as_json))
                         cursor = ev.seq
-                    if len(events) < 1000 or cursor >= last:
+                    if len(events) < 1000:  # not `cursor >= last`: another writer may add more
                         break
                 return
             from_seq = start

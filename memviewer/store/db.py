@@ -171,7 +171,9 @@ class Store:
         return self._last_seq
 
     def refresh_last_seq(self) -> int:
-        self._last_seq = self._read_last_seq()
+        """Re-read the log's end (another process may have written); never moves backwards,
+        since a commit of this process can land between the read and the assignment."""
+        self._last_seq = max(self._last_seq, self._read_last_seq())
         return self._last_seq
 
     def on_commit(self, listener: EventListener) -> None:

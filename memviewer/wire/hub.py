@@ -41,6 +41,7 @@ from memviewer.wire.protocol import RpcError
 log = logging.getLogger("memviewer.hub")
 
 SUN_PATH_MAX = 107  # bytes, Linux AF_UNIX limit without the NUL
+HOME_LOCK = "hub.lock"  # in the home: which hub (pid, socket) serves it
 # After an oversized frame the hub reads the rest of it away (bounded), so a client
 # still writing gets to read the error instead of a broken pipe.
 DRAIN_FRAMES = 16  # read at most this many frame limits of the rest
@@ -87,6 +88,12 @@ REQUIRED = {protocol.PUBLISH: ("commands",), protocol.SESSION: ("session_id",), 
 PASS_THROUGH = {protocol.HELLO, protocol.RECALL}
 
 
+# Integers must fit SQLite's 64-bit INTEGER; these also have a floor.
+INT64_MAX = 2**63 - 1
+INT_FLOOR = {"from_seq": 0, "limit": 1, "offset": 0, "window": 0, "top_k": 1, "top_sessions": 1,
+             "chunks_per_session": 1, "protocol": 0}
+
+
 def check_params(method: str, params: dict[str, Any]) -> None:
     schema = SCHEMAS.get(method, {})
     for name in REQUIRED.get(method, ()):
@@ -109,6 +116,11 @@ def check_params(method: str, params: dict[str, Any]) -> None:
                 protocol.INVALID_PARAMS,
                 f"{method}: parameter {name!r} must be {names}, not {type(value).__name__}",
             )
+        if isinstance(value, int) and not isinstance(value, bool):
+            floor = INT_FLOOR.get(name, -INT64_MAX)
+            if not floor <= value <= INT64_MAX:
+                raise RpcError(protocol.INVALID_PARAMS,
+                               f"{method}: parameter {name!r} must be between {floor} and {INT64_MAX}")
 
 
 def _check_kinds(kinds: list[Any] | None) -> frozenset[str] | None:
@@ -281,7 +293,9 @@ class Hub:
         max_group_commands: int = 2000,
         max_inflight: int = 16,
         readers: int = 4,
+        max_connections: int = 512,
         spool_scan_interval: float = 30.0,
+        foreign_poll_interval: float = 0.5,
         abandon_on_stop: bool = True,
     ) -> None:
         settings = getattr(service, "settings", None)
@@ -299,6 +313,8 @@ class Hub:
         self.max_inflight = max_inflight
         self.readers = readers
         self.spool_scan_interval = spool_scan_interval
+        self.foreign_poll_interval = foreign_poll_interval
+        self.max_connections = max_connections
         self.abandon_on_stop = abandon_on_stop
 
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -313,6 +329,7 @@ class Hub:
         self._next_sub = 0
         self._lock_fd: int | None = None
         self._lock_path = self.socket_path.with_name(self.socket_path.name + ".lock")
+        self._home_lock_fd: int | None = None
         self._sock_ino: int | None = None
         self._started_at = 0.0
         self._closing = False
@@ -328,7 +345,7 @@ class Hub:
         self.counters: dict[str, int] = {
             "publish_requests": 0, "published_commands": 0, "group_commits": 0,
             "command_errors": 0, "events_dispatched": 0, "lagged": 0, "connections_total": 0,
-            "protocol_errors": 0, "refused_batches": 0,
+            "protocol_errors": 0, "refused_batches": 0, "refused_connections": 0,
         }
         self.last_refusal: dict[str, Any] | None = None  # the store's last failure (full disk…)
         self.spool_reports: list[dict[str, Any]] = []
@@ -343,6 +360,7 @@ class Hub:
             raise HubError("hub already started")
         self._loop = asyncio.get_running_loop()
         self._stopped = asyncio.Event()
+        _raise_fd_limit(self.max_connections)
         self._prepare_socket()
         try:
             self._writer = ThreadPoolExecutor(1, thread_name_prefix="memviewer-writer")
@@ -368,6 +386,7 @@ class Hub:
         self._started_at = time.monotonic()
         self._tasks.append(asyncio.create_task(self._writer_pump(), name="memviewer-hub-writer"))
         self._tasks.append(asyncio.create_task(self._spool_scanner(), name="memviewer-hub-spool"))
+        self._tasks.append(asyncio.create_task(self._foreign_watch(), name="memviewer-hub-foreign"))
         if self.start_indexer:
             threading.Thread(target=self._start_indexer, name="memviewer-indexer-start", daemon=True).start()
         log.info("hub %s listening on %s", __version__, self.socket_path)
@@ -469,7 +488,12 @@ class Hub:
                 raise HubError(f"{parent} belongs to another user; refusing to put the socket there")
             if stat.S_IMODE(st.st_mode) != 0o700:
                 os.chmod(parent, 0o700)
-        self._acquire_lock()
+        self._acquire_home_lock()
+        try:
+            self._acquire_lock()
+        except BaseException:
+            self._release_home_lock()
+            raise
         try:
             try:
                 st = os.lstat(path)
@@ -510,7 +534,40 @@ class Hub:
             os.close(fd)  # the previous owner removed it while we waited: take the new one
         raise HubError(f"could not lock {self._lock_path}")
 
+    def _acquire_home_lock(self) -> None:
+        """One hub per home, whatever its socket: two hubs over one store would each
+        abandon the other's open episodes when they stop, and both would write the index."""
+        home = getattr(self.service, "home", None)
+        if home is None:
+            return
+        path = Path(home) / HOME_LOCK
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            owner = [""]
+            with contextlib.suppress(OSError):
+                owner = os.read(fd, 4096).decode("utf-8", "replace").split("\n")
+            os.close(fd)
+            where = owner[1] if len(owner) > 1 and owner[1] else "another socket"
+            raise HubAlreadyRunning(
+                f"a memviewer hub is already running for {home} (pid {owner[0] or '?'}, on {where}); "
+                f"use that one (--socket {where}) or stop it first"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, f"{os.getpid()}\n{self.socket_path}\n".encode())
+        self._home_lock_fd = fd
+
+    def _release_home_lock(self) -> None:
+        if self._home_lock_fd is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._home_lock_fd, 0)
+            os.close(self._home_lock_fd)
+            self._home_lock_fd = None
+
     def _release_lock(self) -> None:
+        self._release_home_lock()
         if self._lock_fd is None:
             return
         with contextlib.suppress(OSError):
@@ -552,6 +609,29 @@ class Hub:
             log.info("ingested %d spool files (%d commands)", report["files"], report["commands"])
             self.spool_reports.append({"at": time.time(), **report})
             del self.spool_reports[:-10]
+
+    async def _foreign_watch(self) -> None:
+        """Events committed by another process (a CLI import into this home) reach the
+        subscribers, and ``last_seq`` stays true, even while this hub writes nothing itself."""
+        assert self._loop is not None
+        store = self.service.store
+        while True:
+            await asyncio.sleep(self.foreign_poll_interval)
+            try:
+                last = await self._loop.run_in_executor(self._reader_pool, store.refresh_last_seq)
+                while last > self._dispatched and not self._closed.is_set():
+                    seen = max(self._dispatched, max(self._pending, default=0))
+                    if last <= seen:
+                        break  # in flight from this hub's own writer: _on_commit delivers it
+                    page = await self._loop.run_in_executor(
+                        self._reader_pool, self.service.events, self._dispatched, self.history_page)
+                    if not page:
+                        break
+                    self._dispatch(page)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("could not read events written by another process")
 
     async def _spool_scanner(self) -> None:
         while True:
@@ -664,6 +744,21 @@ class Hub:
     # -- connections ------------------------------------------------------------------
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self._closing:
+            writer.close()
+            return
+        if len(self._conns) >= self.max_connections:
+            # Bounded file descriptors: past the cap a client hears why and is let go, so
+            # one misbehaving process cannot starve the store (SQLite, LanceDB) of fds.
+            self.counters["refused_connections"] += 1
+            if self.counters["refused_connections"] in (1, 10, 100) or \
+                    self.counters["refused_connections"] % 1000 == 0:
+                log.warning("connection refused: %d open (limit %d); %d refused so far",
+                            len(self._conns), self.max_connections, self.counters["refused_connections"])
+            with contextlib.suppress(Exception):
+                writer.write(protocol.error_response(None, protocol.app_error(
+                    "internal", f"too many connections ({self.max_connections}); try again later",
+                    {"retry": True, "limit": self.max_connections})))
+                await asyncio.wait_for(writer.drain(), 1.0)
             writer.close()
             return
         self._next_conn += 1
@@ -903,11 +998,14 @@ class Hub:
             raise RpcError(protocol.INVALID_PARAMS, "limit must be between 1 and 10000")
         from_seq = params.get("from_seq", 0)
         kinds = _check_kinds(params.get("kinds"))
-        events = await self._loop.run_in_executor(
-            self._reader_pool, self.service.events, from_seq, limit,
-            sorted(kinds) if kinds else None, params.get("session_id"),
-        )
-        return {"events": [e.to_dict() for e in events], "last_seq": self.service.store.last_seq}
+
+        def read() -> tuple[list[EventRecord], int]:  # last_seq fresh: another process may write
+            found = self.service.events(from_seq, limit, sorted(kinds) if kinds else None,
+                                        params.get("session_id"))
+            return found, self.service.store.refresh_last_seq()
+
+        events, last = await self._loop.run_in_executor(self._reader_pool, read)
+        return {"events": [e.to_dict() for e in events], "last_seq": last}
 
     async def _m_stats(self, conn: _Conn, params: dict[str, Any]) -> dict[str, Any]:
         assert self._loop is not None
@@ -1003,6 +1101,22 @@ class _Deferred:
     def __init__(self, result: Any, then: Callable[[], None]) -> None:
         self.result = result
         self.then = then
+
+
+def _raise_fd_limit(connections: int) -> None:
+    """Lift the soft open-files limit toward the hard one: every connection is an fd, and the
+    store needs its own beyond them (a 256-fd default made SQLite fail to open its files)."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        want = connections * 2 + 256
+        if hard != resource.RLIM_INFINITY:
+            want = min(want, hard)
+        if soft != resource.RLIM_INFINITY and soft < want:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
+    except (ImportError, ValueError, OSError) as exc:  # not fatal: the cap still bounds fds
+        log.debug("could not raise the open-files limit: %s", exc)
 
 
 def _count_by(values: Any) -> dict[str, int]:

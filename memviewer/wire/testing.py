@@ -28,7 +28,7 @@ def hub_env(home: Path, socket_path: Path | None, **settings: Any) -> dict[str, 
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMVIEWER_")}
     env.update({
         "MEMVIEWER_HOME": str(home),
-        "MEMVIEWER_CONFIG": str(Path(home).parent / "memviewer-no-config.toml"),
+        "MEMVIEWER_CONFIG": os.devnull,  # a named config file must exist: an empty one
     })
     if socket_path is not None:
         env["MEMVIEWER_SOCKET"] = str(socket_path)
