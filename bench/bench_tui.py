@@ -105,7 +105,7 @@ def first_paint_once(home: Path) -> dict[str, Any]:
         "MEMVIEWER_SOCKET": str(sock_dir / "hub.sock"),
         "MEMVIEWER_TUI_PAINT_REPORT": str(report),
         "TERM": "xterm-256color",
-        "MEMVIEWER_CONFIG": str(sock_dir / "none.toml"),
+        "MEMVIEWER_CONFIG": os.devnull,
     }
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 36, 120, 0, 0))

@@ -6,6 +6,9 @@ user debugging recall can tell which weight or endpoint is really in force.
 
 from __future__ import annotations
 
+import contextlib
+import difflib
+import math
 import os
 import tomllib
 from dataclasses import dataclass, field
@@ -49,23 +52,79 @@ KEYS: tuple[Key, ...] = (
 KEY_BY_NAME = {k.name: k for k in KEYS}
 
 
-def _coerce(key: Key, value: Any) -> Any:
+TRUE_WORDS = ("true", "1", "yes", "on")
+FALSE_WORDS = ("false", "0", "no", "off")
+PATH_KEYS = ("home", "socket", "model_dir")  # an empty path would mean "the current folder"
+
+# Lower bounds checked after the layers resolve: (minimum, inclusive?, why it matters).
+RANGES: dict[str, tuple[float, bool]] = {
+    "active_window": (2, True),
+    "frame_limit": (1024, True),  # below this no hello frame fits: the hub would listen but answer nobody
+    "subscriber_queue": (1, True),
+    "embed_batch": (1, True),
+    "embed_threads": (0, True),  # 0 = the runtime's default
+    "llm_timeout": (0, False),
+    "ann_threshold": (0, True),
+}
+
+
+def _problem(key: Key, value: Any) -> tuple[Any, str | None]:
+    """``(coerced value, None)`` or ``(None, why value cannot be read as key's type)``."""
+    if key.type is bool:
+        if isinstance(value, bool):
+            return value, None
+        if isinstance(value, int) and value in (0, 1):
+            return bool(value), None
+        if isinstance(value, str) and value.strip().lower() in TRUE_WORDS + FALSE_WORDS:
+            return value.strip().lower() in TRUE_WORDS, None
+        return None, f"{value!r} is not a boolean (use true/false, yes/no, on/off or 1/0)"
+    if key.type is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value, None
+        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
+            return int(value), None
+        if isinstance(value, str):
+            try:
+                return int(value.strip()), None
+            except ValueError:
+                pass
+        return None, f"cannot read {value!r} as a whole number"
+    if key.type is float:
+        number: float | None = None
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            with contextlib.suppress(OverflowError):
+                number = float(value)
+        elif isinstance(value, str):
+            with contextlib.suppress(ValueError):
+                number = float(value.strip())
+        if number is None:
+            return None, f"cannot read {value!r} as a number"
+        if not math.isfinite(number):
+            return None, f"{value!r} is not a finite number"
+        return number, None
+    if not isinstance(value, str):
+        return None, f"{value!r} is not a string"
+    if key.name in PATH_KEYS and not value.strip():
+        return None, "an empty path is not allowed (it would mean the current folder)"
+    return value, None
+
+
+def _coerce(key: Key, value: Any, source: str = "flag") -> Any:
+    """``value`` as ``key``'s type; a ``ValueError`` naming the key and its layer otherwise."""
     if value is None:
         return None
-    if key.type is bool:
-        if isinstance(value, str):
-            return value.strip().lower() in ("1", "true", "yes", "on")
-        return bool(value)
-    try:
-        return key.type(value)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"setting {key.name!r}: cannot read {value!r} as {key.type.__name__}") from exc
+    coerced, problem = _problem(key, value)
+    if problem is not None:
+        raise ValueError(f"setting {key.name!r} ({source}): {problem}")
+    return coerced
 
 
 @dataclass
 class Settings:
     values: dict[str, Any] = field(default_factory=dict)
     sources: dict[str, str] = field(default_factory=dict)
+    # Problems that do not stop loading (an unknown key in the file); the CLI prints them.
+    warnings: list[str] = field(default_factory=list)
 
     def __getattr__(self, name: str) -> Any:
         try:
@@ -87,44 +146,42 @@ class Settings:
             if value is not None:
                 values[name] = _coerce(KEY_BY_NAME[name], value)
                 sources[name] = "flag"
-        return Settings(values, sources)
+        return Settings(values, sources, list(self.warnings))
 
 
-def load_settings(
-    config_file: Path | None = None,
-    env: dict[str, str] | None = None,
-    **flags: Any,
-) -> Settings:
-    """Resolve every key through the four layers and remember the winner."""
-    env = dict(os.environ) if env is None else env
-    path = config_file or paths.default_config_file()
-    file_values: dict[str, Any] = {}
-    if path.is_file():
-        try:
-            file_values = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (OSError, tomllib.TOMLDecodeError) as exc:
-            raise ValueError(f"cannot read config file {path}: {exc}") from exc
-    values: dict[str, Any] = {}
-    sources: dict[str, str] = {}
-    for key in KEYS:
-        value, source = key.default, "default"
-        if key.name in file_values:
-            value, source = _coerce(key, file_values[key.name]), f"file:{path}"
-        env_name = f"MEMVIEWER_{key.name.upper()}"
-        if env.get(env_name) not in (None, ""):
-            value, source = _coerce(key, env[env_name]), f"env:{env_name}"
-        if flags.get(key.name) is not None:
-            value, source = _coerce(key, flags[key.name]), "flag"
-        values[key.name] = value
-        sources[key.name] = source
-    if values["home"] is None:
-        values["home"] = str(paths.default_home())
-    if values["socket"] is None:
-        values["socket"] = str(paths.default_socket())
-    if values["retention"] not in ("compact", "keep_all"):
-        raise ValueError(f"retention must be 'compact' or 'keep_all', not {values['retention']!r}")
-    if values["active_window"] < 2:
-        raise ValueError("active_window must be at least 2")
+def _read_file(path: Path, required: bool) -> dict[str, Any]:
+    """The TOML table in ``path``; ``{}`` when it is absent and not ``required``."""
+    if not path.exists():
+        if required:
+            raise ValueError(f"config file {path} does not exist")
+        return {}
+    if path.is_dir():
+        raise ValueError(f"config file {path} is a folder, not a TOML file")
+    try:
+        return tomllib.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"cannot read config file {path}: not UTF-8 text "
+                         f"(byte 0x{exc.object[exc.start]:02x} at offset {exc.start})") from None
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ValueError(f"cannot read config file {path}: {exc}") from exc
+
+
+def _unknown_key_warnings(file_values: dict[str, Any], path: Path) -> list[str]:
+    """One warning per key the file sets that no setting reads, with the closest known key."""
+    out = []
+    for name in sorted(set(file_values) - set(KEY_BY_NAME)):
+        close = difflib.get_close_matches(name, list(KEY_BY_NAME), n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        out.append(f"config file {path}: unknown key {name!r} is ignored{hint}")
+    return out
+
+
+def _check_ranges(values: dict[str, Any], sources: dict[str, str]) -> None:
+    for name, (low, inclusive) in RANGES.items():
+        v = values[name]
+        if (v < low) if inclusive else (v <= low):
+            bound = f"at least {low}" if inclusive else f"greater than {low}"
+            raise ValueError(f"{name} must be {bound}, not {v} ({sources[name]})")
     for name in ("w_dense", "w_keyword", "w_recency"):  # relative weights, normalised by recall
         if values[name] < 0:
             raise ValueError(f"{name} must not be negative, not {values[name]} ({sources[name]})")
@@ -133,4 +190,45 @@ def load_settings(
             raise ValueError(f"{name} must be between 0 and 1, not {values[name]} ({sources[name]})")
     if values["w_speaker"] + values["w_time"] > 1.0:
         raise ValueError("w_speaker + w_time must not exceed 1")
-    return Settings(values, sources)
+
+
+def load_settings(
+    config_file: Path | None = None,
+    env: dict[str, str] | None = None,
+    *,
+    config_required: bool = False,
+    **flags: Any,
+) -> Settings:
+    """Resolve every key through the four layers and remember the winner.
+
+    ``config_required``: the caller named ``config_file`` on purpose (``--config``,
+    ``MEMVIEWER_CONFIG``), so a missing file is an error instead of "no settings".
+    A folder or an unreadable file is always an error.
+    """
+    env = dict(os.environ) if env is None else env
+    path = config_file or paths.default_config_file()
+    file_values = _read_file(path, config_required)
+    values: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    for key in KEYS:
+        value, source = key.default, "default"
+        if key.name in file_values:
+            source = f"file:{path}"
+            value = _coerce(key, file_values[key.name], source)
+        env_name = f"MEMVIEWER_{key.name.upper()}"
+        if env.get(env_name) not in (None, ""):
+            source = f"env:{env_name}"
+            value = _coerce(key, env[env_name], source)
+        if flags.get(key.name) is not None:
+            value, source = _coerce(key, flags[key.name], "flag"), "flag"
+        values[key.name] = value
+        sources[key.name] = source
+    if values["home"] is None:
+        values["home"] = str(paths.default_home())
+    if values["socket"] is None:
+        values["socket"] = str(paths.default_socket())
+    if values["retention"] not in ("compact", "keep_all"):
+        raise ValueError(f"retention must be 'compact' or 'keep_all', not {values['retention']!r} "
+                         f"({sources['retention']})")
+    _check_ranges(values, sources)
+    return Settings(values, sources, _unknown_key_warnings(file_values, path))

@@ -19,7 +19,7 @@ pytest_plugins = ["fake_llm"]  # the fake_llm fixture (an OpenAI-compatible serv
 def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """No test may read the user's config or data, or reach a real hub."""
     monkeypatch.setenv("MEMVIEWER_HOME", str(tmp_path / "home"))
-    monkeypatch.setenv("MEMVIEWER_CONFIG", str(tmp_path / "no-config.toml"))
+    monkeypatch.setenv("MEMVIEWER_CONFIG", os.devnull)  # a named config file must exist: an empty one
     for key in list(os.environ):
         if key.startswith("MEMVIEWER_") and key not in ("MEMVIEWER_HOME", "MEMVIEWER_CONFIG"):
             monkeypatch.delenv(key, raising=False)

@@ -69,3 +69,81 @@ def test_bad_config_is_a_clear_error(tmp_path):
     cfg.write_text("retention = 'forever'\n")
     res = CliRunner().invoke(cli, ["--config", str(cfg), "sessions"])
     assert res.exit_code != 0 and "retention" in res.output
+
+
+def _invoke(*args: str, env: dict[str, str] | None = None):
+    return CliRunner().invoke(cli, list(args), env=env)
+
+
+def test_settings_errors_are_error_lines_naming_the_layer(tmp_path):
+    res = _invoke("--home", str(tmp_path / "h"), "config", env={"MEMVIEWER_EMBED_BATCH": "0"})
+    assert res.exit_code == 1
+    assert res.stderr.startswith("error: embed_batch must be at least 1, not 0 (env:MEMVIEWER_EMBED_BATCH)")
+    assert "Error:" not in res.stderr and "Traceback" not in res.stderr
+
+
+def test_a_named_config_file_that_is_missing_or_a_folder_is_an_error(tmp_path):
+    missing = tmp_path / "missing.toml"
+    res = _invoke("--config", str(missing), "config")
+    assert res.exit_code == 1
+    assert res.stderr == (f"error: config file {missing} does not exist\n"
+                          "hint: point --config at a TOML file, or unset it\n")
+    res = _invoke("config", env={"MEMVIEWER_CONFIG": str(tmp_path)})
+    assert res.exit_code == 1 and f"error: config file {tmp_path} is a folder" in res.stderr
+    assert "hint: point MEMVIEWER_CONFIG at a TOML file" in res.stderr
+
+
+def test_an_unknown_config_key_warns_on_stderr(tmp_path):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("w_dens = 0.9\n")
+    res = _invoke("--config", str(cfg), "config", "--json")
+    assert res.exit_code == 0 and json.loads(res.stdout)["w_dense"]["value"] == 0.5
+    assert "warning: config file" in res.stderr and "did you mean 'w_dense'?" in res.stderr
+
+
+def test_config_masks_the_llm_api_key(tmp_path):
+    key = "sk-live-0123456789abcdefWXYZ"
+    res = _invoke("config", "--json", env={"MEMVIEWER_LLM_API_KEY": key})
+    assert key not in res.output and json.loads(res.stdout)["llm_api_key"]["value"] == "****WXYZ"
+    res = _invoke("config", env={"MEMVIEWER_LLM_API_KEY": "short"})
+    assert "short" not in res.output and "****" in res.output
+    assert json.loads(_invoke("config", "--json").stdout)["llm_api_key"]["value"] is None
+
+
+def test_sessions_refuses_a_negative_limit_and_non_utf8_arguments(tmp_path):
+    home = str(tmp_path / "h")
+    res = _invoke("--home", home, "sessions", "--limit", "-1")
+    assert res.exit_code == 1 and "error: --limit must be 0 or more, not -1" in res.stderr
+    res = _invoke("--home", home, "sessions", "--filter", "a\udcff")  # argv byte 0xff, as Python keeps it
+    assert res.exit_code == 1 and "error: --filter is not valid UTF-8 text: 'a\\xff'" in res.stderr
+    res = _invoke("--home", home, "sessions", "--scope", "\ud800", "--json")
+    assert res.exit_code == 1 and json.loads(res.stdout)["code"] == "invalid_argument"
+
+
+def test_a_reader_on_a_missing_home_says_it_started_an_empty_store(tmp_path):
+    res = _invoke("--home", str(tmp_path / "typo"), "sessions", "--json")
+    assert res.exit_code == 0 and json.loads(res.stdout)["total"] == 0
+    assert f"note: {tmp_path / 'typo'} did not exist" in res.stderr
+    again = _invoke("--home", str(tmp_path / "typo"), "sessions", "--json")
+    assert "note:" not in again.stderr
+
+
+def test_errors_a_command_leaves_uncaught_are_error_lines(tmp_path, monkeypatch):
+    import click
+
+    from memviewer.errors import MemviewerError
+
+    @click.command("boom")
+    @click.argument("kind")
+    def boom(kind: str) -> None:
+        if kind == "click":
+            raise click.ClickException("bad input file")
+        raise MemviewerError("internal", "the store failed", data={"hint": "try again"})
+
+    monkeypatch.setitem(cli.commands, "boom", boom)
+    res = _invoke("--home", str(tmp_path / "h"), "boom", "click")
+    assert res.exit_code == 1 and res.stderr == "error: bad input file\n"
+    res = _invoke("--home", str(tmp_path / "h"), "boom", "memviewer")
+    assert res.exit_code == 1 and res.stderr == "error: the store failed\nhint: try again\n"
+    res = _invoke("--home", str(tmp_path / "h"), "sessions", "--limit", "abc")  # usage errors stay click's
+    assert res.exit_code == 2 and "Usage:" in res.stderr

@@ -6,6 +6,7 @@ Regenerate the golden files after an intended format change with
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
@@ -191,7 +192,7 @@ def test_failed_file_export_keeps_the_previous_file(service, tmp_path: Path, mon
         raise OSError("disk full")
 
     monkeypatch.setattr(markdown_format.MarkdownWriter, "write", boom)
-    with pytest.raises(OSError):
+    with pytest.raises(MemviewerError, match="cannot write the export to .*out.md: disk full"):
         export_sessions(service, None, "md", target)
     assert target.read_text() == "previous export\n"
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".out")] == []
@@ -371,3 +372,88 @@ def test_cli_pseudonyms_are_keyed_by_the_home(home: Path, tmp_path: Path) -> Non
     assert "1 values masked (standard)" in r.stderr  # the pseudonymised scope id is counted
     again = _run(home, "export", "s-carol", "--format", "json", "--redact", "strict")
     assert json.loads(again.stdout)["sessions"][0]["session"]["scope_id"] == scope_id
+
+
+# -- targets that must not be clobbered, and write failures ------------------------------------
+@pytest.mark.parametrize("inside", ["memviewer.db", "memviewer.db-wal", "lance/x.json", "new.json", "."])
+def test_cli_refuses_a_target_inside_the_home(home: Path, inside: str) -> None:
+    (home / "lance").mkdir(exist_ok=True)
+    before = (home / "memviewer.db").read_bytes()
+    target = home / inside
+    r = _run(home, "export", "--all", "--format", "json", "-o", str(target))
+    assert r.exit_code == 1 and "is inside the memviewer home" in r.stderr and "hint:" in r.stderr
+    assert (home / "memviewer.db").read_bytes() == before
+    assert _run(home, "sessions", "--json").exit_code == 0
+
+
+def test_a_symlink_into_the_home_is_refused_and_one_elsewhere_is_followed(home: Path,
+                                                                          tmp_path: Path) -> None:
+    to_db = tmp_path / "db-link"
+    to_db.symlink_to(home / "memviewer.db")
+    r = _run(home, "export", "--all", "--format", "json", "-o", str(to_db))
+    assert r.exit_code == 1
+    assert f"{to_db} (-> {home / 'memviewer.db'}) is inside the memviewer home" in r.stderr
+    real = tmp_path / "real.jsonl"
+    real.write_text("old\n")
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(real)
+    assert _run(home, "export", "--all", "--format", "jsonl", "-o", str(link)).exit_code == 0
+    assert link.is_symlink() and len(real.read_text().splitlines()) == 18  # the link stays, its file is new
+
+
+def test_a_fifo_is_written_through(service, tmp_path: Path) -> None:
+    import threading
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
+    reader.start()
+    result = export_sessions(service, None, "jsonl", fifo)
+    reader.join(timeout=10)
+    assert result["path"] == str(fifo) and fifo.exists() and not fifo.is_file()  # still the FIFO
+    assert len(got[0].splitlines()) == result["turns"] == 18
+
+
+def test_a_character_device_is_written_through(service) -> None:
+    assert export_sessions(service, None, "md", "/dev/null")["path"] == "/dev/null"
+    assert Path("/dev/null").is_char_device()
+
+
+def test_praisonai_does_not_overwrite_existing_files_without_force(home: Path, tmp_path: Path) -> None:
+    out = tmp_path / "pz"
+    assert _run(home, "export", "--all", "--format", "praisonai", "-o", str(out)).exit_code == 0
+    names = sorted(p.name for p in out.iterdir())
+    originals = {n: (out / n).read_bytes() for n in names}
+    r = _run(home, "export", "--all", "--format", "praisonai", "--redact", "standard", "-o", str(out))
+    assert r.exit_code == 1
+    assert f"2 session files in {out} would be overwritten" in r.stderr and names[0] in r.stderr
+    assert "hint: pass --force" in r.stderr
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == originals  # no staging folder left either
+    r = _run(home, "export", "--all", "--format", "praisonai", "--redact", "standard", "-o", str(out),
+             "--force")
+    assert r.exit_code == 0 and SECRET not in "".join(p.read_text() for p in out.iterdir())
+
+
+@pytest.mark.parametrize(("err", "hint"), [
+    (errno.ENOSPC, "free space on the disk holding"),
+    (errno.EACCES, "check that you may write to"),
+])
+@pytest.mark.parametrize("fmt", ["json", "praisonai"])
+def test_cli_write_failures_are_one_error_line_and_leave_nothing(home: Path, tmp_path: Path, monkeypatch,
+                                                                 err: int, hint: str, fmt: str) -> None:
+    real_replace = os.replace
+
+    def failing_replace(src, dst):
+        raise OSError(err, os.strerror(err))
+
+    monkeypatch.setattr(os, "replace", failing_replace)
+    out = tmp_path / "out"
+    r = _run(home, "export", "--all", "--format", fmt, "-o", str(out))
+    monkeypatch.setattr(os, "replace", real_replace)
+    assert r.exit_code == 1 and "Traceback" not in r.output
+    assert r.stderr.startswith(f"error: cannot write the export to {out}: {os.strerror(err)}; "
+                               "nothing was written")
+    assert hint in r.stderr
+    leftovers = [p.name for p in tmp_path.rglob("*") if p.name.startswith(".")]
+    assert leftovers == [] and (not out.exists() or list(out.iterdir()) == [])

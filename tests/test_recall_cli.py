@@ -68,7 +68,7 @@ QUESTION = "when is my passport appointment at the consulate?"
 def run_cli(home: Path, *args: str, env_extra: dict[str, str] | None = None,
             stdin: str | None = None) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMVIEWER_")}
-    env.update({"MEMVIEWER_CONFIG": str(home / "no-config.toml"),
+    env.update({"MEMVIEWER_CONFIG": os.devnull,
                 "MEMVIEWER_SOCKET": str(home / "no-hub.sock")})
     env.update(env_extra or {})
     return subprocess.run(
@@ -147,13 +147,34 @@ def test_batch_keeps_order_and_reports_bad_lines(imported: Path) -> None:
     assert "2 batch line(s) failed" in proc.stderr
 
 
+def test_batch_answers_undecodable_and_surrogate_lines_and_goes_on(imported: Path) -> None:
+    batch = imported.parent / "bytes.jsonl"
+    batch.write_bytes(b'{"query": "passport"}\n\xff\xfe\n{"query": "\\ud800 deploy"}\n{"query": "pasta"}\n')
+    proc = subprocess.run(
+        [sys.executable, "-m", "memviewer.cli", "--home", str(imported), "recall", "--batch", str(batch),
+         "--json"],
+        capture_output=True, env={**{k: v for k, v in os.environ.items() if not k.startswith("MEMVIEWER_")},
+                                  "MEMVIEWER_CONFIG": os.devnull,
+                                  "MEMVIEWER_SOCKET": str(imported / "no-hub.sock")}, timeout=240,
+    )
+    lines = [json.loads(x) for x in proc.stdout.decode().splitlines()]
+    assert proc.returncode == 1 and b"Traceback" not in proc.stderr
+    assert [sorted(x)[:2] for x in lines] == [["diagnostics", "query"], ["error", "line"], ["error", "line"],
+                                              ["diagnostics", "query"]]
+    assert lines[1] == {"error": "not valid UTF-8 (byte 0xff at column 1)", "line": 2}
+    assert "lone UTF-16 surrogate" in lines[2]["error"] and lines[2]["line"] == 3
+    assert lines[3]["query"] == "pasta"
+    assert b"2 batch line(s) failed" in proc.stderr
+
+
 def test_missing_model_is_a_clear_error(imported: Path, tmp_path: Path) -> None:
     empty = tmp_path / "empty-model"
     empty.mkdir()
     proc = run_cli(imported, "recall", QUESTION, "--json",
                    env_extra={"MEMVIEWER_MODEL_DIR": str(empty)})
     assert proc.returncode != 0
-    assert "model.onnx" in proc.stderr and str(empty) in proc.stderr
+    error = json.loads(proc.stdout)["error"]  # --json: the error is a JSON object too
+    assert "model.onnx" in error and str(empty) in error
     assert "Traceback" not in proc.stderr
 
 
@@ -227,4 +248,7 @@ def test_as_of_sets_the_moment_relative_dates_count_from(imported: Path) -> None
     assert first["diagnostics"]["time_window"]["phrase"] == "a week ago"
     assert second["line"] == 2 and "as_of" in second["error"]
     bad = run_cli(imported, "recall", "a week ago", "--as-of", "the day before", "--json")
-    assert bad.returncode != 0 and "as_of" in bad.stderr and "Traceback" not in bad.stderr
+    assert bad.returncode != 0 and "as_of" in json.loads(bad.stdout)["error"]
+    assert "Traceback" not in bad.stderr
+    bad = run_cli(imported, "recall", "a week ago", "--as-of", "the day before")
+    assert bad.returncode != 0 and bad.stderr.startswith("error:") and "as_of" in bad.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import threading
 
@@ -173,3 +174,34 @@ def test_two_writer_processes_share_one_gap_free_log(tmp_path):
     assert [(e.seq, e.session_id) for e in a.events_since(0)] == [(1, "s1"), (2, "s2"), (3, "s3")]
     a.close()
     b.close()
+
+
+def test_a_store_with_a_newer_schema_is_refused_and_left_alone(tmp_path):
+    path = tmp_path / "m.db"
+    Store.open(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("INSERT INTO schema_migrations VALUES (99, 'future', 0)")
+    before = path.read_bytes()
+    message = f"this store was written by a newer memviewer (schema 99 > {migrations.latest_version()})"
+    with pytest.raises(MemviewerError, match=re.escape(message)) as err:
+        Store.open(path)  # read-write: migrate() checks first
+    assert err.value.data["reason"] == "schema_newer" and "upgrade memviewer" in err.value.data["hint"]
+    ro = Store.open(path, readonly=True)
+    with ro.engine.connect() as conn, pytest.raises(MemviewerError, match="newer memviewer"):
+        migrations.check_compatible(conn)
+    ro.close()
+    assert path.read_bytes() == before
+
+
+def test_another_applications_sqlite_file_is_not_a_store(tmp_path):
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE sessions (x)")
+    with pytest.raises(migrations.NotAStoreError, match=r"it holds other tables \(sessions\)"):
+        Store.open(path)
+    empty = tmp_path / "empty.db"
+    sqlite3.connect(empty).close()  # an empty database is a new store, not a foreign one
+    store = Store.open(empty)
+    with store.engine.connect() as conn:
+        assert migrations.check_compatible(conn) == migrations.latest_version()
+    store.close()

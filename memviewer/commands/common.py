@@ -38,18 +38,62 @@ def fail(message: str, *, hint: str | None = None, code: int = 1, data: Any = No
     sys.exit(code)
 
 
+def error_object(message: str, hint: str | None = None, code: str | None = None) -> dict[str, Any]:
+    """The JSON a ``--json`` command prints instead of an ``error:`` line."""
+    out: dict[str, Any] = {"error": message}
+    if code:
+        out["code"] = code
+    if hint:
+        out["hint"] = hint
+    return out
+
+
+def fail_maybe_json(as_json: bool, message: str, *, hint: str | None = None,
+                    code: str | None = None) -> NoReturn:
+    """``fail`` that keeps stdout parseable for a ``--json`` caller: ``{"error", "code", "hint"}``."""
+    fail(message, hint=hint, data=error_object(message, hint, code) if as_json else None)
+
+
+def check_text(value: str | None, what: str, *, as_json: bool = False) -> None:
+    """Refuse an argument that is not valid UTF-8 text.
+
+    Python decodes undecodable argv bytes to lone surrogates; they would reach
+    SQLite or the tokenizer and fail there with a traceback.
+    """
+    if value is None:
+        return
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        try:  # show the bytes argv really held (Python keeps them as surrogate escapes)
+            shown = value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+        except UnicodeEncodeError:
+            shown = value.encode("utf-8", "backslashreplace").decode("utf-8")
+        fail_maybe_json(as_json, f"{what} is not valid UTF-8 text: '{shown}'",
+                        hint="check the terminal's encoding or the bytes the argument came from",
+                        code="invalid_argument")
+
+
 @contextmanager
-def open_service(ctx: click.Context, *, readonly: bool = False, **kwargs: Any) -> Iterator[Any]:
-    """An in-process ``MemoryService`` for this command's duration."""
+def open_service(ctx: click.Context, *, readonly: bool = False, json_errors: bool = False,
+                 **kwargs: Any) -> Iterator[Any]:
+    """An in-process ``MemoryService`` for this command's duration.
+
+    ``json_errors``: the command prints ``--json``, so a failure is a JSON error object too.
+    """
     from memviewer.service import MemoryService
 
     settings = settings_of(ctx)
+    home_was_missing = readonly and not settings.home_path.exists()  # a reader expected data there
     if readonly and not (settings.home_path / "memviewer.db").exists():
         readonly = False  # first run: create the store rather than fail
     try:
         service = MemoryService(settings, readonly=readonly, **kwargs)
     except MemviewerError as exc:
-        fail(exc.message)
+        fail_maybe_json(json_errors, exc.message, hint=(exc.data or {}).get("hint"), code=exc.code)
+    if home_was_missing:  # a mistyped --home would otherwise just look like an empty store
+        click.echo(f"note: {settings.home_path} did not exist; started a new, empty store there",
+                   err=True)
     try:
         yield service
     except MemviewerError as exc:  # the last net: a clear message, never a traceback
@@ -57,7 +101,7 @@ def open_service(ctx: click.Context, *, readonly: bool = False, **kwargs: Any) -
         if (exc.data or {}).get("reason") == "storage_full":
             hint = (f"free space on the disk holding {settings.home_path}, then run the command "
                     "again (what was stored stays; imports and replays are idempotent)")
-        fail(exc.message, hint=hint or (exc.data or {}).get("hint"))
+        fail_maybe_json(json_errors, exc.message, hint=hint or (exc.data or {}).get("hint"), code=exc.code)
     finally:
         service.close()
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import click
@@ -108,8 +109,12 @@ def _run_live(settings: Any, rate: float, duration: float | None, seed: int | No
     from memviewer.demo.live import LiveAgent
     from memviewer.wire.probe import probe_hub
 
-    if rate <= 0:
-        fail("--rate must be > 0")
+    # nan passes a `<= 0` test and inf means "no pause": both flooded the spool.
+    if not (math.isfinite(rate) and rate > 0):
+        fail(f"--rate must be a positive number of turns per second, not {rate}")
+    if duration is not None and not (math.isfinite(duration) and duration > 0):
+        fail(f"--duration must be a positive number of seconds, not {duration}",
+             hint="leave --duration out to run until Ctrl-C")
     if probe_hub(settings.socket_path) is None:
         click.echo(f"no hub on {settings.socket_path} yet: spooling until one starts "
                    "(run `memviewer serve` or `memviewer`)", err=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from memviewer.commands.common import fail, open_service, progress_callback
+from memviewer.commands.common import check_text, fail, open_service, progress_callback
 from memviewer.errors import MemviewerError
 from memviewer.io import json_import  # noqa: F401 - registers `memviewer import json`
 
@@ -16,16 +16,20 @@ from memviewer.io import json_import  # noqa: F401 - registers `memviewer import
               help="json: full fidelity (re-importable); jsonl: one turn per line; md: transcript; "
                    "praisonai: one PraisonAI session file per session")
 @click.option("-o", "--output", "output", default=None,
-              help="file (json/jsonl/md; '-' or absent = stdout) or folder (praisonai)")
+              help="file (json/jsonl/md; '-' or absent = stdout) or folder (praisonai); never inside "
+                   "the memviewer home. A pipe or device (/dev/stdout) is written through")
 @click.option("--redact", type=click.Choice(["standard", "strict"]), default=None,
               help="mask secrets and personal data in content, metadata and titles")
+@click.option("--force", is_flag=True, help="praisonai: replace session files already in the folder")
 @click.pass_context
-def export_cmd(ctx: click.Context, session_ids, all_sessions, fmt, output, redact) -> None:
+def export_cmd(ctx: click.Context, session_ids, all_sessions, fmt, output, redact, force) -> None:
     """Export sessions with their episodes and archived + active turns."""
     if all_sessions and session_ids:
         fail("pass session ids or --all, not both")
     if not all_sessions and not session_ids:
         fail("name the sessions to export", hint="memviewer export ID... --format json, or --all")
+    for sid in session_ids:
+        check_text(sid, "session id")
     if fmt == "praisonai" and output in (None, "-"):
         fail("the praisonai format writes one file per session", hint="pass -o DIR")
     update, close = progress_callback("exporting")
@@ -33,6 +37,7 @@ def export_cmd(ctx: click.Context, session_ids, all_sessions, fmt, output, redac
         try:
             result = svc.export(
                 None if all_sessions else list(session_ids), fmt, output, redact=redact, progress=update,
+                force=force,
             )
         except MemviewerError as exc:
             close()
@@ -43,8 +48,11 @@ def export_cmd(ctx: click.Context, session_ids, all_sessions, fmt, output, redac
         f"exported {result['sessions']} sessions ({result['turns']} turns) as {fmt} to {result['path']}"
         + (f"; {masked} values masked ({redact})" if redact else "")
     )
-    # Keep stdout clean when it carries the export itself.
-    click.echo(summary, err=result["path"] == "-")
+    # Keep stdout clean when it carries the export itself (also through -o /dev/stdout or a pipe).
+    import os
+
+    special = fmt != "praisonai" and not os.path.isfile(result["path"])
+    click.echo(summary, err=result["path"] == "-" or special)
 
 
 COMMANDS = (export_cmd,)

@@ -15,9 +15,11 @@ from typing import Any
 import click
 
 from memviewer.commands.common import (
+    check_text,
     dumps,
     emit_json,
     fail,
+    fail_maybe_json,
     open_service,
     print_table,
     progress_callback,
@@ -80,13 +82,25 @@ def _human(out: dict[str, Any]) -> None:
         click.echo("escalations: " + ", ".join(d["escalations"]))
 
 
-def _batch_params(line: str) -> dict[str, Any]:
+def _batch_params(raw: bytes) -> dict[str, Any]:
+    """One batch line as recall parameters, or a ``ValueError`` saying why it is unusable."""
+    from memviewer.wire.protocol import check_value
+
+    try:
+        line = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"not valid UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})") from None
     if not line.strip():
         raise ValueError("empty line")
     try:
         obj = json.loads(line)
     except json.JSONDecodeError as exc:
         raise ValueError(f"invalid JSON: {exc.msg} at column {exc.colno}") from None
+    except RecursionError:
+        raise ValueError("invalid JSON: nested too deeply") from None
+    problem = check_value(obj)  # a lone surrogate would crash the tokenizer, not fail cleanly
+    if problem is not None:
+        raise ValueError(f"the line {problem}")
     if not isinstance(obj, dict):
         raise ValueError("each line must be a JSON object")
     unknown = sorted(set(obj) - set(BATCH_KEYS))
@@ -101,7 +115,8 @@ def _run_batch(svc: Any, path: str, flat: bool) -> int:
     from memviewer.errors import MemviewerError
 
     errors = 0
-    stream = sys.stdin if path == "-" else open(path, encoding="utf-8")  # noqa: SIM115
+    # Bytes, decoded line by line: one undecodable line is that line's error, not the batch's.
+    stream = sys.stdin.buffer if path == "-" else open(path, "rb")  # noqa: SIM115
     try:
         for n, line in enumerate(stream, 1):
             try:
@@ -116,7 +131,7 @@ def _run_batch(svc: Any, path: str, flat: bool) -> int:
                 click.echo(dumps({"error": message, "line": n}))
             sys.stdout.flush()
     finally:
-        if stream is not sys.stdin:
+        if path != "-":
             stream.close()
     return errors
 
@@ -141,21 +156,31 @@ def _run_batch(svc: Any, path: str, flat: bool) -> int:
 @click.pass_context
 def recall_cmd(ctx: click.Context, query, scope, scope_id, top_sessions, chunks_per_session, top_k,
                flat, as_of, batch, as_json) -> None:
-    """Two-stage hierarchical recall with its explain trace (DESIGN §5.2)."""
-    from memviewer.errors import MemviewerError
+    """Two-stage hierarchical recall with its explain trace (DESIGN §5.2).
 
+    With --json every failure is a JSON object ``{"error", "code", "hint"}`` on
+    stdout (exit 1), as with ``search --json``; --batch answers each bad line
+    with ``{"error", "line"}`` and goes on.
+    """
+    from memviewer.errors import INVALID_ARGUMENT, MemviewerError
+
+    json_out = as_json or batch is not None  # a batch prints JSON lines whether or not --json is given
     if batch is None and not query:
-        fail("give a QUERY or --batch FILE.jsonl", hint="memviewer recall 'what did I say about X'")
+        fail_maybe_json(json_out, "give a QUERY or --batch FILE.jsonl",
+                        hint="memviewer recall 'what did I say about X'", code=INVALID_ARGUMENT)
     if batch is not None and query:
-        fail("give either a QUERY or --batch, not both")
+        fail_maybe_json(json_out, "give either a QUERY or --batch, not both", code=INVALID_ARGUMENT)
+    for value, what in ((query, "the query"), (scope, "--scope"), (scope_id, "--scope-id"),
+                        (as_of, "--as-of")):
+        check_text(value, what, as_json=json_out)
     if batch not in (None, "-") and not Path(batch).is_file():
-        fail(f"batch file {batch} does not exist")
+        fail_maybe_json(json_out, f"batch file {batch} does not exist", code=INVALID_ARGUMENT)
     hub = _hub_running(ctx)
-    with open_service(ctx, readonly=hub) as svc:
+    with open_service(ctx, readonly=hub, json_errors=json_out) as svc:
         try:
             _prepare(svc, hub)
         except _model_errors() as exc:
-            fail(f"embedding model unavailable: {exc}")
+            fail_maybe_json(json_out, f"embedding model unavailable: {exc}")
         if batch is not None:
             errors = _run_batch(svc, batch, flat)
             if errors:
@@ -167,7 +192,8 @@ def recall_cmd(ctx: click.Context, query, scope, scope_id, top_sessions, chunks_
                              chunks_per_session=chunks_per_session, top_k=top_k,
                              mode="flat" if flat else "hierarchical", as_of=as_of)
         except MemviewerError as exc:
-            fail(exc.message, hint=exc.data.get("hint") if exc.data else None)
+            fail_maybe_json(as_json, exc.message, hint=exc.data.get("hint") if exc.data else None,
+                            code=exc.code)
         if not as_json:
             from memviewer.recall.snippets import attach_tool_calls
 

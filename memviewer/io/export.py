@@ -7,6 +7,15 @@ Guarantees:
 * nothing half-written — unknown ids are reported before anything is written,
   a file output is written to a temporary sibling and renamed into place, and
   PraisonAI files are staged in a hidden folder and moved in at the end;
+* nothing clobbered — a target inside the memviewer home (the store, its
+  ``-wal``/``-shm``, the LanceDB folder) is refused; a symlink is followed and
+  the file it points to is replaced (the link stays); a FIFO or a character
+  device (``/dev/stdout``, a terminal) is written through, as a shell redirect
+  would; any other special file is refused; PraisonAI files already in the
+  target folder (the files you imported from, say) are only replaced with
+  ``force``, else the export names them and writes nothing;
+* a write that fails (no permission, a full disk) is a ``MemviewerError``
+  naming the target, with nothing left behind;
 * redaction (``standard`` / ``strict``) masks content, metadata values, titles
   and tool-call arguments with one ``Redactor`` per export, so a secret gets the
   same mask everywhere in it; ids that carry personal data (an e-mail used as a
@@ -21,14 +30,16 @@ object with ``write`` (for the TUI and tests). PraisonAI needs a folder.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
+import stat
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from memviewer.errors import INVALID_ARGUMENT, SESSION_NOT_FOUND, MemviewerError
+from memviewer.errors import CONFLICT, INTERNAL, INVALID_ARGUMENT, SESSION_NOT_FOUND, MemviewerError
 from memviewer.io.exporters import bundle as bundles
 from memviewer.io.exporters.json_format import JsonWriter
 from memviewer.io.exporters.jsonl_format import JsonlWriter
@@ -67,9 +78,16 @@ def export_sessions(
     *,
     redact: str | None = None,
     progress: Progress | None = None,
+    force: bool = False,
 ) -> dict[str, Any]:
-    """Export ``session_ids`` (``None`` = every session); returns counts and where it went."""
+    """Export ``session_ids`` (``None`` = every session); returns counts and where it went.
+
+    ``force``: a PraisonAI export may replace session files already in the folder.
+    """
     ids = _check_args(session_ids, fmt, redact)
+    home = getattr(service, "home", None)
+    if isinstance(out, (str, os.PathLike)) and str(out) != "-":
+        _refuse_inside_home(Path(out).expanduser(), home)
     store = service.store
     if ids is not None:
         with store.read() as conn:
@@ -93,7 +111,6 @@ def export_sessions(
     if redact:
         from memviewer.io.redact import Redactor, installation_key
 
-        home = getattr(service, "home", None)
         redactor = Redactor(redact, id_key=installation_key(home) if home is not None else None)
     stats = {"sessions": 0, "turns": 0}
 
@@ -112,7 +129,7 @@ def export_sessions(
                 progress(stats["sessions"], total, sid)
 
     if fmt == "praisonai":
-        path = _export_praisonai(each_bundle(), out)
+        path = _export_praisonai(each_bundle(), out, force)
     else:
         path = _export_stream(each_bundle(), fmt, out, redact)
     result: dict[str, Any] = {"format": fmt, **stats, "path": path, "redact": redact, "redactions": {}}
@@ -133,8 +150,28 @@ def _export_stream(items: Iterator[bundles.Bundle], fmt: str, out: Any, redact: 
         _write_all(writer_cls(out, redact), items)
         return getattr(out, "name", "<stream>")
     path = Path(out).expanduser()
-    if path.is_dir():
+    try:
+        st: os.stat_result | None = path.stat()  # follows a symlink
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise _write_error(path, exc) from None
+    if st is not None and stat.S_ISDIR(st.st_mode):
         raise MemviewerError(INVALID_ARGUMENT, f"{path} is a folder; -o needs a file path for {fmt}")
+    if st is not None and (stat.S_ISFIFO(st.st_mode) or stat.S_ISCHR(st.st_mode)):
+        # A pipe or a device (/dev/stdout, a terminal): write through it, as `>` would;
+        # renaming a file over it would only replace the special file.
+        try:
+            with open(path, "w", encoding="utf-8", newline="\n") as fh:
+                _write_all(writer_cls(fh, redact), items)
+        except OSError as exc:
+            raise _write_error(path, exc) from None
+        return str(path)
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise MemviewerError(INVALID_ARGUMENT, f"{path} is not a regular file, a pipe or a terminal; "
+                             "refusing to write to it")
+    if path.is_symlink():  # replace the file the link points to and keep the link
+        path = Path(os.path.realpath(path))
     if not path.parent.exists():
         raise MemviewerError(INVALID_ARGUMENT, f"folder {path.parent} does not exist")
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
@@ -144,10 +181,43 @@ def _export_stream(items: Iterator[bundles.Bundle], fmt: str, out: Any, redact: 
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except OSError as exc:
+        raise _write_error(path, exc) from None
     finally:
-        with contextlib.suppress(FileNotFoundError):
+        with contextlib.suppress(OSError):
             tmp.unlink()
     return str(path)
+
+
+def _write_error(target: Path, exc: OSError) -> MemviewerError:
+    """A failed write as one clear error; what the export wrote so far is already removed."""
+    why = exc.strerror or str(exc)
+    if exc.errno == errno.ENOSPC:
+        hint = f"free space on the disk holding {target}, or export somewhere else"
+    elif exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+        hint = f"check that you may write to {target.parent if not target.is_dir() else target}"
+    else:
+        hint = None
+    return MemviewerError(INTERNAL, f"cannot write the export to {target}: {why}; nothing was written",
+                          data={"reason": "export_write_failed", **({"hint": hint} if hint else {})})
+
+
+def _refuse_inside_home(target: Path, home: Path | None) -> None:
+    """Refuse an export target in the memviewer home: ``-o ~/.../memviewer.db`` used to
+    replace the live store with the export."""
+    if home is None:
+        return
+    homes = {Path(os.path.abspath(home)), Path(os.path.realpath(home))}
+    for candidate in (Path(os.path.abspath(target)), Path(os.path.realpath(target))):
+        for h in homes:
+            if candidate == h or h in candidate.parents:
+                shown = f"{target} (-> {candidate})" if str(candidate) != os.path.abspath(target) else target
+                raise MemviewerError(
+                    INVALID_ARGUMENT,
+                    f"{shown} is inside the memviewer home {home}; an export there could overwrite "
+                    "the store or the index",
+                    data={"hint": "write the export to a path outside the home folder"},
+                )
 
 
 def _write_all(writer: Any, items: Iterator[bundles.Bundle]) -> None:
@@ -157,7 +227,7 @@ def _write_all(writer: Any, items: Iterator[bundles.Bundle]) -> None:
     writer.end()
 
 
-def _export_praisonai(items: Iterator[bundles.Bundle], out: Any) -> str:
+def _export_praisonai(items: Iterator[bundles.Bundle], out: Any, force: bool = False) -> str:
     if out is None or out == "-" or hasattr(out, "write"):
         raise MemviewerError(
             INVALID_ARGUMENT, "the praisonai format writes one file per session",
@@ -166,16 +236,27 @@ def _export_praisonai(items: Iterator[bundles.Bundle], out: Any) -> str:
     folder = Path(out).expanduser()
     if folder.exists() and not folder.is_dir():
         raise MemviewerError(INVALID_ARGUMENT, f"{folder} is a file; praisonai export needs a folder")
-    folder.mkdir(parents=True, exist_ok=True)
     staging = folder / f".memviewer-export-{os.getpid()}"
-    staging.mkdir(exist_ok=True)
     try:
+        folder.mkdir(parents=True, exist_ok=True)
+        staging.mkdir(exist_ok=True)
         writer = PraisonAIWriter(staging)
         for b in items:
             writer.write(b)
+        existing = [name for name in writer.names if os.path.lexists(folder / name)]
+        if existing and not force:
+            shown = ", ".join(existing[:5]) + (f" and {len(existing) - 5} more" if len(existing) > 5 else "")
+            raise MemviewerError(
+                CONFLICT,
+                f"{len(existing)} session file{'s' if len(existing) > 1 else ''} in {folder} would be "
+                f"overwritten ({shown}); nothing was written",
+                data={"existing": existing,
+                      "hint": "pass --force to replace them, or export into another folder"},
+            )
         for name in writer.names:
             os.replace(staging / name, folder / name)
+    except OSError as exc:
+        raise _write_error(folder, exc) from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return str(folder)
-

@@ -24,8 +24,11 @@ from sqlalchemy import (
     String,
     Table,
     Text,
+    inspect,
     text,
 )
+
+from memviewer.errors import INTERNAL, MemviewerError
 
 log = logging.getLogger("memviewer.store")
 
@@ -171,8 +174,52 @@ def current_version(conn: Connection) -> int:
     return int(value or 0)
 
 
+class NotAStoreError(MemviewerError):
+    """The database exists but is not a memviewer store; ``reason`` says why.
+
+    The service adds the path: ``<db> is not a memviewer store (<reason>)``.
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(INTERNAL, f"not a memviewer store ({reason})", data={"reason": "not_a_store"})
+        self.reason = reason
+
+
+def newer_schema_error(have: int) -> MemviewerError:
+    return MemviewerError(
+        INTERNAL,
+        f"this store was written by a newer memviewer (schema {have} > {latest_version()})",
+        data={"reason": "schema_newer", "hint": "upgrade memviewer to use this store; this version "
+              "neither reads nor writes it, so nothing was changed"},
+    )
+
+
+def check_compatible(conn: Connection) -> int:
+    """The store's schema version, after making sure this version may use it.
+
+    Read-only (it creates nothing), so it also guards read-only opens. Raises
+    ``NotAStoreError`` for a SQLite file that holds another application's
+    tables and no ``schema_migrations``, and the ``schema_newer`` error for a
+    store migrated by a later release: its tables may mean something this
+    code does not know, so reading could mislead and writing could corrupt.
+    """
+    tables = set(inspect(conn).get_table_names())
+    if "schema_migrations" not in tables:
+        foreign = sorted(t for t in tables if not t.startswith("sqlite_"))
+        # Only SQLite files are ours alone; a server database may hold other apps' tables.
+        if foreign and conn.dialect.name == "sqlite":
+            shown = ", ".join(foreign[:5]) + (", …" if len(foreign) > 5 else "")
+            raise NotAStoreError(f"it holds other tables ({shown}) and no memviewer schema")
+        return 0
+    have = int(conn.execute(text("SELECT MAX(version) FROM schema_migrations")).scalar() or 0)
+    if have > latest_version():
+        raise newer_schema_error(have)
+    return have
+
+
 def migrate(conn: Connection, target: int | None = None) -> list[int]:
     """Apply pending migrations up to ``target``; return the versions applied."""
+    check_compatible(conn)
     _ensure_table(conn)
     have = current_version(conn)
     applied: list[int] = []
