@@ -90,3 +90,73 @@ def test_cli_reports_a_bad_file(tmp_path: Path) -> None:
     bad.write_text("[]x")
     result = CliRunner().invoke(cli, ["--home", str(tmp_path / "h"), "eval", "longmemeval", str(bad)])
     assert result.exit_code != 0 and "not LongMemEval JSON" in result.output
+
+
+def _ok(**over) -> dict:
+    return {"question_id": "q1", "question": "what?", "answer_session_ids": ["h1"],
+            "haystack_session_ids": ["h1"], "haystack_sessions": [[{"role": "user", "content": "hi"}]],
+            **over}
+
+
+@pytest.mark.parametrize(("data", "words"), [
+    ([_ok(haystack_sessions=[[{"role": "user"}]])], "haystack session h1, turn 0: content must be a string"),
+    ([_ok(haystack_sessions=[["hello"]])], "turn 0 must be an object, not a string"),
+    ([_ok(haystack_sessions=["abc"])], "haystack session h1 must be a list of turns"),
+    ([_ok(haystack_sessions="abc", haystack_session_ids="abc")], "haystack_session_ids must be a list"),
+    ([_ok(haystack_session_ids=["h1", "h2"])], "2 haystack_session_ids but 1 haystack_sessions"),
+    ([_ok(haystack_dates=[12345])], "haystack_dates must be a list of date strings"),
+    ([_ok(question_date=5)], "question_date must be a string"),
+    ([_ok(haystack_sessions=[[{"role": {"x": 1}, "content": "hi"}]])], "role must be one of"),
+    ([_ok(question_id=None)], "question #0: question_id must be a string, not null"),
+    ([_ok(), _ok()], "question #1 (q1): question_id also used by question #0"),
+])
+def test_malformed_questions_are_named_with_the_file(tmp_path: Path, data: list, words: str) -> None:
+    path = tmp_path / "lme.json"
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError) as err:
+        load_questions(path)
+    assert str(err.value).startswith(str(path)) and words in str(err.value)
+
+
+def test_damaged_gzip_and_non_utf8_files_name_the_file(tmp_path: Path) -> None:
+    gz = tmp_path / "cut.json.gz"
+    gz.write_bytes(gzip.compress(json.dumps([_ok()]).encode())[:-12])
+    with pytest.raises(ValueError, match=f"{gz}: damaged gzip file"):
+        load_questions(gz)
+    latin = tmp_path / "latin.json"
+    latin.write_bytes(b'[{"question": "caf\xe9"}]')
+    with pytest.raises(ValueError, match=f"{latin} is not LongMemEval JSON: not valid UTF-8"):
+        load_questions(latin)
+
+
+def test_cli_reports_a_truncated_gzip_instead_of_aborted(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from memviewer.cli import cli
+
+    gz = tmp_path / "cut.json.gz"
+    gz.write_bytes(gzip.compress(json.dumps([_ok()]).encode())[:-12])
+    result = CliRunner().invoke(cli, ["--home", str(tmp_path / "h"), "eval", "longmemeval", str(gz)])
+    assert result.exit_code == 1 and "damaged gzip file" in result.output and "Aborted" not in result.output
+
+
+def test_keep_home_refuses_a_real_memviewer_home(dataset: Path, tmp_path: Path, service) -> None:
+    service.open_session(session_id="s-mine", title="my real memory")
+    home = service.settings.home_path
+    with pytest.raises(ValueError, match="1 sessions that are not from an evaluation"):
+        run(dataset, home=home, embedder=HashEmbedder(), cache_dir=tmp_path / "cache")
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "notes.txt").write_text("x")
+    with pytest.raises(ValueError, match="not empty and holds no memviewer store"):
+        run(dataset, home=tmp_path / "project", embedder=HashEmbedder(), cache_dir=tmp_path / "cache")
+    assert not (tmp_path / "project" / "memviewer.db").exists()
+
+
+def test_keep_home_reuses_an_eval_home_and_a_bad_cache_dir_fails_first(dataset: Path, tmp_path: Path) -> None:
+    home = tmp_path / "eval-home"
+    kw = {"embedder": HashEmbedder(), "cache_dir": tmp_path / "cache", "split": None}
+    run(dataset, home=home, **kw)
+    assert run(dataset, home=home, **kw)["meta"]["questions"] == 2  # its own home: accepted again
+    (tmp_path / "afile").write_text("x")
+    with pytest.raises(ValueError, match="cannot use .* as the embedding cache folder"):
+        run(dataset, embedder=HashEmbedder(), cache_dir=tmp_path / "afile" / "sub")

@@ -10,13 +10,14 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
 import memviewer.store.fts  # noqa: F401 - registers migration 3
 from memviewer.io.export import export_sessions
-from memviewer.io.json_import import import_file
+from memviewer.io.json_import import ExportFileError, import_file
 from memviewer.io.praisonai import import_paths
 from memviewer.session.manager import SessionManager
 from memviewer.store.db import Store
@@ -178,3 +179,118 @@ def test_praisonai_files_survive_memviewer_losslessly(tmp_path: Path) -> None:
     finally:
         a.store.close()
         b.store.close()
+
+
+# -- import json: malformed files and id collisions ----------------------------------
+GOOD = {"session": {"session_id": "s-good", "started_at": 1.7e9, "last_seen_at": 1.7e9},
+        "episodes": [], "turns": [{"turn_id": "g-1", "index": 0, "role": "user", "content": "hi",
+                                   "timestamp": 1.7e9, "archived": False}]}
+
+
+def _turn(**over: Any) -> dict[str, Any]:
+    return {"turn_id": "b-1", "index": 0, "role": "user", "content": "x", "timestamp": 1.7e9, **over}
+
+
+def _export_file(path: Path, *records: dict[str, Any]) -> Path:
+    lines = ",\n".join(json.dumps(r) for r in records)
+    path.write_text('{"format":"memviewer.export","version":1,"redaction":null,"sessions":[\n'
+                    + lines + "\n]}\n", encoding="utf-8")
+    return path
+
+
+BAD_RECORDS = {
+    "episodes_int": ({"session": {"session_id": "b"}, "episodes": 5}, "'episodes' must be a list"),
+    "turns_int": ({"session": {"session_id": "b"}, "turns": 7}, "'turns' must be a list"),
+    "huge_ts": ({"session": {"session_id": "b"}, "turns": [_turn(timestamp=1e300)]}, "1970 and 9999"),
+    "str_ts": ({"session": {"session_id": "b"}, "turns": [_turn(timestamp="soon")]}, "epoch seconds"),
+    "bad_role": ({"session": {"session_id": "b"}, "turns": [_turn(role="wizard")]}, "role must be one of"),
+    "list_content": ({"session": {"session_id": "b"}, "turns": [_turn(content=["x"])]}, "content must be"),
+    "dict_tool_id": ({"session": {"session_id": "b"}, "turns": [_turn(tool_call_id={"a": 1})]},
+                     "tool_call_id"),
+    "ep_no_id": ({"session": {"session_id": "b"}, "episodes": [{"started_at": 1.7e9}]}, "episode_id"),
+    "dup_turn": ({"session": {"session_id": "b"}, "turns": [_turn(), _turn(index=1)]}, "appears twice"),
+    "scope_list": ({"session": {"session_id": "b", "scope": ["x"]}}, "scope must be a string"),
+    "meta_str": ({"session": {"session_id": "b", "metadata": "x"}}, "metadata must be an object"),
+    "window_str": ({"session": {"session_id": "b", "active_window": "9"}}, "active_window"),
+    "count_neg": ({"session": {"session_id": "b"}, "turns": [_turn(replaced_count=-1)]}, "replaced_count"),
+    "surrogate": ({"session": {"session_id": "b"}, "turns": [_turn(content="\ud800")]}, "surrogate"),
+    "stray_episode": ({"session": {"session_id": "b"}, "turns": [_turn(episode_id="e-x")]},
+                      "episode e-x is not in session b"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_RECORDS))
+def test_a_malformed_export_stores_nothing_and_names_the_field(tmp_path: Path, case: str) -> None:
+    svc, mgr = _fresh(tmp_path)
+    record, words = BAD_RECORDS[case]
+    path = _export_file(tmp_path / f"{case}.json", GOOD, record)
+    try:
+        if case == "stray_episode":  # only the store can tell: the good session still goes in
+            report = import_file(mgr.import_session, path)
+            assert [r["session_id"] for r in report["imported"]] == ["s-good"]
+            assert words in report["failed"][0]["error"]
+            return
+        with pytest.raises(ExportFileError) as err:
+            import_file(mgr.import_session, path)
+        assert str(err.value).startswith(f"{path}: ") and words in str(err.value)
+        assert _rows(svc.store)["sessions"] == []  # the good session before it was not stored either
+    finally:
+        svc.store.close()
+
+
+def test_nan_or_absurd_nesting_or_huge_ints_are_file_errors(tmp_path: Path) -> None:
+    svc, mgr = _fresh(tmp_path)
+    head = '{"format":"memviewer.export","version":1,"redaction":null,"sessions":[\n'
+    cases = {"nan": '{"session":{"session_id":"b","started_at":NaN}}',
+             "deep": "[" * 100_000 + "]" * 100_000,
+             "bigint": '{"session":{"session_id":"b","active_window":' + "9" * 5000 + "}}"}
+    try:
+        for name, line in cases.items():
+            path = tmp_path / f"{name}.json"
+            path.write_text(head + line + "\n]}\n")
+            with pytest.raises(ExportFileError, match=f"{path}: damaged session line 2"):
+                import_file(mgr.import_session, path)
+    finally:
+        svc.store.close()
+
+
+def test_sessions_owned_elsewhere_fail_alone(tmp_path: Path) -> None:
+    svc, mgr = _fresh(tmp_path)
+    try:
+        mgr.open_session(session_id="s-live", title="live")  # published live
+        mgr.import_session({"id": "s-other"}, [{"id": "t-taken", "role": "user", "content": "x",
+                                                "timestamp": 1.7e9}])
+        path = _export_file(
+            tmp_path / "e.json",
+            {"session": {"session_id": "s-live", "title": "from the file"}},
+            {"session": {"session_id": "s-thief"}, "turns": [_turn(turn_id="t-taken")]},
+            GOOD,
+        )
+        report = import_file(mgr.import_session, path)
+        assert [r["session_id"] for r in report["imported"]] == ["s-good"]
+        errors = {f["session_id"]: f["error"] for f in report["failed"]}
+        assert errors == {"s-live": "session s-live already exists (from published live)",
+                          "s-thief": "session s-thief: turn t-taken belongs to session s-other"}
+        replaced = import_file(mgr.import_session, path, replace=True)
+        assert {r["session_id"] for r in replaced["imported"]} == {"s-live", "s-good"}
+        assert "s-thief" in {f["session_id"] for f in replaced["failed"]}  # --replace never steals turns
+    finally:
+        svc.store.close()
+
+
+def test_cli_import_json_goes_on_after_a_bad_file(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from memviewer.cli import cli
+
+    good = _export_file(tmp_path / "good.json", GOOD)
+    bad = _export_file(tmp_path / "bad.json", BAD_RECORDS["huge_ts"][0])
+    home = tmp_path / "h"
+    res = CliRunner().invoke(cli, ["--home", str(home), "import", "json", "--no-index", "--json",
+                                   str(bad), str(tmp_path / "missing.json"), str(good)])
+    assert res.exit_code == 1 and "Traceback" not in res.output
+    report = json.loads(res.stdout)
+    assert [r["session_id"] for r in report["imported"]] == ["s-good"]
+    assert [f["path"] for f in report["failed"]] == [str(bad), str(tmp_path / "missing.json")]
+    text_run = CliRunner().invoke(cli, ["--home", str(home), "import", "json", "--no-index", str(bad)])
+    assert text_run.exit_code == 1 and f"failed: {bad}: session b: turn 0 (b-1): timestamp" in text_run.stderr

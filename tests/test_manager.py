@@ -217,3 +217,21 @@ def test_intent_is_stored_on_the_episode(tmp_path):
         row = repos.get_episode(conn, ep["episode_id"])
     assert row["intent_kind"] == "memory_probe" and row["intent_confidence"] > 0
     store.close()
+
+
+def test_values_no_column_can_hold_are_invalid_arguments_not_internal_errors(tmp_path) -> None:  # noqa: ANN001
+    """They used to come back as ``internal`` (which a publisher may retry) with the SQL statement."""
+    from memviewer.session.manager import SessionManager
+    from memviewer.store.db import Store
+
+    mgr = SessionManager(Store.open(tmp_path / "m.db"))
+    results = mgr.apply_batch([
+        {"op": "open_session", "session_id": "s-nan", "agent": "a", "ts": float("nan")},
+        {"op": "open_session", "session_id": "s-big", "agent": "a", "active_window": 10**30},
+        {"op": "open_session", "session_id": "s-far", "agent": "a", "ts": 1e300},
+        {"op": "open_session", "session_id": "s-ok", "agent": "a"},
+    ])
+    for r in results[:3]:
+        assert r["error"]["code"] == "invalid_argument", r
+        assert "[SQL:" not in r["error"]["message"] and "INSERT" not in r["error"]["message"]
+    assert "ok" in results[3]

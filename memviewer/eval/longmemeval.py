@@ -34,6 +34,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from memviewer.timeutil import EARLIEST, LATEST
+
 log = logging.getLogger("memviewer.eval")
 
 SCOPE = "eval"
@@ -43,23 +45,100 @@ TURN_K = 10
 SESSION_DEPTH = 50
 
 
+ROLES = ("user", "assistant", "system", "tool")
+
+
+def _kind(value: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "true/false",
+            type(None): "null"}.get(type(value), "a number" if isinstance(value, int | float) else
+                                    type(value).__name__)
+
+
+def _is_id(value: Any) -> bool:
+    return isinstance(value, str | int) and not isinstance(value, bool)
+
+
+def _check_question(p: Path, i: int, q: dict[str, Any], seen: dict[str, int]) -> None:
+    """Every field ``ingest`` and ``evaluate`` read, with the question and field named."""
+    qid = q["question_id"]
+    if not _is_id(qid) or qid == "":
+        raise ValueError(f"{p}: question #{i}: question_id must be a string, not {_kind(qid)}")
+    where = f"{p}: question #{i} ({qid})"
+    if str(qid) in seen:
+        raise ValueError(f"{where}: question_id also used by question #{seen[str(qid)]}")
+    seen[str(qid)] = i
+    if not isinstance(q["question"], str):
+        raise ValueError(f"{where}: question must be a string, not {_kind(q['question'])}")
+    ids, sessions = q["haystack_session_ids"], q["haystack_sessions"]
+    for key, value in (("haystack_session_ids", ids), ("haystack_sessions", sessions)):
+        if not isinstance(value, list):
+            raise ValueError(f"{where}: {key} must be a list, not {_kind(value)}")
+    if len(ids) != len(sessions):
+        raise ValueError(f"{where}: {len(ids)} haystack_session_ids but {len(sessions)} haystack_sessions")
+    answers, dates = q.get("answer_session_ids"), q.get("haystack_dates")
+    if answers is not None and not (isinstance(answers, list) and all(_is_id(a) for a in answers)):
+        raise ValueError(f"{where}: answer_session_ids must be a list of session ids")
+    if dates is not None and not (isinstance(dates, list)
+                                  and all(d is None or isinstance(d, str) for d in dates)):
+        raise ValueError(f"{where}: haystack_dates must be a list of date strings")
+    if q.get("question_date") is not None and not isinstance(q["question_date"], str):
+        raise ValueError(f"{where}: question_date must be a string, not {_kind(q['question_date'])}")
+    for j, (hsid, turns) in enumerate(zip(ids, sessions, strict=True)):
+        if not _is_id(hsid):
+            raise ValueError(f"{where}: haystack_session_ids[{j}] must be a string, not {_kind(hsid)}")
+        if not isinstance(turns, list):
+            raise ValueError(f"{where}: haystack session {hsid} must be a list of turns, not {_kind(turns)}")
+        for k, t in enumerate(turns):
+            at = f"{where}: haystack session {hsid}, turn {k}"
+            if not isinstance(t, dict):
+                raise ValueError(f"{at} must be an object, not {_kind(t)}")
+            if not isinstance(t.get("content"), str):
+                raise ValueError(f"{at}: content must be a string, not {_kind(t.get('content'))}")
+            role = t.get("role")
+            if role is not None and role not in ROLES:
+                raise ValueError(f"{at}: role must be one of {', '.join(ROLES)}, not {_kind(role)}"
+                                 if not isinstance(role, str) else
+                                 f"{at}: role must be one of {', '.join(ROLES)}, not {role!r}")
+
+
 def load_questions(path: str | Path) -> list[dict[str, Any]]:
-    """Read the LongMemEval JSON (a list of questions), gzip or plain."""
+    """Read the LongMemEval JSON (a list of questions), gzip or plain, and check its shape.
+
+    Every problem is a ValueError naming the file (and the question and field), so
+    the CLI prints one ``error:`` line before any home is created.
+    """
+    import zlib
+
     p = Path(path)
-    raw = p.read_bytes()
-    if raw[:2] == b"\x1f\x8b":
-        raw = gzip.decompress(raw)
     try:
-        data = json.loads(raw)
+        raw = p.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    if raw[:2] == b"\x1f\x8b":
+        try:
+            raw = gzip.decompress(raw)
+        except (EOFError, OSError, zlib.error) as exc:  # EOFError: a truncated download
+            raise ValueError(f"{p}: damaged gzip file ({exc or type(exc).__name__})") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{p} is not LongMemEval JSON: not valid UTF-8 (at byte {exc.start})") from None
+    try:
+        data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValueError(f"{p} is not LongMemEval JSON: {exc}") from None
+    except (RecursionError, ValueError) as exc:
+        raise ValueError(f"{p} is not LongMemEval JSON: {str(exc).split(';')[0] or 'nested too deeply'}"
+                         ) from None
     if not isinstance(data, list) or not all(isinstance(q, dict) for q in data):
         raise ValueError(f"{p}: expected a JSON list of question objects")
     required = ("question_id", "question", "haystack_sessions", "haystack_session_ids")
+    seen: dict[str, int] = {}
     for i, q in enumerate(data):
         missing = [k for k in required if k not in q]
         if missing:
             raise ValueError(f"{p}: question #{i} lacks {', '.join(missing)}")
+        _check_question(p, i, q, seen)
     return data
 
 
@@ -71,9 +150,10 @@ def _parse_date(value: str | None, fallback: float) -> float:
     for fmt in ("%Y/%m/%d %H:%M", "%Y/%m/%d"):
         try:
             text = f"{head} {tail}".strip() if fmt.endswith("%M") else head
-            return datetime.strptime(text, fmt).replace(tzinfo=UTC).timestamp()
+            ts = datetime.strptime(text, fmt).replace(tzinfo=UTC).timestamp()
         except ValueError:
             continue
+        return ts if EARLIEST <= ts <= LATEST else fallback  # the store keeps 1970..9999
     return fallback
 
 
@@ -236,6 +316,40 @@ def evaluate(service: Any, questions: Sequence[dict[str, Any]], gold: dict[str, 
     }
 
 
+def check_eval_home(home: Path) -> None:
+    """Refuse a ``--keep-home`` folder that holds anything but earlier evaluations.
+
+    The evaluation writes ``scope=eval`` sessions into it; mixed into someone's real
+    memory home they would show up in every listing and recall. The store is only
+    read (read-only SQLite), never migrated or changed, when it is refused.
+    """
+    import sqlite3
+
+    from memviewer import paths
+
+    if not home.exists():
+        return
+    if not home.is_dir():
+        raise ValueError(f"--keep-home {home} is not a folder")
+    db = paths.db_path(home)
+    if not db.is_file():
+        if any(home.iterdir()):
+            raise ValueError(f"--keep-home {home} is not empty and holds no memviewer store; "
+                             "use a new folder (or one an earlier --keep-home run made)")
+        return
+    try:
+        conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
+        try:
+            others = conn.execute("SELECT COUNT(*) FROM sessions WHERE scope != ?", (SCOPE,)).fetchone()[0]
+        finally:
+            conn.close()
+    except sqlite3.Error as exc:
+        raise ValueError(f"--keep-home {home}: {db} is not a readable memviewer store ({exc})") from None
+    if others:
+        raise ValueError(f"--keep-home {home} is a memviewer home with {others} sessions that are not "
+                         "from an evaluation; use a separate folder for evaluations")
+
+
 def run(path: str | Path, *, limit: int | None = None, home: str | Path | None = None,
         cache_dir: str | Path | None = None, embedder: Any = None, split: int | None = 50,
         systems: Sequence[str] = SYSTEMS, progress: Callable[[int, int, str], None] | None = None,
@@ -252,13 +366,21 @@ def run(path: str | Path, *, limit: int | None = None, home: str | Path | None =
     questions = load_questions(path)
     if limit is not None:
         questions = questions[:limit]
+    cache_dir = Path(cache_dir or Path(tempfile.gettempdir()) / "memviewer-eval-cache")
+    try:  # now, not when the cache is first saved after the whole ingest
+        cache_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"cannot use {cache_dir} as the embedding cache folder: {exc.strerror or exc}"
+                         ) from None
+    if home is not None:
+        check_eval_home(Path(home))
     tmp = None
     if home is None:
         tmp = tempfile.mkdtemp(prefix="memviewer-eval-")
         home = tmp
     settings = load_settings(env={}, home=str(home), retention="keep_all")
     inner = embedder or OnnxEmbedder(settings.model_dir)
-    cache = CachedEmbedder(inner, cache_dir or Path(tempfile.gettempdir()) / "memviewer-eval-cache")
+    cache = CachedEmbedder(inner, cache_dir)
     t0 = time.perf_counter()
     service = MemoryService(settings, embedder=cache)
     try:

@@ -191,9 +191,9 @@ def _source_hash(turns: Sequence[dict[str, Any]], salt: str = "") -> str:
 def _day(ts: float | None) -> str | None:
     if ts is None:
         return None
-    from datetime import UTC, datetime
+    from memviewer.timeutil import to_datetime
 
-    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%d")
+    return None if (dt := to_datetime(ts)) is None else dt.strftime("%Y-%m-%d")  # a bad stored time
 
 
 def extractive(turns: Sequence[dict[str, Any]], title: str = "") -> tuple[str, str]:

@@ -2,9 +2,10 @@
 
 Exports put one session per line, so the reader streams line by line and keeps
 one session in memory; a file reformatted by another tool (``jq .``) is still
-valid JSON and is read whole instead. Each session goes through
-``service.import_session``, which is idempotent by turn id, so importing the
-same file twice changes nothing.
+valid JSON and is read whole instead. The file is read twice: once to check
+every field (a bad file stores nothing), once to import. Each session goes
+through ``service.import_session``, which is idempotent by turn id, so
+importing the same file twice changes nothing.
 """
 
 from __future__ import annotations
@@ -18,7 +19,10 @@ import click
 
 from memviewer.commands.common import emit_json, open_service
 from memviewer.commands.core import import_group
+from memviewer.errors import MemviewerError
 from memviewer.io.exporters.json_format import EPISODE_FIELDS, FORMAT, SESSION_FIELDS, TURN_FIELDS, VERSION
+from memviewer.session.importcheck import check_import, kind
+from memviewer.store.db import storage_failure
 
 
 class ExportFileError(ValueError):
@@ -31,22 +35,45 @@ def _row(record: Any, fields: tuple[tuple[str, str], ...], what: str) -> dict[st
     return {column: record.get(public) for public, column in fields}
 
 
+def _list(record: dict[str, Any], key: str, sid: str) -> list[Any]:
+    value = record.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise ExportFileError(f"session {sid}: '{key}' must be a list, not {kind(value)}")
+    return value
+
+
 def session_from_record(record: Any) -> tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]:
-    """(session row, turns in projection order, episode rows) for ``import_session``."""
+    """(session row, turns in projection order, episode rows) for ``import_session``.
+
+    Every field is type- and range-checked (``importcheck``): an error names the
+    session and the field, and nothing of the file has been stored yet.
+    """
     if not isinstance(record, dict) or not isinstance(record.get("session"), dict):
         raise ExportFileError("a session entry needs a 'session' object")
     session = _row(record["session"], SESSION_FIELDS, "session")
     if not isinstance(session.get("id"), str) or not session["id"]:
         raise ExportFileError("a session has no session_id")
-    episodes = [_row(e, EPISODE_FIELDS, "episode") for e in record.get("episodes") or []]
-    turns = [_row(t, TURN_FIELDS, "turn") for t in record.get("turns") or []]
+    sid = session["id"]
+    episodes = [_row(e, EPISODE_FIELDS, f"session {sid}: an episode") for e in _list(record, "episodes", sid)]
+    turns = [_row(t, TURN_FIELDS, f"session {sid}: a turn") for t in _list(record, "turns", sid)]
     for t in turns:
-        if not isinstance(t.get("id"), str) or t.get("role") is None or t.get("timestamp") is None:
-            raise ExportFileError(f"session {session['id']}: a turn lacks turn_id, role or timestamp")
-        t["content"] = t["content"] or ""
-    turns.sort(key=lambda t: t["idx"] if isinstance(t.get("idx"), int) else 0)
+        if t.get("id") is None or t.get("role") is None or t.get("timestamp") is None:
+            raise ExportFileError(f"session {sid}: a turn lacks turn_id, role or timestamp")
+        if t["content"] is None:
+            t["content"] = ""
+        idx = t.pop("idx")  # import_session numbers turns by their position
+        if idx is not None and (not isinstance(idx, int) or isinstance(idx, bool)):
+            raise ExportFileError(f"session {sid}: turn {t['id']!r}: index must be a whole number")
+        t["_order"] = idx if isinstance(idx, int) else 0
+    turns.sort(key=lambda t: t["_order"])
     for t in turns:
-        del t["idx"]  # import_session numbers turns by their position
+        del t["_order"]
+    try:
+        check_import(session, turns, episodes)
+    except MemviewerError as exc:
+        raise ExportFileError(f"session {sid}: {exc.message}") from None
     return session, turns, episodes
 
 
@@ -55,6 +82,21 @@ def _check_header(head: Any) -> None:
         raise ExportFileError(f"not a {FORMAT} file (no \"format\": \"{FORMAT}\")")
     if head.get("version") != VERSION:
         raise ExportFileError(f"unsupported {FORMAT} version {head.get('version')!r} (this reads {VERSION})")
+
+
+def _no_constant(name: str) -> Any:
+    raise ExportFileError(f"{name} is not a JSON number")
+
+
+def _loads(text: str, where: str) -> Any:
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except ExportFileError as exc:
+        raise ExportFileError(f"{where}: {exc}") from None
+    except RecursionError:
+        raise ExportFileError(f"{where}: nested too deeply") from None
+    except ValueError as exc:  # JSONDecodeError, or an integer beyond the digit limit
+        raise ExportFileError(f"{where}: {str(exc).split(';')[0]}") from None
 
 
 def iter_records(path: Path) -> Iterator[Any]:
@@ -68,62 +110,115 @@ def iter_records(path: Path) -> Iterator[Any]:
                 head = None
             if head is not None:
                 _check_header(head)
-                for line in fh:
+                for n, line in enumerate(fh, 2):
                     line = line.rstrip("\n")
                     if line in ("]}", ""):
                         continue
-                    try:
-                        yield json.loads(line[:-1] if line.endswith(",") else line)
-                    except ValueError as exc:
-                        raise ExportFileError(f"damaged session line: {exc}") from None
+                    yield _loads(line[:-1] if line.endswith(",") else line, f"damaged session line {n}")
                 return
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except ValueError as exc:
-        raise ExportFileError(f"not valid JSON ({exc})") from None
+    data = _loads(path.read_text(encoding="utf-8"), "not valid JSON")
     _check_header(data)
     if not isinstance(data.get("sessions"), list):
         raise ExportFileError("'sessions' is not a list")
     yield from data["sessions"]
 
 
+def _records(path: Path) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]]:
+    try:
+        for record in iter_records(path):
+            yield session_from_record(record)
+    except UnicodeDecodeError:
+        raise ExportFileError("not valid UTF-8") from None
+    except OSError as exc:
+        raise ExportFileError(f"cannot read: {exc.strerror or exc}") from None
+
+
 def import_file(
     import_session: Callable[..., dict[str, Any]],
     path: str | Path,
     progress: Callable[[int, int, str], None] | None = None,
+    *,
+    replace: bool = False,
 ) -> dict[str, Any]:
-    """Import every session of one export file; returns ``{imported: [...], turns}``."""
+    """Import every session of one export file; ``{path, imported: [...], failed: [...], turns}``.
+
+    The whole file is read and checked first, so a malformed file (``ExportFileError``,
+    message prefixed with the path) stores nothing. Then each session is imported in
+    its own transaction (a running hub is never held up for a whole file), with origin
+    ``export:<absolute path>``: a session the store refuses (it exists from elsewhere and
+    ``replace`` is off, or a turn id belongs to another session) is listed in ``failed``
+    and the others still go in.
+    """
     p = Path(path).expanduser()
-    if not p.is_file():
-        raise ExportFileError(f"{p}: no such file")
-    imported: list[dict[str, Any]] = []
     try:
-        for i, record in enumerate(iter_records(p), 1):
-            session, turns, episodes = session_from_record(record)
-            imported.append(import_session(session, turns, episodes))
-            if progress:
-                progress(i, 0, session["id"])
-    except UnicodeDecodeError:
-        raise ExportFileError(f"{p}: not valid UTF-8") from None
-    return {"path": str(p), "imported": imported, "turns": sum(r["turns"] for r in imported)}
+        if not p.is_file():
+            raise ExportFileError("no such file" if not p.exists() else "not a file")
+        seen: set[str] = set()
+        for session, _turns, _episodes in _records(p):
+            if session["id"] in seen:
+                raise ExportFileError(f"session {session['id']} appears twice")
+            seen.add(session["id"])
+    except ExportFileError as exc:
+        raise ExportFileError(f"{p}: {exc}") from None
+    origin = f"export:{p.resolve()}"
+    imported: list[dict[str, Any]] = []
+    failed: list[dict[str, Any]] = []
+    for i, (session, turns, episodes) in enumerate(_records(p), 1):
+        sid = session["id"]
+        try:
+            result = import_session(session, turns, episodes, origin=origin, replace=replace)
+        except MemviewerError as exc:
+            if storage_failure(exc) is not None:
+                raise
+            why = exc.message
+            if not why.startswith(f"session {sid} "):
+                why = f"session {sid}: {why}"
+            failed.append({"path": str(p), "session_id": sid, "error": why})
+            continue
+        imported.append({**result, "path": str(p)})
+        if progress:
+            progress(i, len(seen), sid)
+    return {"path": str(p), "imported": imported, "failed": failed,
+            "turns": sum(r["turns"] for r in imported)}
 
 
 @import_group.command("json")
-@click.argument("path", type=click.Path())
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("--no-index", is_flag=True, help="skip embedding (keyword search only)")
 @click.option("--json", "as_json", is_flag=True, help="print the import report as JSON")
+@click.option("--replace", is_flag=True,
+              help="let a session replace one that exists from elsewhere (published live, another file)")
 @click.pass_context
-def import_json(ctx: click.Context, path: str, no_index: bool, as_json: bool) -> None:
-    """A `memviewer export --format json` file (idempotent: re-importing changes nothing)."""
+def import_json(ctx: click.Context, paths: tuple[str, ...], no_index: bool, as_json: bool,
+                replace: bool) -> None:
+    """`memviewer export --format json` files (idempotent: re-importing changes nothing).
+
+    A malformed file is reported as `failed: PATH: reason` and stores nothing; a session
+    that exists from elsewhere is skipped unless --replace. Exit code 1 if anything failed.
+    """
+    imported: list[dict[str, Any]] = []
+    failed: list[dict[str, Any]] = []
     with open_service(ctx) as svc:
-        try:
-            report = import_file(svc.import_session, path)
-        except ExportFileError as exc:
-            raise click.ClickException(str(exc)) from None
-        if not no_index and report["imported"]:
-            svc.sync_index([r["session_id"] for r in report["imported"]])
+        for path in paths:
+            try:
+                report = import_file(svc.import_session, path, replace=replace)
+            except ExportFileError as exc:
+                where = str(Path(path).expanduser())
+                failed.append({"path": where, "error": str(exc).removeprefix(f"{where}: ")})
+                continue
+            imported += report["imported"]
+            failed += report["failed"]
+        if not no_index and imported:
+            svc.sync_index([r["session_id"] for r in imported])
     if as_json:
-        emit_json(report)
+        emit_json({"imported": imported, "failed": failed, "turns": sum(r["turns"] for r in imported)})
     else:
-        new = sum(r["new_turns"] for r in report["imported"])
-        click.echo(f"imported {len(report['imported'])} sessions ({report['turns']} turns, {new} new)")
+        new = sum(r["new_turns"] for r in imported)
+        removed = sum(r.get("removed_turns", 0) for r in imported)
+        click.echo(f"imported {len(imported)} sessions ({sum(r['turns'] for r in imported)} turns, {new} new"
+                   + (f", {removed} no longer in the files removed)" if removed else ")")
+                   + (f"; {len(failed)} failed" if failed else ""))
+        for f in failed:
+            click.echo(f"  failed: {f['path']}: {f['error']}", err=True)
+    if failed:
+        ctx.exit(1)

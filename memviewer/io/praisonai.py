@@ -17,7 +17,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memviewer.errors import MemviewerError
+from memviewer.session.importcheck import MAX_INT, kind
+from memviewer.store.db import storage_failure
 from memviewer.timeutil import now, parse_ts
+from memviewer.wire.protocol import check_value
 
 log = logging.getLogger("memviewer.io")
 
@@ -78,6 +82,34 @@ def _lookup(data: dict[str, Any], meta: dict[str, Any], key: str) -> Any:
     return value if value not in (None, "") else meta.get(key)
 
 
+def _id_text(value: Any, where: str) -> str | None:
+    """A string field that PraisonAI (or a hand-written file) may also give as a number."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return str(value)
+    raise ForeignFileError(f"{where} must be a string, not {kind(value)}")
+
+
+def _file_ts(value: Any, where: str) -> float | None:
+    try:
+        return parse_ts(value)
+    except ValueError as exc:
+        raise ForeignFileError(f"{where}: {exc}") from None
+
+
+def _compacted_count(value: Any, where: str) -> int:
+    if value is None:
+        return 0
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, str) and value.strip().isdigit():
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or not 0 <= value <= MAX_INT:
+        raise ForeignFileError(f"{where} must be a whole number >= 0, not {kind(value)}")
+    return value
+
+
 def turn_id_for(session_id: str, role: str, ts: float, content: str, occurrence: int) -> str:
     h = hashlib.sha256(
         f"{session_id}\x00{role}\x00{ts!r}\x00{content}\x00{occurrence}".encode()
@@ -85,33 +117,64 @@ def turn_id_for(session_id: str, role: str, ts: float, content: str, occurrence:
     return f"t-{h[:32]}"
 
 
-def parse_session(data: Any, fallback_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """Map one PraisonAI session object to (session row, turns in projection order)."""
+def parse_session(
+    data: Any, fallback_id: str, default_ts: float | None = None,
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Map one PraisonAI session object to (session row, turns in projection order).
+
+    Every field is type-checked here (``ForeignFileError`` names the field), so
+    nothing malformed reaches the store. ``default_ts`` (the file's mtime) dates
+    messages of a file without any time, so their turn ids stay stable across imports.
+    """
     if not isinstance(data, dict):
         raise ForeignFileError("top level is not a JSON object")
     if not any(isinstance(data.get(k), list) for k in ("messages", "archived_messages")):
         raise ForeignFileError("no 'messages' or 'archived_messages' list")
-    meta = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
-    sid = str(data.get("session_id") or fallback_id)
-    created = parse_ts(data.get("created_at"))
-    updated = parse_ts(data.get("updated_at"))
-    agent = data.get("agent_name") or ""
-    user_id = data.get("user_id")
-    scope, scope_id = ("user", str(user_id)) if user_id else ("agent", str(agent))
+    reason = check_value(data)
+    if reason:
+        raise ForeignFileError(f"the session {reason}")
+    for key in ("messages", "archived_messages"):
+        if data.get(key) is not None and not isinstance(data[key], list):
+            raise ForeignFileError(f"{key} must be a list, not {kind(data[key])}")
+    meta = data.get("metadata")
+    if meta is None:
+        meta = {}
+    elif not isinstance(meta, dict):
+        raise ForeignFileError(f"metadata must be an object, not {kind(meta)}")
+    sid = _id_text(data.get("session_id"), "session_id") or fallback_id
+    created = _file_ts(data.get("created_at"), "created_at")
+    updated = _file_ts(data.get("updated_at"), "updated_at")
+    agent = _id_text(data.get("agent_name"), "agent_name") or ""
+    user_id = _id_text(data.get("user_id"), "user_id")
+    scope, scope_id = ("user", user_id) if user_id else ("agent", agent)
+    links = {k: _id_text(_lookup(data, meta, k), k) for k in ("source", *LINEAGE_KEYS)}
+    title = meta.get("title")
+    if not isinstance(title, str):
+        title = None  # kept verbatim in the metadata; the session's title comes from elsewhere
     turns: list[dict[str, Any]] = []
     seen: Counter[tuple[str, float, str]] = Counter()
-    projection = [(m, True) for m in data.get("archived_messages") or []]
-    projection += [(m, False) for m in data.get("messages") or []]
-    fallback_ts = created or updated or now()
-    for msg, archived in projection:
+    projection = [(m, True, f"archived_messages[{i}]")
+                  for i, m in enumerate(data.get("archived_messages") or [])]
+    projection += [(m, False, f"messages[{i}]") for i, m in enumerate(data.get("messages") or [])]
+    fallback_ts = created or updated or default_ts or now()
+    for msg, archived, where in projection:
         if not isinstance(msg, dict):
             continue  # tolerate malformed entries, like PraisonAI itself
-        role = str(msg.get("role") or "user")
+        raw_role = msg.get("role")
+        if raw_role is not None and not isinstance(raw_role, str):
+            raise ForeignFileError(f"{where}.role must be a string, not {kind(raw_role)}")
+        role = raw_role or "user"
         if role not in ("user", "assistant", "tool", "system"):
             role = "system" if role == "developer" else "assistant"
         content = _text(msg.get("content"))
-        ts = parse_ts(msg.get("timestamp")) or fallback_ts
-        mmeta = msg.get("metadata") if isinstance(msg.get("metadata"), dict) else None
+        ts = _file_ts(msg.get("timestamp"), f"{where}.timestamp") or fallback_ts
+        mmeta = msg.get("metadata")
+        if mmeta is not None and not isinstance(mmeta, dict):
+            raise ForeignFileError(f"{where}.metadata must be an object, not {kind(mmeta)}")
+        tool_calls = msg.get("tool_calls")
+        if tool_calls is not None and not isinstance(tool_calls, list):
+            raise ForeignFileError(f"{where}.tool_calls must be a list, not {kind(tool_calls)}")
+        tool_call_id = _id_text(msg.get("tool_call_id"), f"{where}.tool_call_id")
         key = (role, ts, content)
         occurrence = seen[key]
         seen[key] += 1
@@ -124,19 +187,20 @@ def parse_session(data: Any, fallback_id: str) -> tuple[dict[str, Any], list[dic
                 "timestamp": ts,
                 "archived": archived,
                 "is_compaction_summary": is_summary and not archived,
-                "replaced_count": int((mmeta or {}).get("compacted_count") or 0)
+                "replaced_count": _compacted_count((mmeta or {}).get("compacted_count"),
+                                                   f"{where}.metadata.compacted_count")
                 if is_summary
                 else 0,
-                "tool_calls": msg.get("tool_calls"),
-                "tool_call_id": msg.get("tool_call_id"),
+                "tool_calls": tool_calls,
+                "tool_call_id": tool_call_id,
                 "meta": mmeta,
             }
         )
     stamps = [t["timestamp"] for t in turns]
-    started = created or (min(stamps) if stamps else now())
+    started = created or (min(stamps) if stamps else fallback_ts)
     last = updated or (max(stamps) if stamps else started)
     first_user = next((t["content"] for t in turns if t["role"] == "user" and t["content"]), "")
-    title = meta.get("title") or agent or " ".join(first_user.split())[:80]
+    title = title or agent or " ".join(first_user.split())[:80]
     extra = {k: v for k, v in data.items() if k not in _KNOWN_KEYS}
     session_meta = dict(meta)
     if extra:
@@ -146,14 +210,13 @@ def parse_session(data: Any, fallback_id: str) -> tuple[dict[str, Any], list[dic
         "agent": agent,
         "scope": scope,
         "scope_id": scope_id,
-        "title": str(title),
+        "title": title,
         "started_at": started,
         "last_seen_at": last,
         "closed_at": None,
         "status": "closed",
-        "source": _lookup(data, meta, "source"),
-        **{k: _lookup(data, meta, k) for k in LINEAGE_KEYS},
-        "meta": {"praisonai": {"user_id": user_id, "agent_name": data.get("agent_name"),
+        **links,
+        "meta": {"praisonai": {"user_id": data.get("user_id"), "agent_name": data.get("agent_name"),
                                "created_at": data.get("created_at"),
                                "updated_at": data.get("updated_at")},
                  "metadata": session_meta},
@@ -167,27 +230,51 @@ _KNOWN_KEYS = {
 }
 
 
+def _no_constant(name: str) -> Any:
+    raise ForeignFileError(f"not valid JSON ({name} is not a JSON number; exports could not write it back)")
+
+
 def load_file(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     try:
         raw = path.read_bytes()
+        mtime: float | None = path.stat().st_mtime
     except OSError as exc:
         raise ForeignFileError(f"cannot read: {exc.strerror or exc}") from None
     try:
-        data = json.loads(raw.decode("utf-8"))
+        data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
     except UnicodeDecodeError:
         raise ForeignFileError("not valid UTF-8") from None
     except json.JSONDecodeError as exc:
         raise ForeignFileError(f"not valid JSON ({exc.msg} at line {exc.lineno})") from None
+    except RecursionError:
+        raise ForeignFileError("not readable JSON (nested too deeply)") from None
+    except ForeignFileError:
+        raise
+    except ValueError as exc:  # e.g. an integer beyond Python's digit limit
+        raise ForeignFileError(f"not readable JSON ({str(exc).split(';')[0]})") from None
+    try:
+        mtime = parse_ts(mtime)
+    except ValueError:
+        mtime = None
     stem = path.name[: -len(".json")] if path.name.endswith(".json") else path.stem
-    return parse_session(data, stem)
+    return parse_session(data, stem, mtime)
 
 
 def import_paths(
-    import_session: Callable[[dict[str, Any], list[dict[str, Any]]], dict[str, Any]],
+    import_session: Callable[..., dict[str, Any]],
     paths: Iterable[str | Path],
     progress: Callable[[int, int, str], None] | None = None,
+    *,
+    replace: bool = False,
 ) -> ImportReport:
-    """Import every session file; bad files are reported by name and skipped."""
+    """Import every session file; a bad file is reported by name and skipped, the rest go on.
+
+    Each file is one session imported in one transaction (all or nothing), with
+    origin ``praisonai:<absolute path>``: re-importing the same file updates the
+    session in place, while a session that exists from elsewhere (published live,
+    another file) is refused unless ``replace`` (see ``SessionManager.import_session``).
+    Only a failing store (disk full, I/O error) stops the run: it would fail every file.
+    """
     report = ImportReport()
     files = list(iter_session_files(paths))
     for i, path in enumerate(files, 1):
@@ -195,12 +282,21 @@ def import_paths(
             if not path.exists():
                 raise ForeignFileError("no such file or folder")
             session, turns = load_file(path)
-            result = import_session(session, turns)
+            origin = f"praisonai:{path.resolve()}"
+            result = import_session(session, turns, origin=origin, replace=replace)
             result["path"] = str(path)
             report.imported.append(result)
-        except ForeignFileError as exc:
-            log.info("skipped %s: %s", path, exc)
-            report.failed.append((str(path), str(exc)))
+        except (ForeignFileError, MemviewerError) as exc:
+            if isinstance(exc, MemviewerError) and storage_failure(exc) is not None:
+                raise
+            reason = exc.message if isinstance(exc, MemviewerError) else str(exc)
+            log.info("skipped %s: %s", path, reason)
+            report.failed.append((str(path), reason))
+        except Exception as exc:  # a file must never sink the run: report it, go on
+            if storage_failure(exc) is not None:
+                raise
+            log.exception("import of %s failed", path)
+            report.failed.append((str(path), f"internal error: {type(exc).__name__}: {exc}"[:300]))
         if progress:
             progress(i, len(files), str(path))
     return report

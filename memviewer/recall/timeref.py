@@ -77,13 +77,15 @@ def parse_as_of(value: object) -> float:
     Raises ValueError with a message fit for the user for anything else, including
     NaN, infinities, overflowing numbers and dates outside the years 1970–9999.
     """
-    from memviewer.timeutil import parse_ts
+    from memviewer.timeutil import TimestampRangeError, parse_ts
 
     if isinstance(value, str) and (m := _LME_DATE.match(value.strip())):
         y, mo, d, hh, mm = m.groups()
         value = f"{y}-{int(mo):02d}-{int(d):02d}T{int(hh or 0):02d}:{mm or '00'}"
     try:
         epoch = parse_ts(value)
+    except TimestampRangeError:
+        epoch = math.nan  # a number, but no date: the range message below
     except (ValueError, OverflowError, TypeError):
         raise ValueError(f"as_of must be epoch seconds or an ISO 8601 date, not {value!r}") from None
     if epoch is None or not (math.isfinite(epoch) and _EARLIEST <= epoch <= _LATEST):

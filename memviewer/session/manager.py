@@ -12,6 +12,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from sqlalchemy import delete
+
 from memviewer.errors import (
     CONFLICT,
     EPISODE_NOT_FOUND,
@@ -24,6 +26,7 @@ from memviewer.ids import new_id
 from memviewer.logctx import log_context
 from memviewer.session import compaction
 from memviewer.session.bus import EventBus
+from memviewer.session.importcheck import EPISODE_DEFAULTS, check_import, describe_origin, prior_origin
 from memviewer.store import repos
 from memviewer.store.db import Store, WriteTx, storage_failure
 from memviewer.timeutil import now, parse_ts
@@ -480,8 +483,10 @@ class SessionManager:
         fn = getattr(self, op)
         try:
             return fn(**args)
-        except TypeError as exc:
-            raise MemviewerError(INVALID_ARGUMENT, f"{op}: {exc}") from None
+        except (TypeError, ValueError, OverflowError) as exc:  # a value no column can hold
+            if storage_failure(exc) is not None:
+                raise
+            raise MemviewerError(INVALID_ARGUMENT, f"{op}: {_short_error(exc)}") from None
 
     def apply_batch(self, commands: list[Any]) -> list[dict[str, Any]]:
         """Apply commands in order in one transaction; each fails alone (savepoints).
@@ -509,8 +514,13 @@ class SessionManager:
                 except Exception as exc:  # never let one command sink the batch...
                     if storage_failure(exc) is not None:
                         raise  # ...unless the store failed: then nothing is stored or acknowledged
+                    op = cmd.get("op") if isinstance(cmd, dict) else None
+                    if isinstance(exc, TypeError | ValueError | OverflowError):
+                        results.append({"error": {"code": INVALID_ARGUMENT,
+                                                  "message": f"{op}: {_short_error(exc)}"}})
+                        continue
                     log_session.exception("command failed")
-                    results.append({"error": {"code": INTERNAL, "message": str(exc)}})
+                    results.append({"error": {"code": INTERNAL, "message": _short_error(exc)}})
             if fast is not None:
                 fast.flush()
         return results
@@ -518,17 +528,29 @@ class SessionManager:
     # -- imports -------------------------------------------------------------
     def import_session(
         self, session: dict[str, Any], turns: list[dict[str, Any]],
-        episodes: list[dict[str, Any]] | None = None,
+        episodes: list[dict[str, Any]] | None = None, *, origin: str | None = None,
+        replace: bool = False,
     ) -> dict[str, Any]:
-        """Upsert a whole session history (importers); idempotent by turn id.
+        """Store a whole session history as the importer has it; idempotent by turn id.
 
         ``turns`` are in projection order (archived first) and carry ``id``,
         ``role``, ``content``, ``timestamp``, ``archived`` and optional
         ``is_compaction_summary``/``replaced_count``/``tool_calls``/``meta``.
-        Existing turns keep their row and get the file's position and flags.
-        Emits ``session.started`` for a new session and ``session.imported``.
+        Every field is type- and range-checked first (``importcheck``), so a bad
+        file fails with ``invalid_argument`` and stores nothing.
+
+        The import is authoritative: existing turns keep their row and get the
+        file's position and flags; turns (and episodes) of the session that the
+        import no longer holds are removed, so an edited file leaves no stale text.
+        ``origin`` (``praisonai:/abs/a.json``) is recorded in ``session.imported``.
+        A session that exists from another origin (published live, or imported
+        from another file) is refused with ``conflict`` unless ``replace`` is set
+        or the import would change nothing; one imported without an origin (older
+        versions, direct calls) may be updated by any. Emits ``session.started``
+        for a new session and ``session.imported``.
         """
-        sid = _require_str("session_id", session.get("id"), allow_empty=False)
+        check_import(session, turns, episodes)
+        sid: str = session["id"]
         t = now()
         with log_context(session_id=sid), self.store.write() as tx:
             existing = repos.get_session(tx.conn, sid)
@@ -551,6 +573,20 @@ class SessionManager:
                 "active_window": session.get("active_window") or self.active_window,
                 "meta": session.get("meta"),
             }
+            plan = _ImportPlan.build(tx, sid, existing, row, turns, episodes or [])
+            prior = prior_origin(tx.conn, sid) if existing is not None else None
+            foreign = origin is not None and prior is not None and prior != origin
+            result = {"session_id": sid, "created": existing is None, "turns": len(turns),
+                      "new_turns": len(plan.new_turns), "updated_turns": len(plan.turn_updates),
+                      "removed_turns": len(plan.removed_turns),
+                      "archived_turns": sum(1 for x in turns if x.get("archived"))}
+            if foreign and not plan.changes:
+                return result  # an identical copy from elsewhere: nothing to do, origin kept
+            if foreign and not replace:
+                raise MemviewerError(
+                    CONFLICT, f"session {sid} already exists (from {describe_origin(str(prior))})",
+                    data={"reason": "session_exists", "origin": prior},
+                )
             if existing is None:
                 repos.insert_session(tx.conn, row)
                 tx.append_event(
@@ -559,47 +595,118 @@ class SessionManager:
                      "title": row["title"], "source": row["source"], "imported": True},
                     ts=t,
                 )
-            else:
-                repos.update_session(tx.conn, sid, **{k: v for k, v in row.items() if k != "id"})
-            for ep in episodes or []:
-                if repos.get_episode(tx.conn, ep["id"]) is None:
-                    repos.insert_episode(tx.conn, {**ep, "session_id": sid})
-                else:
-                    repos.update_episode(
-                        tx.conn, ep["id"], **{k: v for k, v in ep.items() if k != "id"}
-                    )
-            have = {r["id"]: r for r in repos.session_turns(tx.conn, sid)}
-            new_rows: list[dict[str, Any]] = []
-            changed = 0
-            for pos, turn in enumerate(turns):
-                values = {
-                    "session_id": sid,
-                    "episode_id": turn.get("episode_id"),
-                    "idx": pos,
-                    "role": turn["role"],
-                    "content": turn["content"],
-                    "timestamp": turn["timestamp"],
-                    "archived": bool(turn.get("archived")),
-                    "is_compaction_summary": bool(turn.get("is_compaction_summary")),
-                    "replaced_count": int(turn.get("replaced_count") or 0),
-                    "tool_calls": turn.get("tool_calls"),
-                    "tool_call_id": turn.get("tool_call_id"),
-                    "meta": turn.get("meta"),
-                }
-                old = have.get(turn["id"])
-                if old is None:
-                    new_rows.append({"id": turn["id"], **values})
-                elif any(old[k] != v for k, v in values.items()):
-                    repos.update_turn(tx.conn, turn["id"], **values)
-                    changed += 1
-            repos.insert_turns(tx.conn, new_rows)
-            archived = sum(1 for x in turns if x.get("archived"))
+            elif plan.session_changes:
+                repos.update_session(tx.conn, sid, **plan.session_changes)
+            plan.apply(tx)
             tx.append_event(
                 "session.imported", sid, None,
-                {"turns": len(turns), "new_turns": len(new_rows), "updated_turns": changed,
-                 "archived_turns": archived, "source": row["source"]},
+                {"turns": len(turns), "new_turns": len(plan.new_turns),
+                 "updated_turns": len(plan.turn_updates), "removed_turns": len(plan.removed_turns),
+                 "archived_turns": result["archived_turns"], "source": row["source"],
+                 "origin": origin, "replaced": prior if foreign else None},
                 ts=t,
             )
-            return {"session_id": sid, "created": existing is None, "turns": len(turns),
-                    "new_turns": len(new_rows), "updated_turns": changed,
-                    "archived_turns": archived}
+            return result
+
+
+@dataclass
+class _ImportPlan:
+    """What ``import_session`` writes: computed first, so a refused import writes nothing."""
+
+    session_changes: dict[str, Any]
+    new_episodes: list[dict[str, Any]]
+    episode_updates: dict[str, dict[str, Any]]
+    removed_episodes: list[str]
+    new_turns: list[dict[str, Any]]
+    turn_updates: dict[str, dict[str, Any]]
+    removed_turns: list[str]
+
+    @property
+    def changes(self) -> bool:
+        return any((self.session_changes, self.new_episodes, self.episode_updates,
+                    self.removed_episodes, self.new_turns, self.turn_updates, self.removed_turns))
+
+    @classmethod
+    def build(cls, tx: WriteTx, sid: str, existing: dict[str, Any] | None, row: dict[str, Any],
+              turns: list[dict[str, Any]], episodes: list[dict[str, Any]]) -> _ImportPlan:
+        conn = tx.conn
+        session_changes = (
+            {k: v for k, v in row.items() if k != "id" and existing[k] != v} if existing else {}
+        )
+        have_eps = {e["id"]: e for e in repos.session_episodes(conn, sid)} if existing else {}
+        new_episodes: list[dict[str, Any]] = []
+        episode_updates: dict[str, dict[str, Any]] = {}
+        for ep in episodes:
+            values = {k: EPISODE_DEFAULTS[k] if v is None and k in EPISODE_DEFAULTS else v
+                      for k, v in ep.items()}
+            values = {**EPISODE_DEFAULTS, **values, "session_id": sid}  # NOT NULL columns filled
+            old = have_eps.get(ep["id"])
+            if old is None:
+                other = repos.get_episode(conn, ep["id"])
+                if other is not None:
+                    raise MemviewerError(
+                        CONFLICT, f"episode {ep['id']} belongs to session {other['session_id']}")
+                new_episodes.append(values)
+            elif any(old.get(k) != v for k, v in values.items()):
+                episode_updates[ep["id"]] = {k: v for k, v in values.items() if k != "id"}
+        known_eps = {e["id"] for e in episodes} | set(have_eps)
+        have = {r["id"]: r for r in repos.session_turns(conn, sid)} if existing else {}
+        fresh = [x["id"] for x in turns if x["id"] not in have]
+        for tid, other in repos.get_turns(conn, fresh).items():
+            raise MemviewerError(CONFLICT, f"turn {tid} belongs to session {other['session_id']}")
+        new_turns: list[dict[str, Any]] = []
+        turn_updates: dict[str, dict[str, Any]] = {}
+        for pos, turn in enumerate(turns):
+            if turn.get("episode_id") is not None and turn["episode_id"] not in known_eps:
+                raise MemviewerError(
+                    INVALID_ARGUMENT, f"turn {turn['id']}: episode {turn['episode_id']} is not in "
+                                      f"session {sid}")
+            values = {
+                "session_id": sid,
+                "episode_id": turn.get("episode_id"),
+                "idx": pos,
+                "role": turn["role"],
+                "content": turn.get("content") or "",
+                "timestamp": turn["timestamp"],
+                "archived": bool(turn.get("archived")),
+                "is_compaction_summary": bool(turn.get("is_compaction_summary")),
+                "replaced_count": int(turn.get("replaced_count") or 0),
+                "tool_calls": turn.get("tool_calls"),
+                "tool_call_id": turn.get("tool_call_id"),
+                "meta": turn.get("meta"),
+            }
+            old = have.get(turn["id"])
+            if old is None:
+                new_turns.append({"id": turn["id"], **values})
+            elif any(old[k] != v for k, v in values.items()):
+                turn_updates[turn["id"]] = values
+        kept = {x["id"] for x in turns}
+        used_eps = {e["id"] for e in episodes} | {x.get("episode_id") for x in turns}
+        return cls(
+            session_changes=session_changes, new_episodes=new_episodes,
+            episode_updates=episode_updates,
+            removed_episodes=[e for e in have_eps if e not in used_eps],
+            new_turns=new_turns, turn_updates=turn_updates,
+            removed_turns=[tid for tid in have if tid not in kept],
+        )
+
+    def apply(self, tx: WriteTx) -> None:
+        conn = tx.conn
+        for i in range(0, len(self.removed_turns), 500):
+            conn.execute(delete(repos.T).where(repos.T.c.id.in_(self.removed_turns[i:i + 500])))
+        for i in range(0, len(self.removed_episodes), 500):
+            conn.execute(delete(repos.E).where(repos.E.c.id.in_(self.removed_episodes[i:i + 500])))
+        for values in self.new_episodes:
+            repos.insert_episode(conn, values)
+        for eid, values in self.episode_updates.items():
+            repos.update_episode(conn, eid, **values)
+        for tid, values in self.turn_updates.items():
+            repos.update_turn(conn, tid, **values)
+        repos.insert_turns(conn, self.new_turns)
+
+
+def _short_error(exc: BaseException) -> str:
+    """The driver's own words for an error, without SQLAlchemy's SQL statement and parameters
+    (they repeat the caller's data and say nothing a caller can act on)."""
+    orig = getattr(exc, "orig", None)
+    return f"{type(orig or exc).__name__}: {orig or exc}".split("\n[SQL:")[0][:500]

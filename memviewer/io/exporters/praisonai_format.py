@@ -19,11 +19,11 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from memviewer.io.exporters.bundle import Bundle
+from memviewer.timeutil import to_datetime
 
 LINEAGE = ("lineage_id", "root_session_id", "thread_id", "parent_session_id")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
@@ -38,7 +38,7 @@ def file_name(session_id: str) -> str:
 
 
 def _iso(ts: float | None) -> str | None:
-    return None if ts is None else datetime.fromtimestamp(ts, tz=UTC).isoformat()
+    return None if (dt := to_datetime(ts)) is None else dt.isoformat()  # never raises on a bad stored time
 
 
 def _message(t: dict[str, Any]) -> dict[str, Any]:
