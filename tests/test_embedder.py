@@ -408,6 +408,89 @@ def test_invalid_arguments() -> None:
     assert OnnxEmbedder(threads=0)._threads is None  # 0 = runtime default, as in config
 
 
+# --------------------------------------------------------------------------- bounds (audit §11)
+
+
+class _Enc:
+    def __init__(self, n: int) -> None:
+        self.ids = [1] * n
+        self.attention_mask = [1] * n
+        self.type_ids = [0] * n
+
+
+class _RecordingTokenizer:
+    """Records what it is asked to encode; every text becomes 3 tokens."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def encode_batch(self, texts: list[str]) -> list[_Enc]:
+        self.seen.extend(texts)
+        return [_Enc(3) for _ in texts]
+
+
+class _FakeSession:
+    def run(self, _outputs: list[str], feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        ids = feeds["input_ids"]
+        return [np.ones((*ids.shape, 4), dtype=np.float32)]
+
+
+def test_the_tokenizer_never_gets_more_than_the_bound() -> None:
+    embedder = OnnxEmbedder(max_length=256)
+    tokenizer = _RecordingTokenizer()
+    huge = "lorem ipsum " * 2_000_000  # 24 MB
+    texts = ["short", huge, " " * 50_000 + "after leading blanks " * 1000, "\ud800 lone surrogate"]
+    out = embedder._run(_FakeSession(), tokenizer, texts)  # type: ignore[arg-type]
+    assert out.shape == (4, 4)
+    assert embedder.max_chars == 256 * emb.CHARS_PER_TOKEN
+    assert max(len(t) for t in tokenizer.seen) <= embedder.max_chars
+    assert tokenizer.seen[0] == "short"
+    assert tokenizer.seen[2].startswith("after leading blanks")  # blanks yield no tokens anyway
+    assert "\ud800" not in tokenizer.seen[3]  # the tokenizer rejects lone surrogates
+
+
+@pytest.mark.model
+@needs_model
+def test_the_cut_keeps_every_token_of_normal_text(model: OnnxEmbedder) -> None:
+    assert model._tokenizer is not None
+    samples = [
+        " ".join(TEXTS * 200),
+        "日本語のテキストを検索します。" * 400,
+        "def f(x):\n" + "        return x + 1  # indented code\n" * 600,
+    ]
+    for text in samples:
+        assert len(text) > model.max_chars
+        full = model._tokenizer.encode(text).ids
+        cut = model._tokenizer.encode(text[: model.max_chars]).ids
+        assert len(full) == model.max_length and cut == full
+
+
+@pytest.mark.model
+@needs_model
+def test_a_corrupt_tokenizer_is_a_model_error_naming_the_file(model_folder: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "bad"
+    folder.mkdir()
+    shutil.copyfile(model_folder / "model.onnx", folder / "model.onnx")
+    (folder / "tokenizer.json").write_text('{"version": "1.0", ', encoding="utf-8")
+    with pytest.raises(emb.ModelLoadError, match="tokenizer.json") as info:
+        OnnxEmbedder(folder).load()
+    assert isinstance(info.value, ModelNotFoundError)  # callers' existing handlers catch it
+    (folder / "tokenizer.json").write_bytes((model_folder / "tokenizer.json").read_bytes())
+    (folder / "model.onnx").write_bytes(b"not an onnx file")
+    with pytest.raises(emb.ModelLoadError, match="model.onnx"):
+        OnnxEmbedder(folder).load()
+
+
+def test_probe_rejects_an_unusable_embedder() -> None:
+    class Wrong(HashEmbedder):
+        def embed(self, texts):  # type: ignore[no-untyped-def]
+            return np.full((len(texts), self.dim), np.nan, dtype=np.float32)
+
+    emb.probe_embedder(HashEmbedder())
+    with pytest.raises(emb.ModelLoadError, match="unusable probe vector"):
+        emb.probe_embedder(Wrong())
+
+
 # --------------------------------------------------------------------------- HashEmbedder
 
 

