@@ -21,7 +21,10 @@ def _store(settings: Settings) -> Check:
     from memviewer.store.db import Store
     from memviewer.store.migrations import latest_version
 
-    db = paths.db_path(settings.home_path)
+    home = settings.home_path
+    if home.exists() and not home.is_dir():  # every command refuses such a home
+        return {"name": "store", "ok": False, "detail": f"{home} is a file, not a memviewer home folder"}
+    db = paths.db_path(home)
     if not db.exists():
         return {"name": "store", "ok": True, "detail": f"{db} (not created yet)"}
     store = Store.open(db, readonly=True)
@@ -47,22 +50,34 @@ def _fts(settings: Settings) -> Check:
 
 
 def _model(settings: Settings) -> Check:
-    from memviewer.index.embedder import ModelNotFoundError, default_model_files
+    """Load the model and embed one probe: a corrupt file fails here, not in the next import."""
+    import time
+
+    from memviewer.index.embedder import (
+        ModelChecksumError,
+        ModelNotFoundError,
+        OnnxEmbedder,
+        default_model_files,
+        probe_embedder,
+    )
 
     try:
         if settings.model_dir:
             from pathlib import Path
 
-            folder = Path(settings.model_dir).expanduser()
-            missing = [f for f in ("model.onnx", "tokenizer.json") if not (folder / f).is_file()]
-            if missing:
-                return {"name": "model", "ok": False,
-                        "detail": f"{folder} lacks {', '.join(missing)}"}
-            return {"name": "model", "ok": True, "detail": str(folder)}
-        files = default_model_files()
-        return {"name": "model", "ok": True, "detail": ", ".join(str(f) for f in files)}
-    except ModelNotFoundError as exc:
+            where = str(Path(settings.model_dir).expanduser())
+        else:
+            where = ", ".join(str(f) for f in default_model_files())
+        started = time.monotonic()
+        embedder = OnnxEmbedder(settings.model_dir, threads=settings.embed_threads or None,
+                                batch_size=settings.embed_batch)
+        probe_embedder(embedder)
+    except (ModelNotFoundError, ModelChecksumError, ValueError) as exc:
         return {"name": "model", "ok": False, "detail": str(exc)}
+    ms = (time.monotonic() - started) * 1000
+    return {"name": "model", "ok": True,
+            "detail": f"{where}: {embedder.name} (dim {embedder.dim}), loaded and embedded a probe "
+                      f"in {ms:.0f} ms"}
 
 
 def _index(settings: Settings) -> Check:

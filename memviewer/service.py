@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from memviewer import __version__, paths
 from memviewer.config import Settings
-from memviewer.errors import NOT_FOUND, MemviewerError
+from memviewer.errors import INTERNAL, INVALID_ARGUMENT, NOT_FOUND, MemviewerError
 from memviewer.session.manager import SessionManager
 from memviewer.store import repos
 from memviewer.store.db import Store
@@ -28,6 +28,77 @@ if TYPE_CHECKING:
     from memviewer.io.praisonai import ImportReport
 
 log = logging.getLogger("memviewer")
+
+
+def open_store(home: Path, store_url: str | None = None, readonly: bool = False) -> Store:
+    """Open (and migrate, unless read-only) the store, or raise a ``MemviewerError`` that
+    says what is wrong with it: the home is a file, the database is another
+    application's or no database at all, or a newer memviewer wrote it.
+    The store is never changed when it is refused.
+    """
+    from sqlalchemy import exc as sa_exc
+
+    from memviewer.store import migrations
+
+    db = paths.db_path(home)
+    hint = {"hint": "point --home (or MEMVIEWER_HOME) at a memviewer home folder; "
+                    f"move {db} aside to start a new store there"}
+    if store_url is None:
+        if home.exists() and not home.is_dir():
+            raise MemviewerError(INTERNAL, f"{home} is not a memviewer store (it is a file, not a folder)",
+                                 data={"reason": "not_a_store", **hint})
+        if db.is_dir():
+            raise MemviewerError(INTERNAL, f"{db} is not a memviewer store (it is a folder)",
+                                 data={"reason": "not_a_store", **hint})
+        if not readonly:
+            try:
+                home.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise MemviewerError(INTERNAL, f"cannot create the home folder {home}: "
+                                     f"{exc.strerror or exc}") from None
+    label = str(db) if store_url is None else _url_label(store_url)
+    store: Store | None = None
+    try:
+        if store_url is None and not readonly and db.is_file() and db.stat().st_size:
+            # Look before a read-write open: it would switch the file to WAL mode
+            # (a change to someone else's database) and migrate it.
+            store = Store(f"sqlite:///{db}", readonly=True)
+            with store.engine.connect() as conn:
+                migrations.check_compatible(conn)
+            store.close()
+        store = Store(store_url or f"sqlite:///{db}", readonly=readonly)
+        if readonly:  # a read-write open checks while migrating
+            with store.engine.connect() as conn:
+                migrations.check_compatible(conn)
+        return store
+    except migrations.NotAStoreError as exc:
+        _dispose(store)
+        raise MemviewerError(INTERNAL, f"{label} is not a memviewer store ({exc.reason})",
+                             data={"reason": "not_a_store", **hint}) from None
+    except MemviewerError:
+        _dispose(store)
+        raise
+    except sa_exc.DBAPIError as exc:
+        _dispose(store)
+        orig = exc.orig or exc
+        code = getattr(orig, "sqlite_errorcode", None)
+        if code is not None and code & 0xFF in (11, 26):  # SQLITE_CORRUPT, SQLITE_NOTADB
+            raise MemviewerError(INTERNAL, f"{label} is not a memviewer store ({orig})",
+                                 data={"reason": "not_a_store", **hint}) from None
+        raise MemviewerError(INTERNAL, f"cannot open the store {label}: {orig}",
+                             data={"reason": "storage_error"}) from None
+
+
+def _url_label(url: str) -> str:
+    """``url`` fit for a message (no password)."""
+    from sqlalchemy.engine import make_url
+
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def _dispose(store: Store | None) -> None:
+    if store is not None:
+        store.close()
 
 
 class MemoryService:
@@ -44,10 +115,7 @@ class MemoryService:
         self.settings = settings
         self.home = settings.home_path
         self.readonly = readonly
-        if not readonly:
-            self.home.mkdir(parents=True, exist_ok=True)
-        url = store_url or f"sqlite:///{paths.db_path(self.home)}"
-        self.store = Store(url, readonly=readonly)
+        self.store = open_store(self.home, store_url, readonly)
         self.manager = SessionManager(
             self.store,
             classify=self._make_classifier(),
@@ -131,9 +199,10 @@ class MemoryService:
 
     def import_session(
         self, session: dict[str, Any], turns: list[dict[str, Any]],
-        episodes: list[dict[str, Any]] | None = None,
+        episodes: list[dict[str, Any]] | None = None, *, origin: str | None = None,
+        replace: bool = False,
     ) -> dict[str, Any]:
-        return self.manager.import_session(session, turns, episodes)
+        return self.manager.import_session(session, turns, episodes, origin=origin, replace=replace)
 
     def import_praisonai(
         self,
@@ -141,17 +210,22 @@ class MemoryService:
         progress: Callable[[int, int, str], None] | None = None,
         *,
         index: bool = True,
+        replace: bool = False,
     ) -> ImportReport:
         """Import PraisonAI files; with ``index`` returns once they are recallable."""
         from memviewer.io.praisonai import import_paths
 
-        report = import_paths(self.import_session, paths_, progress)
+        report = import_paths(self.import_session, paths_, progress, replace=replace)
         if index and report.imported:
             self.sync_index(report.session_ids)
         return report
 
     def sync_index(self, session_ids: list[str] | None = None) -> dict[str, Any]:
-        """Bring the derived vector index up to date (blocking)."""
+        """Bring the derived vector index up to date (blocking).
+
+        If a hub's background indexer owns this home's index, this process writes
+        nothing and waits until that indexer has caught up (``Indexer.sync``).
+        """
         indexer = self.indexer()
         if indexer is None:
             return {"indexed": 0}
@@ -181,6 +255,11 @@ class MemoryService:
         offset: int = 0,
     ) -> dict[str, Any]:
         """A page of sessions with episode, active and archived turn counts."""
+        if sort not in repos.SORT_COLUMNS:
+            raise MemviewerError(INVALID_ARGUMENT, f"unknown sort {sort!r}; expected one of "
+                                 f"{', '.join(repos.SORT_COLUMNS)}")
+        if (limit is not None and limit < 0) or offset < 0:
+            raise MemviewerError(INVALID_ARGUMENT, "limit and offset must be >= 0")
         with self.store.read() as conn:
             rows = repos.list_sessions(
                 conn, scope=scope, scope_id=scope_id, text_filter=filter, sort=sort,

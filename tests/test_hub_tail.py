@@ -131,3 +131,11 @@ def test_a_running_hub_sees_what_another_process_writes(settings, short_tmp: Pat
         assert [json.loads(line)["seq"] for line in lines] == list(range(1, 1401))
         recent = _tail(settings, "--no-follow", "--json")  # the last 10 are the newest
         assert [json.loads(line)["seq"] for line in recent] == list(range(1391, 1401))
+
+
+def test_no_follow_on_a_store_that_is_not_a_database_is_a_clear_error(settings) -> None:  # noqa: ANN001
+    settings.home_path.mkdir(parents=True, exist_ok=True)
+    (settings.home_path / "memviewer.db").write_bytes(b"not sqlite at all " * 100)
+    result = _run(settings, "tail", "--no-follow")
+    assert result.exit_code == 1
+    assert "is not a memviewer store" in result.output and "Traceback" not in result.output

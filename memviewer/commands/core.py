@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from memviewer.commands.common import (
+    check_text,
     emit_json,
     fail,
     open_service,
@@ -24,7 +25,11 @@ from memviewer.commands.common import (
 @click.pass_context
 def sessions_cmd(ctx: click.Context, scope, scope_id, text_filter, limit, as_json) -> None:
     """Sessions with their episode, active and archived turn counts."""
-    with open_service(ctx, readonly=True) as svc:
+    if limit is not None and limit < 0:
+        fail(f"--limit must be 0 or more, not {limit}", hint="pass --limit N with N ≥ 0, or leave it out")
+    for value, what in ((scope, "--scope"), (scope_id, "--scope-id"), (text_filter, "--filter")):
+        check_text(value, what, as_json=as_json)
+    with open_service(ctx, readonly=True, json_errors=as_json) as svc:
         page = svc.sessions(scope=scope, scope_id=scope_id, filter=text_filter, limit=limit)
     if as_json:
         emit_json(page)
@@ -49,15 +54,22 @@ def import_group() -> None:
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("--no-index", is_flag=True, help="skip embedding (keyword search only)")
 @click.option("--json", "as_json", is_flag=True, help="print the import report as JSON")
+@click.option("--replace", is_flag=True,
+              help="let a file replace a session that exists from elsewhere (published live, another file)")
 @click.pass_context
-def import_praisonai(ctx: click.Context, paths, no_index, as_json) -> None:
-    """PraisonAI session JSON files or folders of them (.json.lock files are ignored)."""
+def import_praisonai(ctx: click.Context, paths, no_index, as_json, replace) -> None:
+    """PraisonAI session JSON files or folders of them (.json.lock files are ignored).
+
+    Re-importing a file updates its session to what the file holds now. A bad file,
+    or one whose session id exists from elsewhere (without --replace), is reported as
+    `failed: PATH: reason` and skipped; the exit code is then 1.
+    """
     update, close = progress_callback("importing")
     from memviewer.index.embedder import ModelChecksumError, ModelNotFoundError
 
     with open_service(ctx) as svc:
         try:
-            report = svc.import_praisonai(paths, update, index=not no_index)
+            report = svc.import_praisonai(paths, update, index=not no_index, replace=replace)
         except (ModelNotFoundError, ModelChecksumError) as exc:
             fail(f"sessions were stored, but embedding them failed: {exc}",
                  hint="fix the model, then run `memviewer reindex` (keyword search works already)")
@@ -68,14 +80,26 @@ def import_praisonai(ctx: click.Context, paths, no_index, as_json) -> None:
     else:
         n_turns = sum(r["turns"] for r in report.imported)
         new = sum(r["new_turns"] for r in report.imported)
+        removed = sum(r.get("removed_turns", 0) for r in report.imported)
         click.echo(
-            f"imported {len(report.imported)} sessions ({n_turns} turns, {new} new)"
+            f"imported {len(report.imported)} sessions ({n_turns} turns, {new} new"
+            + (f", {removed} no longer in the files removed)" if removed else ")")
             + (f"; {len(report.failed)} files failed" if report.failed else "")
         )
         for path, err in report.failed:
             click.echo(f"  failed: {path}: {err}", err=True)
     if report.failed:
         ctx.exit(1)
+
+
+SECRET_KEYS = ("llm_api_key",)
+
+
+def _shown(name: str, value: object) -> object:
+    """A setting as ``config`` prints it: secrets masked, since the output ends up in bug reports."""
+    if name in SECRET_KEYS and value:
+        return "****" + (str(value)[-4:] if len(str(value)) >= 16 else "")
+    return value
 
 
 @click.command("config")
@@ -86,7 +110,7 @@ def config_cmd(ctx: click.Context, as_json: bool) -> None:
     from memviewer.config import KEYS
 
     s = settings_of(ctx)
-    data = {k.name: {"value": s.values[k.name], "source": s.sources[k.name]} for k in KEYS}
+    data = {k.name: {"value": _shown(k.name, s.values[k.name]), "source": s.sources[k.name]} for k in KEYS}
     if as_json:
         emit_json(data)
         return

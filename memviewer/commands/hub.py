@@ -122,12 +122,16 @@ def _stored_events(settings: Any, from_seq: int, kinds: list[str] | None, sessio
         remote = RemoteService(settings.socket_path)
         return remote.last_seq, lambda cur, n: remote.events(cur, n, kinds, session)
     from memviewer import paths
-    from memviewer.store.db import Store
+    from memviewer.errors import MemviewerError
+    from memviewer.service import open_store
 
     db = paths.db_path(settings.home_path)
     if not db.exists():
         return 0, lambda cur, n: []
-    store = Store.open(db, readonly=True)
+    try:  # a broken or foreign store is a clear error, not a traceback
+        store = open_store(settings.home_path, readonly=True)
+    except MemviewerError as exc:
+        fail(exc.message, hint=(exc.data or {}).get("hint"))
     return store.refresh_last_seq(), lambda cur, n: store.events_since(cur, n, kinds, session)
 
 
