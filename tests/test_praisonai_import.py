@@ -298,3 +298,21 @@ def test_another_file_with_the_same_session_id_is_refused_unless_identical(servi
     ((_, why),) = service.import_praisonai([other], index=False).failed
     assert why == f"session dup already exists (from PraisonAI file {first.resolve()})"
     assert len(turns_of(service, "dup")) == 2
+
+
+def test_reimporting_a_file_never_silently_drops_turns_published_live_since(service, tmp_path):
+    """The file is the record of what it held, not of what an agent added afterwards."""
+    path = session_file(tmp_path, "grown", archived=0, active=2)
+    service.import_praisonai([path], index=False)
+    from sqlalchemy import text  # a session imported open (a JSON export of a live one) goes on live
+
+    with service.store.write() as tx:
+        tx.conn.execute(text("UPDATE sessions SET status = 'open', closed_at = NULL WHERE id = 'grown'"))
+    ep = service.start_episode("grown", "a live follow-up")
+    service.add_turn(ep["episode_id"], "assistant", "answered live")
+    report = service.import_praisonai([path], index=False)
+    ((where, why),) = report.failed
+    assert where == str(path) and "2 turns published live since it was imported" in why
+    assert [t["content"] for t in turns_of(service, "grown")][-2:] == ["a live follow-up", "answered live"]
+    report = service.import_praisonai([path], index=False, replace=True)  # told to: the file wins
+    assert not report.failed and len(turns_of(service, "grown")) == 2

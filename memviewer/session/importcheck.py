@@ -185,6 +185,28 @@ def prior_origin(conn: Any, session_id: str) -> str | None:
     return origin if isinstance(origin, str) else None
 
 
+def live_turns_since_import(conn: Any, session_id: str) -> int:
+    """Turns published live into ``session_id`` after its last import.
+
+    A re-import makes the session match its file, which would delete these: the
+    caller refuses unless told to replace.
+    """
+    from sqlalchemy import func, select
+
+    from memviewer.store.tables import Event
+
+    ev = Event.__table__
+    last = conn.execute(
+        select(func.max(ev.c.seq)).where(ev.c.session_id == session_id, ev.c.kind == "session.imported")
+    ).scalar()
+    if last is None:
+        return 0
+    return int(conn.execute(
+        select(func.count()).select_from(ev).where(
+            ev.c.session_id == session_id, ev.c.kind == "episode.turn_added", ev.c.seq > last)
+    ).scalar() or 0)
+
+
 def describe_origin(origin: str) -> str:
     """``praisonai:/x/a.json`` -> ``PraisonAI file /x/a.json`` (for messages)."""
     if origin == LIVE:

@@ -26,7 +26,13 @@ from memviewer.ids import new_id
 from memviewer.logctx import log_context
 from memviewer.session import compaction
 from memviewer.session.bus import EventBus
-from memviewer.session.importcheck import EPISODE_DEFAULTS, check_import, describe_origin, prior_origin
+from memviewer.session.importcheck import (
+    EPISODE_DEFAULTS,
+    check_import,
+    describe_origin,
+    live_turns_since_import,
+    prior_origin,
+)
 from memviewer.store import repos
 from memviewer.store.db import Store, WriteTx, storage_failure
 from memviewer.timeutil import now, parse_ts
@@ -587,6 +593,15 @@ class SessionManager:
                     CONFLICT, f"session {sid} already exists (from {describe_origin(str(prior))})",
                     data={"reason": "session_exists", "origin": prior},
                 )
+            if existing is not None and not replace and plan.removed_turns:
+                live = live_turns_since_import(tx.conn, sid)
+                if live:  # the file is the record, but these turns were never in it
+                    raise MemviewerError(
+                        CONFLICT, f"session {sid} has {live} turns published live since it was "
+                                  "imported; re-importing would remove them",
+                        data={"reason": "live_turns", "hint": "pass --replace to make the session "
+                              "match the file anyway"},
+                    )
             if existing is None:
                 repos.insert_session(tx.conn, row)
                 tx.append_event(
