@@ -43,13 +43,15 @@ def session_filters(
     if scope_id:
         conds.append(S.c.scope_id == scope_id)
     if text_filter:
-        like = f"%{text_filter.lower()}%"
+        # A substring match: % and _ in what the user typed are literal, not LIKE wildcards.
+        escaped = text_filter.lower().replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
+        like = f"%{escaped}%"
         conds.append(
             or_(
-                func.lower(S.c.title).like(like),
-                func.lower(S.c.agent).like(like),
-                func.lower(S.c.id).like(like),
-                func.lower(S.c.scope_id).like(like),
+                func.lower(S.c.title).like(like, escape="\\"),
+                func.lower(S.c.agent).like(like, escape="\\"),
+                func.lower(S.c.id).like(like, escape="\\"),
+                func.lower(S.c.scope_id).like(like, escape="\\"),
             )
         )
     return conds

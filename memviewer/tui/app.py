@@ -11,18 +11,24 @@ from __future__ import annotations
 import gc
 import json
 import os
+import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
 
+from rich.segment import Segment
 from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding
-from textual.screen import Screen
+from textual.color import Color
+from textual.filter import LineFilter
+from textual.notifications import SeverityLevel
+from textual.screen import ModalScreen, Screen
 
 from memviewer.config import Settings
+from memviewer.tui.formatting import printable
 from memviewer.tui.hub_link import HostedHub, HubStatus, decide
 from memviewer.tui.live_feed import LiveFeed
 from memviewer.tui.live_worker import follow_hub
@@ -38,6 +44,29 @@ ServiceFactory = Callable[[Settings, bool], Any]
 PAINT_REPORT_ENV = "MEMVIEWER_TUI_PAINT_REPORT"
 LIVE_BACKLOG = 500
 BOOT_FALLBACK_S = 1.0
+
+
+# What a terminal would act on (or cannot encode) rather than print. All of it is zero
+# cells wide, so dropping it keeps the layout; a lone surrogate is one cell, like U+FFFD.
+_TERMINAL_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def _terminal_safe(match: re.Match[str]) -> str:
+    return "\ufffd" if "\ud800" <= match.group() <= "\udfff" else ""
+
+
+class ControlCharFilter(LineFilter):
+    """The last line of defence behind ``formatting.printable``: whatever a widget renders
+    (a pasted query, an exception in a toast, a view that forgot ``printable``), no escape
+    sequence or bidi override reaches the terminal and no lone surrogate breaks the output."""
+
+    def apply(self, segments: list[Segment], background: Color) -> list[Segment]:
+        if not any(_TERMINAL_UNSAFE.search(seg.text) for seg in segments if not seg.control):
+            return segments
+        return [
+            seg if seg.control else Segment(_TERMINAL_UNSAFE.sub(_terminal_safe, seg.text), seg.style)
+            for seg in segments
+        ]
 
 
 def _default_factory(settings: Settings, readonly: bool) -> Any:
@@ -94,7 +123,24 @@ class MemviewerApp(App[None]):
         self.paint_report = paint_report if paint_report is not None else os.environ.get(PAINT_REPORT_ENV)
         self._painted = False
         self._booted = False
-        self.sub_title = self.hub_status.label()
+        self._control_filter = ControlCharFilter()
+        self.sub_title = printable(self.hub_status.label())
+
+    def get_line_filters(self) -> Sequence[LineFilter]:
+        return [*super().get_line_filters(), self._control_filter]
+
+    def notify(
+        self,
+        message: str,
+        *,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+        markup: bool = False,
+    ) -> None:
+        """Textual's ``notify`` with markup off by default: our toasts carry ids, paths, queries
+        and errors, and a ``[/]`` in one of them was a MarkupError that closed the app."""
+        super().notify(message, title=title, severity=severity, timeout=timeout, markup=markup)
 
     # -- lifecycle ------------------------------------------------------------
     def on_mount(self) -> None:
@@ -128,7 +174,7 @@ class MemviewerApp(App[None]):
             self.live_enabled = False
             self.feed.set_state("off", self.hub_status.label())
             self.post_message(HubChanged(self.hub_status.label()))
-            self.notify(self.hub_status.label(), severity="warning", timeout=8)
+            self.notify(printable(self.hub_status.label()), severity="warning", timeout=8, markup=False)
             return
         self.hosted = hosted
         self.post_message(HubChanged(self.hub_status.label()))
@@ -150,7 +196,7 @@ class MemviewerApp(App[None]):
         )
 
     def on_hub_changed(self, message: HubChanged) -> None:
-        self.sub_title = message.label
+        self.sub_title = printable(message.label)
 
     def on_live_state(self, message: LiveState) -> None:
         self.feed.set_state(message.state, message.detail)
@@ -189,6 +235,8 @@ class MemviewerApp(App[None]):
             self.push_screen(HelpScreen())
 
     def action_export(self) -> None:
+        if isinstance(self.screen, ModalScreen):
+            return  # from the palette over a dialog: never stack a second dialog
         current, selected = None, []
         context = getattr(self.screen, "export_context", None)
         if callable(context):
@@ -200,6 +248,11 @@ class MemviewerApp(App[None]):
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
+        if isinstance(screen, ModalScreen):
+            # Over a dialog only its own keys: switching mode would leave the dialog on the
+            # sessions stack (it reappeared on 1), and Export would stack a second dialog.
+            yield from self._screen_commands(screen)
+            return
         yield SystemCommand(
             "Sessions screen", "Browse, filter and search sessions (1)", partial(self.switch_mode, "sessions")
         )
@@ -215,6 +268,9 @@ class MemviewerApp(App[None]):
             "Export sessions", "JSON, JSONL, Markdown or PraisonAI, with redaction (e)", self.action_export
         )
         yield SystemCommand("Key bindings", "Show every key of every screen (?)", self.action_help)
+        yield from self._screen_commands(screen)
+
+    def _screen_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         for binding in getattr(screen, "BINDINGS", []):
             if isinstance(binding, Binding) and binding.description:
                 key = binding.key_display or binding.key

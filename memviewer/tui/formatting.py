@@ -4,11 +4,17 @@ Everything returns ``rich.text.Text`` built from plain strings, never markup:
 stored text is shown verbatim, so a turn that contains ``[bold]`` or Markdown
 shows those characters rather than being interpreted. Dates are absolute
 (UTC, as stored) so screenshots and snapshots do not drift with the clock.
+
+Verbatim stops at the terminal's own language: every stored string passes
+``printable`` on its way to the screen, so an ESC, another control byte or a
+bidi override in a turn is shown as a visible symbol instead of clearing,
+recolouring or retitling the user's terminal (the stored data is unchanged).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -33,28 +39,53 @@ STATUS_STYLES = {
 }
 COLLAPSED_LINES = 6
 COLLAPSED_CHARS = 600
+# C0 controls but tab and newline, DEL, C1 controls, bidi embeddings/overrides/isolates
+# (which reorder what follows them), and lone UTF-16 surrogates (unencodable).
+UNSAFE_CHARS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def _visible(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    if code < 0x20:
+        return chr(0x2400 + code)  # Control Pictures: ESC shows as ␛, NUL as ␀
+    if code == 0x7F:
+        return "\u2421"  # ␡
+    if code <= 0x9F:
+        return f"\\x{code:02x}"
+    if 0xD800 <= code <= 0xDFFF:
+        return "\ufffd"
+    return f"\\u{code:04x}"
+
+
+def printable(text: object) -> str:
+    """``text`` safe to hand to the terminal, still readable: controls become visible symbols
+    (``\\x1b`` -> ``␛``), CRLF becomes a newline, lone surrogates become U+FFFD."""
+    out = str(text)
+    if UNSAFE_CHARS.search(out) is None:
+        return out
+    return UNSAFE_CHARS.sub(_visible, out.replace("\r\n", "\n"))
 
 
 def short_time(iso: str | None) -> str:
     """``2025-01-15T10:32:07.5Z`` -> ``2025-01-15 10:32`` (UTC, as stored)."""
     if not iso:
         return ""
-    return f"{iso[:10]} {iso[11:16]}"
+    return printable(f"{iso[:10]} {iso[11:16]}")
 
 
 def long_time(iso: str | None) -> str:
     if not iso:
         return ""
-    return f"{iso[:10]} {iso[11:19]}"
+    return printable(f"{iso[:10]} {iso[11:19]}")
 
 
 def clock_time(iso: str | None) -> str:
-    return iso[11:19] if iso else ""
+    return printable(iso[11:19]) if iso else ""
 
 
-def one_line(text: str, width: int) -> str:
-    """Whitespace collapsed to single spaces, cut to ``width`` with an ellipsis."""
-    flat = " ".join(str(text).split())
+def one_line(text: object, width: int) -> str:
+    """Whitespace collapsed to single spaces, made ``printable``, cut to ``width`` with an ellipsis."""
+    flat = printable(" ".join(str(text).split()))
     return flat if len(flat) <= width else flat[: max(0, width - 1)] + "…"
 
 
@@ -89,19 +120,19 @@ def badges(session: Mapping[str, Any]) -> Text:
 
 def status_text(status: str | None) -> Text:
     status = status or ""
-    return Text(status, style=STATUS_STYLES.get(status, ""))
+    return Text(printable(status), style=STATUS_STYLES.get(status, ""))
 
 
 def scope_label(session: Mapping[str, Any]) -> str:
     scope, scope_id = session.get("scope") or "", session.get("scope_id") or ""
-    return f"{scope}:{scope_id}" if scope_id else scope
+    return printable(f"{scope}:{scope_id}" if scope_id else scope)
 
 
 def _pretty_json(value: Any) -> str:
     try:
-        return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str)
+        return printable(json.dumps(value, indent=2, ensure_ascii=False, sort_keys=False, default=str))
     except (TypeError, ValueError):
-        return repr(value)
+        return printable(repr(value))
 
 
 def _collapse(content: str) -> tuple[str, int]:
@@ -116,7 +147,7 @@ def _collapse(content: str) -> tuple[str, int]:
 
 def turn_text(turn: Mapping[str, Any], *, expanded: bool = False, anchor: bool = False) -> Text:
     """One turn: a header line, then its content verbatim (folded unless expanded)."""
-    role = str(turn.get("role") or "")
+    role = printable(turn.get("role") or "")
     head = Text()
     if anchor:
         head.append("▶ ", style="bold red")
@@ -130,16 +161,16 @@ def turn_text(turn: Mapping[str, Any], *, expanded: bool = False, anchor: bool =
     if turn.get("archived"):
         head.append("  archived", style="magenta")
     if turn.get("tool_call_id"):
-        head.append(f"  ↳ {turn['tool_call_id']}", style="magenta")
+        head.append(f"  ↳ {printable(turn['tool_call_id'])}", style="magenta")
     calls = turn.get("tool_calls") or []
     if calls:
         marker = "▾" if expanded else "▸"
-        names = ", ".join(tool_names(calls))
+        names = printable(", ".join(tool_names(calls)))
         head.append(f"  {marker} {len(calls)} tool call{'s' if len(calls) != 1 else ''}: ", style="magenta")
         head.append(names, style="bold magenta")
     out = head
     out.append("\n")
-    content = str(turn.get("content") or "")
+    content = printable(turn.get("content") or "")
     if expanded:
         out.append(content)
     else:
@@ -163,9 +194,10 @@ def episode_text(episode: Mapping[str, Any], number: int, turns: int) -> Text:
     intent = episode.get("intent") or {}
     out = Text()
     out.append(f"▌ Episode {number} ", style="bold")
-    out.append(str(intent.get("kind", "unknown")), style="bold cyan")
+    out.append(printable(intent.get("kind", "unknown")), style="bold cyan")
     out.append(
-        f" ({intent.get('rule_id', 'none')}, {float(intent.get('confidence') or 0):.2f})", style="cyan"
+        f" ({printable(intent.get('rule_id', 'none'))}, {float(intent.get('confidence') or 0):.2f})",
+        style="cyan",
     )
     status = episode.get("closed_by") or episode.get("status") or ""
     out.append("  ")
@@ -198,7 +230,7 @@ def hit_text(hit: Mapping[str, Any]) -> Text:
         out.append(f"  score {score:.3f}", style="green")
     if hit.get("anchor_index") is not None:
         out.append(f"  at #{hit['anchor_index']}", style="cyan")
-    out.append(f"  {hit.get('session_id', '')}", style="dim")
+    out.append(f"  {printable(hit.get('session_id', ''))}", style="dim")
     out.append("\n  ")
     out.append(one_line(hit.get("snippet") or "", 200), style="italic")
     return out

@@ -19,7 +19,7 @@ from rich.text import Text
 
 from memviewer.recall.snippets import tool_call_label
 from memviewer.store.events import EventRecord
-from memviewer.tui.formatting import one_line
+from memviewer.tui.formatting import one_line, printable
 
 KIND_STYLES = {
     "session.started": "bold green",
@@ -142,7 +142,7 @@ def event_text(event: EventRecord, width: int = 200) -> Text:
     out = Text(no_wrap=True, overflow="ellipsis")
     out.append(f"{event.seq:>8} ", style="bold")
     out.append(f"{stamp} ", style="dim")
-    out.append(f"{event.kind:<20} ", style=KIND_STYLES.get(event.kind, ""))
-    out.append(f"{(event.session_id or '-')[-12:]:>12} ", style="blue")
+    out.append(printable(f"{event.kind:<20} "), style=KIND_STYLES.get(event.kind, ""))
+    out.append(printable(f"{(event.session_id or '-')[-12:]:>12} "), style="blue")
     out.append(one_line(_summary(event), width))
     return out

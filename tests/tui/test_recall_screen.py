@@ -76,15 +76,16 @@ def test_parameter_change_reruns_and_compare_mode(indexed, make_app) -> None:
             assert len(screen.result["diagnostics"]["stage1"]) == 1
             assert screen.result["diagnostics"]["params"]["top_sessions"] == 1
 
-            k.value = "0"
-            await wait_until(
-                pilot,
-                lambda: (
-                    "bad parameter: top_sessions must be at least 1"
-                    in str(screen.query_one("#recall-status").render())
-                ),
-                what="the parameter error",
-            )
+            for bad in ("0", "1001"):  # recall's own bounds, refused inline before a run
+                k.value = bad
+                await wait_until(
+                    pilot,
+                    lambda bad=bad: (
+                        f"bad parameter: top_sessions must be between 1 and 1000, not {bad}"
+                        in str(screen.query_one("#recall-status").render())
+                    ),
+                    what="the parameter error",
+                )
             k.value = "5"
             await wait_for_workers(pilot)
 

@@ -18,6 +18,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, ProgressBar, RadioButton, RadioSet, Select, Static
 
+from memviewer.tui.formatting import one_line, printable
 from memviewer.tui.messages import Loaded, Progress
 
 FORMATS = (("JSON", "json"), ("JSONL", "jsonl"), ("Markdown", "md"), ("PraisonAI session JSON", "praisonai"))
@@ -46,8 +47,8 @@ class ExportScreen(ModalScreen[None]):
         with Vertical(id="export-box"):
             yield Label("Export sessions", id="export-title")
             with RadioSet(id="which"):
-                yield RadioButton(
-                    f"current session  {self.current or '(none)'}",
+                yield RadioButton(  # a Text label: an id like 's[/]x' is not markup
+                    Text(f"current session  {one_line(self.current or '(none)', 60)}"),
                     id="which-current",
                     value=bool(self.current) and not self.selected,
                     disabled=not self.current,
@@ -115,9 +116,9 @@ class ExportScreen(ModalScreen[None]):
         if not raw:
             self._status(Text("choose a path", style="bold red"))
             return
-        out = Path(raw).expanduser()
+        out = Path(raw).expanduser().absolute()  # reported as a full path, wherever the viewer started
         if not out.parent.exists():
-            self._status(Text(f"folder {out.parent} does not exist", style="bold red"))
+            self._status(Text(printable(f"folder {out.parent} does not exist"), style="bold red"))
             return
         fmt = str(self.query_one("#format", Select).value)
         redact = str(self.query_one("#redact", Select).value)
@@ -126,54 +127,63 @@ class ExportScreen(ModalScreen[None]):
         bar = self.query_one("#export-progress", ProgressBar)
         bar.remove_class("hidden")
         bar.update(total=None, progress=0)
-        self._status(Text(f"exporting to {out}…", style="yellow"))
+        self._status(Text(printable(f"exporting to {out}…"), style="yellow"))
         self._export(self.chosen_ids(), fmt, out, None if redact == "none" else redact)
 
     @work(thread=True, exclusive=True, group="export")
     def _export(self, ids: list[str] | None, fmt: str, out: Path, redact: str | None) -> None:
+        app = self.app
+
         def progress(done: int, total: int, item: Any = "") -> None:
             self.post_message(Progress(done, total, str(item or "")))
 
         try:
-            result = self.app.service.export(ids, fmt, out, redact=redact, progress=progress)
+            result = app.service.export(ids, fmt, out, redact=redact, progress=progress)
         except ImportError as exc:
-            self.post_message(Loaded("export", error=f"export not available: {exc}"))
-            return
+            outcome = Loaded("export", error=f"export not available: {exc}")
         except Exception as exc:
-            self.post_message(
-                Loaded("export", error=getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}")
-            )
-            return
-        self.post_message(Loaded("export", (result, out)))
+            outcome = Loaded("export", error=getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}")
+        else:
+            outcome = Loaded("export", (result, out))
+        # Through the app, not a message to this screen: the dialog may have been closed
+        # while the export ran, and its end (a file written, or a failure) must still be told.
+        try:
+            app.call_from_thread(self._done, outcome)
+        except RuntimeError:
+            pass  # the app is shutting down
 
     @on(Progress)
     def _progress(self, message: Progress) -> None:
         bar = self.query_one("#export-progress", ProgressBar)
         bar.update(total=max(message.total, 1), progress=message.done)
-        self._status(Text(f"{message.done}/{message.total}  {message.item}", style="dim"))
+        self._status(Text(f"{message.done}/{message.total}  {one_line(message.item, 60)}", style="dim"))
 
-    @on(Loaded)
     def _done(self, message: Loaded) -> None:
-        if message.kind != "export":
-            return
+        """Report how the export ended: a toast always, the dialog too while it is open."""
         self.running = False
-        self.query_one("#export-go", Button).disabled = False
+        shown = self.is_attached
         if message.error:
-            self._status(Text(f"export failed: {message.error}", style="bold red"))
-            self.app.notify(f"export failed: {message.error}", severity="error", timeout=8)
+            error = printable(f"export failed: {message.error}")
+            if shown:
+                self.query_one("#export-go", Button).disabled = False
+                self._status(Text(error, style="bold red"))
+            self.app.notify(error, severity="error", timeout=8, markup=False)
             return
         result, out = message.data
         self.last_result = result if isinstance(result, dict) else {"result": result}
         path = (result or {}).get("path", str(out)) if isinstance(result, dict) else str(out)
         count = (result or {}).get("sessions") if isinstance(result, dict) else None
-        bar = self.query_one("#export-progress", ProgressBar)
-        bar.update(total=bar.total or 1, progress=bar.total or 1)
-        what = f"{count} sessions" if isinstance(count, int) else "sessions"
+        what = f"{count} session{'s' if count != 1 else ''}" if isinstance(count, int) else "sessions"
         redactions = (result or {}).get("redactions") if isinstance(result, dict) else None
         if redactions:
             what += f" ({sum(redactions.values())} redactions)"
-        self._status(Text(f"exported {what} to {path}", style="bold green"))
-        self.app.notify(f"exported {what} to {path}", title="Export done", timeout=10)
+        done = printable(f"exported {what} to {path}")
+        if shown:
+            self.query_one("#export-go", Button).disabled = False
+            bar = self.query_one("#export-progress", ProgressBar)
+            bar.update(total=bar.total or 1, progress=bar.total or 1)
+            self._status(Text(done, style="bold green"))
+        self.app.notify(done, title="Export done", timeout=10, markup=False)
 
     def _status(self, text: Text) -> None:
         self.query_one("#export-status", Static).update(text)

@@ -20,6 +20,7 @@ from textual.screen import Screen
 from textual.widgets import Header, Input, Sparkline, Static
 
 from memviewer.store.events import EventRecord
+from memviewer.tui.formatting import printable
 from memviewer.tui.live_feed import EventFilter
 from memviewer.tui.widgets.event_log import EventLog
 from memviewer.tui.widgets.footer import CoalescedFooter
@@ -38,6 +39,7 @@ STATE_STYLES = {
 
 class LiveScreen(Screen):
     TITLE = "Live"
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
     BINDINGS = [
         Binding("space", "toggle_pause", "Pause/Resume", key_display="space"),
         Binding("c", "clear", "Clear"),
@@ -109,7 +111,7 @@ class LiveScreen(Screen):
         status.append("● ", style=STATE_STYLES.get(feed.state, "bold"))
         status.append(feed.state, style=STATE_STYLES.get(feed.state, "bold"))
         if feed.detail:
-            status.append(f" {feed.detail}", style="dim")
+            status.append(printable(f" {feed.detail}"), style="dim")
         status.append(
             f"\nlast seq {feed.last_seq}  ·  received {feed.received:,}  ·  "
             f"{feed.rate():.0f} ev/s  ·  kept {len(self.history):,}"
@@ -129,7 +131,7 @@ class LiveScreen(Screen):
         if self.event_filter.active:
             kinds = ",".join(self.event_filter.kinds) or "*"
             pending.append(
-                f"  filter: kinds={kinds} session={self.event_filter.session or '*'}", style="cyan"
+                printable(f"  filter: kinds={kinds} session={self.event_filter.session or '*'}"), style="cyan"
             )
         self.query_one("#live-pending", Static).update(pending)
 

@@ -35,7 +35,7 @@ from textual.widgets import (
 
 from memviewer.recall.snippets import attach_tool_calls, text_or_tool_calls
 from memviewer.timeutil import utc_minutes
-from memviewer.tui.formatting import one_line
+from memviewer.tui.formatting import one_line, printable
 from memviewer.tui.messages import Loaded
 from memviewer.tui.screens.recall_view import result_detail, summary_cell, trace_text
 from memviewer.tui.widgets.footer import CoalescedFooter
@@ -49,6 +49,7 @@ TAB_FOCUS = {
     "tab-trace": "#trace-box",
     "tab-compare": "#cmp-hier",
 }
+PARAM_MAX = 1000  # recall's own bound (hierarchical._int_param): refused here, inline, like 0
 INT_PARAMS = (("k", "top_sessions", 5), ("m", "chunks_per_session", 3), ("top-k", "top_k", 10))
 AS_OF_HELP = (
     "When the question is asked; relative dates in the query count from it.\n"
@@ -58,6 +59,8 @@ AS_OF_HELP = (
 
 class RecallScreen(Screen):
     TITLE = "Recall"
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
     BINDINGS = [
         Binding("slash", "focus_query", "Query", key_display="/"),
         Binding("ctrl+r", "rerun", "Re-run"),
@@ -75,25 +78,31 @@ class RecallScreen(Screen):
         self._timer: Timer | None = None
         self._engine_loaded = False
         self._as_of: float | None = None  # resolved "as of" of the run in flight / shown
+        self._columns_width = 0
+        self._shown: tuple[float, bool] | None = None  # (elapsed, rerank) of the result shown
 
     def compose(self) -> ComposeResult:
         yield Header()
         yield Input(placeholder="recall query, Enter to run  (/)", id="query", compact=True)
+        # Two groups: one row from 120 columns, stacked below that (the -narrow breakpoint),
+        # so no field sits off-screen where tab reaches it but nobody sees it.
         with Horizontal(id="recall-params"):
-            yield Label("scope")
-            yield Input(placeholder="any", id="scope", compact=True)
-            yield Label("id")
-            yield Input(placeholder="any", id="scope-id", compact=True)
-            yield Label("K")
-            yield Input("5", id="k", type="integer", compact=True)
-            yield Label("M")
-            yield Input("3", id="m", type="integer", compact=True)
-            yield Label("top_k")
-            yield Input("10", id="top-k", type="integer", compact=True)
-            yield Label("as of")
-            yield Input(placeholder="now", id="as-of", compact=True, tooltip=AS_OF_HELP)
-            yield Checkbox("rerank", value=False, id="rerank", compact=True)
-            yield Select(MODES, value="hierarchical", allow_blank=False, id="mode", compact=True)
+            with Horizontal(classes="param-group"):
+                yield Label("scope")
+                yield Input(placeholder="any", id="scope", compact=True)
+                yield Label("id")
+                yield Input(placeholder="any", id="scope-id", compact=True)
+                yield Label("K")
+                yield Input("5", id="k", type="integer", compact=True)
+                yield Label("M")
+                yield Input("3", id="m", type="integer", compact=True)
+                yield Label("top_k")
+                yield Input("10", id="top-k", type="integer", compact=True)
+            with Horizontal(classes="param-group"):
+                yield Label("as of")
+                yield Input(placeholder="now", id="as-of", compact=True, tooltip=AS_OF_HELP)
+                yield Checkbox("rerank", value=False, id="rerank", compact=True)
+                yield Select(MODES, value="hierarchical", allow_blank=False, id="mode", compact=True)
         yield Static(
             Text("Type a query and press Enter. Recall never changes memory.", style="dim"),
             id="recall-status",
@@ -124,7 +133,26 @@ class RecallScreen(Screen):
         yield CoalescedFooter()
 
     def on_mount(self) -> None:
+        self._setup_columns(self.app.size.width)
+        self.query_one("#query", Input).focus()
+
+    def on_resize(self) -> None:
+        """Column widths follow the terminal (the content column takes what is left)."""
         width = self.app.size.width
+        if width == self._columns_width:
+            return
+        row = self.query_one("#results", DataTable).cursor_row
+        self._setup_columns(width)
+        if self.result is not None and self._shown is not None:
+            self._show_result(*self._shown)
+            results = self.query_one("#results", DataTable)
+            if 0 < row < results.row_count:
+                results.move_cursor(row=row, animate=False)
+
+    def _setup_columns(self, width: int) -> None:
+        self._columns_width = width
+        for table in self.query(DataTable):
+            table.clear(columns=True)
         _columns(
             self.query_one("#results", DataTable),
             width,
@@ -147,7 +175,6 @@ class RecallScreen(Screen):
                 half,
                 [("#", 3), ("Score", 6), ("Session", 16), ("Turn", 4), ("Content", 0)],
             )
-        self.query_one("#query", Input).focus()
 
     # -- parameters ---------------------------------------------------------------
     def params(self) -> dict[str, Any]:
@@ -162,8 +189,8 @@ class RecallScreen(Screen):
         for widget_id, name, default in INT_PARAMS:
             raw = self.query_one(f"#{widget_id}", Input).value.strip()
             value = default if not raw else int(raw)
-            if value < 1:
-                raise ValueError(f"{name} must be at least 1")
+            if not 1 <= value <= PARAM_MAX:
+                raise ValueError(f"{name} must be between 1 and {PARAM_MAX}, not {value}")
             out[name] = value
         as_of = self.query_one("#as-of", Input).value.strip()
         if as_of:  # resolved once here: refused with recall's own message before a run
@@ -182,7 +209,10 @@ class RecallScreen(Screen):
 
     @on(Input.Submitted, "#query, #as-of")
     def _query_submitted(self) -> None:
-        self.action_rerun()
+        """Run, and hand the keyboard to the results, so the screen keys (t, m, 1/2/3, e, ?)
+        work as documented instead of typing into the query; ``/`` goes back to it."""
+        if self.action_rerun():
+            self.action_focus_results()
 
     @on(Input.Changed, "#scope, #scope-id, #k, #m, #top-k, #as-of")
     @on(Checkbox.Changed)
@@ -194,24 +224,26 @@ class RecallScreen(Screen):
             self._timer.stop()
         self._timer = self.set_timer(RERUN_DELAY, self.action_rerun)
 
-    def action_rerun(self) -> None:
+    def action_rerun(self) -> bool:
+        """Start a run with the current inputs; False (and a status line) when they are refused."""
         if self._timer is not None:  # Enter beats a pending debounced re-run
             self._timer.stop()
             self._timer = None
         query = self.query_one("#query", Input).value.strip()
         if not query:
             self._status(Text("type a query first", style="yellow"))
-            return
+            return False
         try:
             params = self.params()
         except ValueError as exc:
-            self._status(Text(f"bad parameter: {exc}", style="bold red"))
-            return
+            self._status(Text(printable(f"bad parameter: {exc}"), style="bold red"))
+            return False
         self._token += 1
         self._as_of = params.get("as_of")
         note = "" if self._engine_loaded else " (first run loads LanceDB and the embedding model)"
         self._status(Text(f"running {params['mode']} recall…{note}", style="yellow"))
         self._run(self._token, query, params, self.compare, self.rerank)
+        return True
 
     @work(thread=True, exclusive=True, group="recall")
     def _run(self, token: int, query: str, params: dict[str, Any], compare: bool, rerank: bool) -> None:
@@ -247,8 +279,9 @@ class RecallScreen(Screen):
         if message.kind != "recall" or message.token != self._token:
             return
         if message.error:
-            self._status(Text(message.error, style="bold red"))
-            self.notify(message.error, severity="error", timeout=8)
+            error = printable(message.error)
+            self._status(Text(error, style="bold red"))
+            self.notify(error, severity="error", timeout=8, markup=False)
             return
         self._engine_loaded = True
         self.result, self.flat, titles, elapsed, rerank = message.data
@@ -265,6 +298,7 @@ class RecallScreen(Screen):
 
     def _show_result(self, elapsed: float, rerank: bool) -> None:
         assert self.result is not None
+        self._shown = (elapsed, rerank)
         result, diag = self.result, self.result.get("diagnostics") or {}
         rows = result.get("results") or []
         status = Text(f"{len(rows)} results", style="bold green")
@@ -275,7 +309,7 @@ class RecallScreen(Screen):
             status.append(f"  ·  as of {utc_minutes(self._as_of)}")
         if diag.get("time_window"):
             status.append("  ·  ")
-            status.append(f"time “{diag['time_window'].get('phrase')}”", style="bold cyan")
+            status.append(printable(f"time “{diag['time_window'].get('phrase')}”"), style="bold cyan")
         if diag.get("escalations"):
             status.append(f"  ·  escalations: {', '.join(diag['escalations'])}", style="bold yellow")
         if (diag.get("index") or {}).get("scope_turns") == 0:
@@ -298,7 +332,7 @@ class RecallScreen(Screen):
                     f"#{r['index']}" + (" arch" if r.get("archived") else ""),
                     style="magenta" if r.get("archived") else "",
                 ),
-                Text(r.get("role") or ""),
+                Text(printable(r.get("role") or "")),
                 Text(
                     one_line(text_or_tool_calls(r.get("content"), r.get("tool_calls")), 300),
                     overflow="ellipsis",
@@ -337,7 +371,7 @@ class RecallScreen(Screen):
                     Text(why, style=style),
                     Text(f"{float(item.get('score', 0)):.3f}"),
                     self._session_label(item.get("session_id", "")),
-                    Text(str(item.get("turn_id", ""))),
+                    Text(printable(item.get("turn_id", ""))),
                 )
 
     def _render_compare(self) -> None:
@@ -398,7 +432,9 @@ class RecallScreen(Screen):
         self.query_one("#query", Input).focus()
 
     def action_focus_results(self) -> None:
-        self.query_one("#results", DataTable).focus()
+        """Focus the main widget of the tab on show (the results table on the first tab)."""
+        active = self.query_one("#recall-tabs", TabbedContent).active
+        self.query_one(TAB_FOCUS.get(active, "#results")).focus()
 
     def action_cycle_mode(self) -> None:
         select = self.query_one("#mode", Select)

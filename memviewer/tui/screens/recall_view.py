@@ -10,7 +10,7 @@ from rich.text import Text
 
 from memviewer.recall.snippets import text_or_tool_calls
 from memviewer.timeutil import utc_minutes
-from memviewer.tui.formatting import long_time, one_line
+from memviewer.tui.formatting import long_time, one_line, printable
 
 BREAKDOWN_ORDER = ("dense", "keyword", "recency", "bm25", "coverage", "rerank", "pre_rerank", "best_turn")
 
@@ -23,9 +23,9 @@ def breakdown_text(breakdown: dict[str, Any] | None, score: float | None = None)
     for i, key in enumerate(keys):
         if i:
             out.append(" · ", style="dim")
-        out.append(f"{key} ", style="cyan")
+        out.append(f"{printable(key)} ", style="cyan")
         value = parts[key]
-        out.append(f"{value:.3f}" if isinstance(value, int | float) else str(value))
+        out.append(f"{value:.3f}" if isinstance(value, int | float) else printable(value))
     if score is not None:
         out.append("  → ", style="dim")
         out.append(f"{score:.3f}", style="bold green")
@@ -34,19 +34,19 @@ def breakdown_text(breakdown: dict[str, Any] | None, score: float | None = None)
 
 def result_detail(result: dict[str, Any]) -> Text:
     out = Text()
-    out.append(f"#{result.get('index')} {result.get('role')}", style="bold")
+    out.append(printable(f"#{result.get('index')} {result.get('role')}"), style="bold")
     out.append(f"  {long_time(result.get('timestamp'))}", style="dim")
-    out.append(f"  session {result.get('session_id')}", style="blue")
+    out.append(printable(f"  session {result.get('session_id')}"), style="blue")
     if result.get("archived"):
         out.append("  archived", style="magenta")
     out.append("\nscore  ")
     out.append_text(breakdown_text(result.get("score_breakdown"), result.get("score")))
     out.append("\n\n")
-    out.append(text_or_tool_calls(result.get("content"), result.get("tool_calls")))
+    out.append(printable(text_or_tool_calls(result.get("content"), result.get("tool_calls"))))
     meta = result.get("metadata") or {}
     if meta:
         out.append("\n\nmetadata ", style="dim")
-        out.append(json.dumps(meta, ensure_ascii=False, default=str), style="dim")
+        out.append(printable(json.dumps(meta, ensure_ascii=False, default=str)), style="dim")
     return out
 
 
@@ -67,7 +67,7 @@ def trace_text(
     else:
         out.append("none", style="green")
     out.append("\nmode         ", style="bold")
-    out.append(str(diag.get("mode", "hierarchical")))
+    out.append(printable(diag.get("mode", "hierarchical")))
     stage1 = diag.get("stage1") or []
     out.append("\nstages       ", style="bold")
     out.append(
@@ -83,8 +83,10 @@ def trace_text(
     if window:
         out.append("\ntime         ", style="bold")
         out.append(
-            f"“{window.get('phrase')}” → {window.get('start')} … {window.get('end')} "
-            f"(± {window.get('slack_days')} days decay)"
+            printable(
+                f"“{window.get('phrase')}” → {window.get('start')} … {window.get('end')} "
+                f"(± {window.get('slack_days')} days decay)"
+            )
         )
     elif as_of is not None:
         off = (diag.get("params") or {}).get("w_time") == 0
@@ -94,17 +96,17 @@ def trace_text(
     out.append("\nreranked     ", style="bold")
     out.append(str(bool(diag.get("reranked"))))
     if diag.get("rerank_error"):
-        out.append(f"  reranker failed, order kept: {diag['rerank_error']}", style="red")
+        out.append(printable(f"  reranker failed, order kept: {diag['rerank_error']}"), style="red")
     timings = diag.get("timings_ms") or {}
     if timings:
         out.append("\ntimings ms   ", style="bold")
-        out.append("  ".join(f"{k} {float(v):.1f}" for k, v in timings.items()))
+        out.append(printable("  ".join(f"{k} {float(v):.1f}" for k, v in timings.items())))
     if elapsed_ms is not None:
         out.append(f"  (screen round trip {elapsed_ms:.0f})", style="dim")
     for key in ("params", "index"):
         if diag.get(key):
             out.append(f"\n{key:<13}", style="bold")
-            out.append("  ".join(f"{k}={v}" for k, v in diag[key].items()), style="dim")
+            out.append(printable("  ".join(f"{k}={v}" for k, v in diag[key].items())), style="dim")
     if diag.get("stale"):
         out.append(
             f"\nstale        {len(diag['stale'])} indexed turns no longer in SQLite (run reindex)",

@@ -13,12 +13,14 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Header, Static
 
+from memviewer.recall.snippets import text_or_tool_calls
 from memviewer.tui.formatting import (
     badges,
     boundary_text,
     episode_text,
     lineage_of,
     one_line,
+    printable,
     scope_label,
     short_time,
     status_text,
@@ -29,6 +31,7 @@ from memviewer.tui.widgets.footer import CoalescedFooter
 from memviewer.tui.widgets.turn_list import Row, TurnList
 
 VIEWS = ("active", "archived", "both")
+TITLE_WIDTH = 100  # the header shows the title on one line: a long one must not push the turns away
 VIEW_LABELS = {"active": "active window", "archived": "archived (compacted out)", "both": "archived | active"}
 
 
@@ -85,6 +88,7 @@ class SessionScreen(Screen):
     """One session; ``anchor`` (a turn index) is highlighted when opened from a search hit."""
 
     TITLE = "Session"
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
     AUTO_FOCUS = "#active-list"  # focus once: every focus change rebuilds the footer
     BINDINGS = [
         Binding("escape", "app.pop_screen", "Back"),
@@ -149,13 +153,29 @@ class SessionScreen(Screen):
         if message.kind != "session":
             return
         if message.error:
-            self.query_one("#session-info", Static).update(
-                Text(f"cannot open session: {message.error}", style="bold red")
-            )
-            self.notify(message.error, severity="error")
+            self._show_error(printable(message.error))
             return
         self.data = message.data
         self._render_session()
+
+    def _show_error(self, error: str) -> None:
+        """The session is gone (or unreadable): drop what was shown, so no stale turns stay
+        on screen and no later key (``v``, ``x``) redraws them over the error."""
+        self.data = None
+        self.query_one("#session-info", Static).update(
+            Text(f"cannot open session: {error}", style="bold red")
+        )
+        for list_id in ("#archived-list", "#active-list"):
+            self.query_one(list_id, TurnList).show([])
+        for title_id in ("#archived-title", "#active-title"):
+            self.query_one(title_id, Static).update("")
+        table = self.query_one("#episodes", DataTable)
+        table.clear()
+        table.display = False
+        self.query_one("#bookends", Static).update(
+            Text("no bookends: the session could not be read", style="dim")
+        )
+        self.notify(error, severity="error", markup=False)
 
     # -- rendering --------------------------------------------------------------
     def _render_session(self) -> None:
@@ -196,15 +216,16 @@ class SessionScreen(Screen):
 
     def _info(self, s: dict[str, Any], n_archived: int, n_active: int) -> Text:
         out = Text()
-        out.append(s.get("title") or "(untitled)", style="bold")
+        width = max(20, min(TITLE_WIDTH, self.app.size.width - 45))  # badges and view label follow
+        out.append(one_line(s.get("title") or "(untitled)", width), style="bold")
         tags = badges({**s, "archived_turns": n_archived})
         if tags:
             out.append("  ")
             out.append_text(tags)
         out.append(f"   view: {VIEW_LABELS[self.view]}", style="bold cyan")
         out.append("\n")
-        out.append(f"{s['session_id']} ", style="blue")
-        out.append(f"  agent {s.get('agent') or '-'}  scope {scope_label(s)}  ")
+        out.append(f"{printable(s['session_id'])} ", style="blue")
+        out.append(f"  agent {one_line(s.get('agent') or '-', 40)}  scope {scope_label(s)}  ")
         out.append_text(status_text(s.get("status")))
         out.append(
             f"   {short_time(s.get('started_at'))} → {short_time(s.get('last_seen_at'))} UTC", style="dim"
@@ -215,12 +236,12 @@ class SessionScreen(Screen):
             f" · retention {s.get('retention')} (window {s.get('active_window')})"
         )
         if s.get("source"):
-            out.append(f" · source {s['source']}", style="yellow")
+            out.append(f" · source {printable(s['source'])}", style="yellow")
         lineage = lineage_of(s)
         if lineage:
-            out.append(f" · lineage {lineage}", style="blue")
+            out.append(f" · lineage {printable(lineage)}", style="blue")
         if s.get("parent_session_id"):
-            out.append(f" · parent {s['parent_session_id']}", style="dim")
+            out.append(f" · parent {printable(s['parent_session_id'])}", style="dim")
         return out
 
     def _fill_episodes(self, episodes: list[dict[str, Any]], turns: list[dict[str, Any]]) -> None:
@@ -236,8 +257,8 @@ class SessionScreen(Screen):
             reward = "" if e.get("r_task") is None else f"{float(e['r_task']):.2f}"
             table.add_row(
                 Text(str(n)),
-                Text(str(intent.get("kind", "")), style="cyan"),
-                Text(str(intent.get("rule_id", "")), overflow="ellipsis"),
+                Text(printable(intent.get("kind", "")), style="cyan"),
+                Text(printable(intent.get("rule_id", "")), overflow="ellipsis"),
                 Text(f"{float(intent.get('confidence') or 0):.2f}"),
                 status_text(status),
                 Text(reward, justify="right"),
@@ -258,8 +279,8 @@ class SessionScreen(Screen):
                 for i, t in enumerate(group):
                     if i:
                         out.append("\n        ")
-                    out.append(f"#{t['index']} {t['role']}: ", style="cyan")
-                    out.append(one_line(t["content"], 100))
+                    out.append(f"#{t['index']} {printable(t['role'])}: ", style="cyan")
+                    out.append(one_line(text_or_tool_calls(t.get("content"), t.get("tool_calls")), 100))
                 out.append("\n")
             out.rstrip()
         self.query_one("#bookends", Static).update(out)
@@ -302,7 +323,7 @@ class SessionScreen(Screen):
         act = self.query_one("#active-list", TurnList)
         target = arch if arch.has_turn(index) else act if act.has_turn(index) else None
         if target is None:
-            self.notify(f"no turn #{index} in this session", severity="warning")
+            self.notify(f"no turn #{index} in this session", severity="warning", markup=False)
             return False
         if target is arch and self.view == "active":
             self.set_view("both")

@@ -15,7 +15,15 @@ from textual.timer import Timer
 from textual.widgets import DataTable, Header, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from memviewer.tui.formatting import badges, hit_text, scope_label, short_time, status_text
+from memviewer.tui.formatting import (
+    badges,
+    hit_text,
+    one_line,
+    printable,
+    scope_label,
+    short_time,
+    status_text,
+)
 from memviewer.tui.messages import Loaded
 from memviewer.tui.widgets.footer import CoalescedFooter
 from memviewer.tui.widgets.paged_table import PagedTable
@@ -68,6 +76,7 @@ class SessionsScreen(Screen):
         self.marked: set[str] = set()
         self.hits: list[dict[str, Any]] = []
         self._token = 0
+        self._search_token = 0  # hits of a superseded search are dropped, like pages of a superseded load
         self._title_width = MIN_TITLE
         self._filter_timer: Timer | None = None
         self._seen_events = 0
@@ -118,11 +127,15 @@ class SessionsScreen(Screen):
             if message.token != self._token:
                 return  # a newer request is on its way
             if message.error:
-                self.notify(f"cannot list sessions: {message.error}", severity="error")
+                self.notify(
+                    printable(f"cannot list sessions: {message.error}"), severity="error", markup=False
+                )
                 return
             page, cursor = message.data
             self._apply_page(page, cursor)
         elif message.kind == "hits":
+            if message.token != self._search_token:
+                return  # a superseded search (its thread cannot be stopped) finished late
             self._apply_hits(message.data, message.error)
 
     def _apply_page(self, page: dict[str, Any], cursor: str) -> None:
@@ -169,11 +182,11 @@ class SessionsScreen(Screen):
         mark = "● " if row["session_id"] in self.marked else ""
         cell_title = Text()
         cell_title.append(mark, style="bold yellow")
-        cell_title.append(title)
+        cell_title.append(one_line(title, max(self._title_width, 1)))
         cell_title.truncate(self._title_width, overflow="ellipsis")
         return [
             cell_title,
-            Text(row.get("agent") or "", overflow="ellipsis"),
+            Text(printable(row.get("agent") or ""), overflow="ellipsis"),
             Text(scope_label(row), overflow="ellipsis"),
             Text(short_time(row.get("started_at"))[:10]),
             Text(short_time(row.get("last_seen_at"))),
@@ -225,7 +238,7 @@ class SessionsScreen(Screen):
         info.append(f"  ·  sort: {SORTS[self.sort_index][1]} {arrow}")
         if self.filter_text:
             info.append("  ·  filter: ")
-            info.append(repr(self.filter_text), style="yellow")
+            info.append(printable(repr(self.filter_text)), style="yellow")
         if self.marked:
             info.append(f"  ·  {len(self.marked)} marked", style="bold yellow")
         info.append("  ·  times UTC", style="dim")
@@ -265,36 +278,44 @@ class SessionsScreen(Screen):
             [Option(Text("searching…", style="dim"), disabled=True)]
         )
         self.query_one("#hits", OptionList).remove_class("hidden")
-        self._search(query)
+        self._search_token += 1
+        self._search(self._search_token, query)
 
     @work(thread=True, exclusive=True, group="sessions-search")
-    def _search(self, query: str) -> None:
+    def _search(self, token: int, query: str) -> None:
         try:
             result = self.app.service.search(query=query, limit=20)
         except ImportError as exc:
-            self.post_message(Loaded("hits", error=f"search not available: {exc}"))
+            self.post_message(Loaded("hits", error=f"search not available: {exc}", token=token))
             return
         except Exception as exc:
-            self.post_message(Loaded("hits", error=f"{type(exc).__name__}: {exc}"))
+            self.post_message(Loaded("hits", error=f"{type(exc).__name__}: {exc}", token=token))
             return
         if not result.get("success", False):
             hint = f" (hint: {result['hint']})" if result.get("hint") else ""
-            self.post_message(Loaded("hits", error=f"{result.get('error', 'search failed')}{hint}"))
+            error = f"{result.get('error', 'search failed')}{hint}"
+            self.post_message(Loaded("hits", error=error, token=token))
             return
-        self.post_message(Loaded("hits", result))
+        self.post_message(Loaded("hits", result, token=token))
 
     def _apply_hits(self, result: dict[str, Any] | None, error: str | None) -> None:
         hits_list = self.query_one("#hits", OptionList)
         if error:
             self.hits = []
+            error = printable(error)
             hits_list.set_options([Option(Text(error, style="bold red"), disabled=True)])
-            self.notify(error, severity="error")
+            self.notify(error, severity="error", markup=False)
             return
         assert result is not None
         self.hits = list(result.get("results") or [])
         if not self.hits:
             hits_list.set_options(
-                [Option(Text(f"no session matches {result.get('query')!r}", style="dim"), disabled=True)]
+                [
+                    Option(
+                        Text(printable(f"no session matches {result.get('query')!r}"), style="dim"),
+                        disabled=True,
+                    )
+                ]
             )
             return
         hits_list.set_options([Option(hit_text(h), id=f"hit-{i}") for i, h in enumerate(self.hits)])
@@ -307,6 +328,7 @@ class SessionsScreen(Screen):
         self.app.open_session(hit["session_id"], anchor=hit.get("anchor_index"))
 
     def _close_hits(self) -> None:
+        self._search_token += 1  # a search still running must not reopen the list
         self.hits = []
         hits_list = self.query_one("#hits", OptionList)
         hits_list.clear_options()
@@ -334,7 +356,7 @@ class SessionsScreen(Screen):
             str(event.column_key.value)
         )
         if key is None:
-            self.notify("sortable columns: title, agent, started, last seen", severity="information")
+            self.notify("sortable columns: title, agent, started, last seen", markup=False)
             return
         index = names.index(key)
         if index == self.sort_index:
