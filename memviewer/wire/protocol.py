@@ -201,9 +201,40 @@ def decode(line: bytes | str) -> Any:
 def check_value(obj: Any, *, surrogates: bool = True, max_depth: int = MAX_DEPTH) -> str | None:
     """Why ``obj`` cannot travel and be stored (too deep, a lone surrogate), or None.
 
-    Iterative, so a hostile depth cannot exhaust the stack; the path of the first
-    offending value is named (``params.commands[3].metadata``).
+    Iterative, so a hostile depth cannot exhaust the stack. A quick pass visits only
+    containers (and strings when ``surrogates``); only when it finds a problem does a
+    second pass name the path of the first offending value (``params.commands[3].meta``).
     """
+    if not _has_problem(obj, surrogates, max_depth):
+        return None
+    return _describe_problem(obj, surrogates, max_depth)
+
+
+def _has_problem(obj: Any, surrogates: bool, max_depth: int) -> bool:
+    if isinstance(obj, str):
+        return surrogates and _SURROGATE.search(obj) is not None
+    if not isinstance(obj, dict | list):
+        return False
+    stack: list[tuple[Any, int]] = [(obj, 0)]
+    while stack:
+        value, depth = stack.pop()
+        if depth >= max_depth:
+            return True
+        if isinstance(value, dict):
+            if surrogates and any(isinstance(k, str) and _SURROGATE.search(k) for k in value):
+                return True
+            children: Any = value.values()
+        else:
+            children = value
+        for child in children:
+            if isinstance(child, dict | list):
+                stack.append((child, depth + 1))
+            elif surrogates and isinstance(child, str) and _SURROGATE.search(child):
+                return True
+    return False
+
+
+def _describe_problem(obj: Any, surrogates: bool, max_depth: int) -> str | None:
     def at(path: str) -> str:
         return "the top" if not path else path if len(path) <= 60 else path[:59] + "…"
 
@@ -215,10 +246,10 @@ def check_value(obj: Any, *, surrogates: bool = True, max_depth: int = MAX_DEPTH
                 return f"holds a lone UTF-16 surrogate (not valid Unicode) at {at(path)}"
             continue
         if isinstance(value, dict):
-            items: Any = ((f"{path}.{k}" if path else str(k), v) for k, v in value.items())
-            keys = value.keys()
+            items: Any = [(f"{path}.{k}" if path else str(k), v) for k, v in value.items()]
+            keys: Any = value.keys()
         elif isinstance(value, list):
-            items = ((f"{path}[{i}]", v) for i, v in enumerate(value))
+            items = [(f"{path}[{i}]", v) for i, v in enumerate(value)]
             keys = ()
         else:
             continue
@@ -228,7 +259,7 @@ def check_value(obj: Any, *, surrogates: bool = True, max_depth: int = MAX_DEPTH
             for k in keys:
                 if isinstance(k, str) and _SURROGATE.search(k):
                     return f"holds a lone UTF-16 surrogate (not valid Unicode) in a key at {at(path)}"
-        stack.extend((v, depth + 1, p) for p, v in items)
+        stack.extend((v, depth + 1, p) for p, v in reversed(items))
     return None
 
 
