@@ -61,8 +61,8 @@ class ControlCharFilter(LineFilter):
     sequence or bidi override reaches the terminal and no lone surrogate breaks the output."""
 
     def apply(self, segments: list[Segment], background: Color) -> list[Segment]:
-        if not any(_TERMINAL_UNSAFE.search(seg.text) for seg in segments if not seg.control):
-            return segments
+        if _TERMINAL_UNSAFE.search("".join([seg.text for seg in segments])) is None:
+            return segments  # the common case: one C-level scan of the whole line
         return [
             seg if seg.control else Segment(_TERMINAL_UNSAFE.sub(_terminal_safe, seg.text), seg.style)
             for seg in segments
