@@ -76,6 +76,12 @@ def cli(ctx: click.Context, home, socket_path, config_file, log_level) -> None:
         _fail(str(exc), hint)
     for warning in settings.warnings:
         click.echo(f"warning: {warning}", err=True)
+    if settings.sources.get("socket") == "default":  # not chosen: follow the hub serving this home
+        from memviewer.wire.probe import home_hub_socket
+
+        found = home_hub_socket(settings.home_path)
+        if found is not None and found != settings.socket_path:
+            settings = settings.with_overrides(socket=str(found))
     ctx.obj = {"settings": settings}
     if ctx.invoked_subcommand is None:
         from memviewer.tui.app import run_app

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import socket
 import stat
@@ -206,3 +207,21 @@ def test_one_hub_per_home_even_on_another_socket(tmp_path: Path, short_tmp: Path
     # stopped: the home is free again, on any socket
     with HubProcess(home, short_tmp / "b.sock") as hub:
         assert hub.proc is not None and hub.proc.poll() is None
+
+
+def test_commands_without_a_socket_follow_the_hub_that_serves_the_home(
+    tmp_path: Path, short_tmp: Path
+) -> None:
+    """A hub started with --socket elsewhere: `doctor`, `tail` and the viewer find it via home/hub.lock."""
+    home = tmp_path / "home"
+    sock = short_tmp / "custom.sock"
+    base = [sys.executable, "-c", "from memviewer.cli import main; main()", "--home", str(home)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMVIEWER_")}
+    env["XDG_RUNTIME_DIR"] = str(short_tmp / "run")  # the default socket: nothing listens there
+    with HubProcess(home, sock):
+        out = subprocess.run([*base, "doctor", "--json"], capture_output=True, text=True, env=env, timeout=60)
+        hub = {c["name"]: c for c in json.loads(out.stdout)["checks"]}["hub"]
+        assert str(sock) in hub["detail"] and "no hub" not in hub["detail"]
+    out = subprocess.run([*base, "doctor", "--json"], capture_output=True, text=True, env=env, timeout=60)
+    hub = {c["name"]: c for c in json.loads(out.stdout)["checks"]}["hub"]
+    assert "no hub" in hub["detail"] and str(sock) not in hub["detail"]  # stopped: back to the default

@@ -36,12 +36,12 @@ from memviewer import __version__, paths
 from memviewer.errors import MemviewerError
 from memviewer.store.events import EVENT_KINDS, EventRecord
 from memviewer.wire import protocol, spool
+from memviewer.wire.probe import HOME_LOCK
 from memviewer.wire.protocol import RpcError
 
 log = logging.getLogger("memviewer.hub")
 
 SUN_PATH_MAX = 107  # bytes, Linux AF_UNIX limit without the NUL
-HOME_LOCK = "hub.lock"  # in the home: which hub (pid, socket) serves it
 # After an oversized frame the hub reads the rest of it away (bounded), so a client
 # still writing gets to read the error instead of a broken pipe.
 DRAIN_FRAMES = 16  # read at most this many frame limits of the rest

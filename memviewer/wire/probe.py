@@ -8,6 +8,8 @@ from typing import Any
 from memviewer.wire import protocol
 from memviewer.wire.syncclient import RpcConnection
 
+HOME_LOCK = "hub.lock"  # in the home: which hub (pid, socket) serves it (see wire.hub)
+
 
 def hub_hello(socket_path: str | Path, timeout: float = 0.5) -> dict[str, Any] | None:
     """The hub's ``hello`` result, or None when nothing answers in time."""
@@ -28,3 +30,20 @@ def probe_hub(socket_path: str | Path, timeout: float = 0.5) -> str | None:
     if hello is None:
         return None
     return str(hello.get("server_version") or "unknown")
+
+
+def home_hub_socket(home: str | Path, timeout: float = 0.5) -> Path | None:
+    """The socket of the hub that serves ``home`` (named in ``<home>/hub.lock``), if it answers.
+
+    A hub started with ``--socket`` elsewhere still owns the home; commands and the
+    viewer that were not told that socket find it here instead of missing it (or, for
+    the viewer, failing to host a second hub over the same store).
+    """
+    try:
+        lines = (Path(home) / HOME_LOCK).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return None
+    if len(lines) < 2 or not lines[1].strip():
+        return None
+    sock = Path(lines[1].strip())
+    return sock if hub_hello(sock, timeout) is not None else None
