@@ -46,6 +46,8 @@ from datetime import timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from memviewer import locks
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -210,12 +212,8 @@ class LanceIndex:
         """
         if self._owner_fd is not None:
             return True
-        self.folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.folder / OWNER_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
+        fd = locks.try_lock(self.folder / OWNER_LOCK)
+        if fd is None:
             return False
         self._owner_fd = fd
         self.set_owner_note({"pid": os.getpid()})
@@ -223,19 +221,13 @@ class LanceIndex:
 
     def release_owner(self) -> None:
         if self._owner_fd is not None:
-            with contextlib.suppress(OSError):
-                os.ftruncate(self._owner_fd, 0)
-            os.close(self._owner_fd)
+            locks.release(self._owner_fd)
             self._owner_fd = None
 
     def set_owner_note(self, note: dict[str, Any]) -> None:
         """Publish the owner's pid and last error in the owner lock file (best effort)."""
-        if self._owner_fd is None:
-            return
-        data = json.dumps(note).encode("utf-8")
-        with contextlib.suppress(OSError):
-            os.ftruncate(self._owner_fd, 0)
-            os.pwrite(self._owner_fd, data, 0)
+        if self._owner_fd is not None:
+            locks.write_note(self._owner_fd, json.dumps(note))
 
     def owner(self) -> dict[str, Any] | None:
         """The note of the background indexer that owns this folder, or None if none runs.

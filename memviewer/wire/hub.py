@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from memviewer import __version__, paths
+from memviewer import __version__, locks, paths
 from memviewer.errors import MemviewerError
 from memviewer.store.events import EVENT_KINDS, EventRecord
 from memviewer.wire import protocol, spool
@@ -541,29 +541,20 @@ class Hub:
         if home is None:
             return
         path = Path(home) / HOME_LOCK
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            owner = [""]
-            with contextlib.suppress(OSError):
-                owner = os.read(fd, 4096).decode("utf-8", "replace").split("\n")
-            os.close(fd)
+        fd = locks.try_lock(path)
+        if fd is None:
+            owner = locks.read_note(path).split("\n")
             where = owner[1] if len(owner) > 1 and owner[1] else "another socket"
             raise HubAlreadyRunning(
                 f"a memviewer hub is already running for {home} (pid {owner[0] or '?'}, on {where}); "
                 f"use that one (--socket {where}) or stop it first"
-            ) from None
-        os.ftruncate(fd, 0)
-        os.write(fd, f"{os.getpid()}\n{self.socket_path}\n".encode())
+            )
+        locks.write_note(fd, f"{os.getpid()}\n{self.socket_path}\n")
         self._home_lock_fd = fd
 
     def _release_home_lock(self) -> None:
         if self._home_lock_fd is not None:
-            with contextlib.suppress(OSError):
-                os.ftruncate(self._home_lock_fd, 0)
-            os.close(self._home_lock_fd)
+            locks.release(self._home_lock_fd)
             self._home_lock_fd = None
 
     def _release_lock(self) -> None:
