@@ -178,3 +178,34 @@ def test_connections_past_the_cap_are_told_why_and_let_go(service, settings) -> 
             await hub.close()
 
     asyncio.run(main())
+
+
+def test_half_a_frame_held_too_long_closes_that_connection_only(service, settings) -> None:  # noqa: ANN001
+    import socket
+
+    sock = settings.socket_path
+
+    def connect() -> socket.socket:
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(5)
+        s.connect(str(sock))
+        return s
+
+    async def main() -> None:
+        hub = Hub(service, sock, start_indexer=False, abandon_on_stop=False, stall_timeout=0.3)
+        await hub.start()
+        stuck, quiet = await asyncio.to_thread(connect), await asyncio.to_thread(connect)
+        try:
+            stuck.sendall(b'{"jsonrpc": "2.0", "id": 1, "method": "hel')  # and nothing more
+            assert await asyncio.to_thread(lambda: stuck.recv(1)) == b""  # closed by the hub
+            assert hub.counters["stalled_connections"] == 1
+            await asyncio.sleep(0.5)  # quiet between frames is not a stall
+            quiet.sendall(b'{"jsonrpc": "2.0", "id": 2, "method": "hello"}\n')
+            answer = await asyncio.to_thread(lambda: quiet.makefile("rb").readline())
+            assert b'"id":2' in answer and b'"result"' in answer
+        finally:
+            stuck.close()
+            quiet.close()
+            await hub.close()
+
+    asyncio.run(main())

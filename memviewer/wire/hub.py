@@ -294,6 +294,7 @@ class Hub:
         max_inflight: int = 16,
         readers: int = 4,
         max_connections: int = 512,
+        stall_timeout: float = 60.0,
         spool_scan_interval: float = 30.0,
         foreign_poll_interval: float = 0.5,
         abandon_on_stop: bool = True,
@@ -315,6 +316,7 @@ class Hub:
         self.spool_scan_interval = spool_scan_interval
         self.foreign_poll_interval = foreign_poll_interval
         self.max_connections = max_connections
+        self.stall_timeout = stall_timeout
         self.abandon_on_stop = abandon_on_stop
 
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -346,6 +348,7 @@ class Hub:
             "publish_requests": 0, "published_commands": 0, "group_commits": 0,
             "command_errors": 0, "events_dispatched": 0, "lagged": 0, "connections_total": 0,
             "protocol_errors": 0, "refused_batches": 0, "refused_connections": 0,
+            "stalled_connections": 0,
         }
         self.last_refusal: dict[str, Any] | None = None  # the store's last failure (full disk…)
         self.spool_reports: list[dict[str, Any]] = []
@@ -759,7 +762,17 @@ class Hub:
         try:
             while not self._closing:
                 try:
-                    line = await reader.readuntil(b"\n")
+                    line = await asyncio.wait_for(reader.readuntil(b"\n"), self.stall_timeout)
+                except TimeoutError:
+                    # readuntil consumes nothing until the newline, so a timeout loses no data.
+                    # Quiet between frames is fine (a subscriber, an idle agent); half a frame
+                    # held this long is a stuck or hostile client keeping a connection slot.
+                    if getattr(reader, "_buffer", None):
+                        self.counters["stalled_connections"] += 1
+                        log.warning("connection %d sent half a frame and stalled for %.0f s; closing it",
+                                    conn.id, self.stall_timeout)
+                        return
+                    continue
                 except asyncio.IncompleteReadError as exc:  # EOF: closed or half-closed
                     if exc.partial.strip():
                         await self._frame(conn, exc.partial)
