@@ -4,6 +4,7 @@ responsiveness while the live tail receives ~1,000 events/s.
     /tmp/venv/bin/python bench/bench_tui.py                 # everything
     /tmp/venv/bin/python bench/bench_tui.py --only paint    # first paint only
     /tmp/venv/bin/python bench/bench_tui.py --only live --rate 1000 --seconds 8
+    /tmp/venv/bin/python bench/bench_tui.py --only longsession --runs 3   # one 5,000-turn session
 
 First paint: ``memviewer`` runs as a real process on a pseudo-terminal
 (120x36) with ``MEMVIEWER_TUI_PAINT_REPORT`` set, so it writes a timestamp,
@@ -16,6 +17,11 @@ real hub on a temporary socket; a separate publisher process sends add_turn
 commands at ``--rate`` per second. Key latency is the time from a Pilot key
 press to its visible effect; loop lag is how late a 5 ms timer fires. Each is
 also measured with no events flowing, in the same run.
+
+Long session: one session of ``--turns`` turns (all active, then half archived)
+is opened headless, then ``x``, ``v``, a resize, ``end``/``home`` and a jump;
+each step reports its wall time until the next refresh and the worst stall of
+the event loop (how late a 5 ms timer fires).
 """
 
 from __future__ import annotations
@@ -471,9 +477,149 @@ def bench_interactions(n: int) -> dict[str, Any]:
     return res
 
 
+# -- one long session ------------------------------------------------------------------
+LONG_SIZES = ((120, 36), (150, 36))  # the resize step goes from the first to the second
+PARAGRAPH = ("This is a realistic assistant answer with several sentences of text. " * 6).strip()
+
+
+def build_long_store(home: Path, n: int, archived: int) -> str:
+    """One session of ``n`` turns (1–4 paragraphs each, an episode every 50 turns, the first
+    ``archived`` compacted out), written with direct inserts. Returns its id."""
+    from memviewer.config import load_settings
+    from memviewer.service import MemoryService
+    from memviewer.store import repos
+
+    sid = f"long-{n}-{archived}"
+    settings = load_settings(home / "none.toml", env={}, home=str(home), socket=str(home / "unused.sock"))
+    svc = MemoryService(settings)
+    try:
+        with svc.store.write() as tx:
+            repos.insert_session(tx.conn, repos.new_session_row(
+                sid, T0, agent="bench", title=f"{n:,} turns", last_seen_at=T0 + n, closed_at=T0 + n,
+                retention="keep_all",
+            ))
+            for e in range(0, n, 50):
+                repos.insert_episode(tx.conn, {
+                    "id": f"{sid}-e{e // 50}", "session_id": sid, "status": "closed",
+                    "closed_by": "finalized", "started_at": T0 + e, "ended_at": T0 + e + 49,
+                    "intent_kind": "task", "intent_confidence": 0.9, "intent_rule": "bench.task",
+                    "intent_source": "heuristic", "r_task": None, "meta": None,
+                })
+            rows = []
+            for j in range(n):
+                row = repos.new_turn_row(
+                    f"{sid}-t{j}", sid, f"{sid}-e{j // 50}", j, ("user", "assistant")[j % 2],
+                    f"turn {j}\n" + "\n".join([PARAGRAPH] * (1 + j % 4)), T0 + j,
+                )
+                row["archived"] = j < archived
+                rows.append(row)
+            repos.insert_turns(tx.conn, rows)
+    finally:
+        svc.close()
+    return sid
+
+
+async def _timed_lag(stop: asyncio.Event, out: list[tuple[float, float]], period: float = 0.005) -> None:
+    """(tick end, lateness) of a ``period`` timer until ``stop``."""
+    while not stop.is_set():
+        t = time.perf_counter()
+        await asyncio.sleep(period)
+        end = time.perf_counter()
+        out.append((end, max(0.0, end - t - period)))
+
+
+async def _long_session_run(home: Path, sid: str) -> dict[str, dict[str, float]]:
+    """Open the session, then ``x`` twice, ``v`` three times, a resize, ``end``/``home`` and a jump
+    to turn 0. Per step: the wall time until the next refresh or, if later, the end of the last
+    loop stall over 20 ms (layout after a resize runs after the refresh callback), and the worst
+    stall (how late a 5 ms timer fires), watched until 0.5 s after the refresh."""
+    from textual import events
+    from textual.geometry import Size
+
+    from memviewer.config import load_settings
+    from memviewer.tui.app import MemviewerApp
+
+    sock_dir = Path(tempfile.mkdtemp(prefix="mvs-", dir="/tmp"))
+    settings = load_settings(sock_dir / "none.toml", env={}, home=str(home), socket=str(sock_dir / "s.sock"))
+    app = MemviewerApp(settings, hub="off")
+    out: dict[str, dict[str, float]] = {}
+    async with app.run_test(size=LONG_SIZES[0]) as pilot:
+        while not app.screen.loaded_once:
+            await pilot.pause(0.02)
+        await pilot.pause(0.3)
+
+        async def step(name: str, action: Any, done: Any) -> None:
+            stop, ticks = asyncio.Event(), []
+            lag_task = asyncio.create_task(_timed_lag(stop, ticks))
+            await asyncio.sleep(0.02)
+            t = time.perf_counter()
+            action()
+            await _wait_effect(done, timeout=60)
+            await _painted(app)
+            painted = time.perf_counter()
+            await asyncio.sleep(0.5)
+            stop.set()
+            await lag_task
+            late = [(end, lag) for end, lag in ticks if end > t]
+            # Layout after a resize or a pane appearing runs after the refresh callback: count it
+            busy_until = max([painted] + [end for end, lag in late if lag > 0.02])
+            out[name] = {
+                "wall_ms": round((busy_until - t) * 1000, 1),
+                "stall_ms": round(max((lag for _, lag in late), default=0.0) * 1000, 1),
+            }
+
+        await step("open", lambda: app.open_session(sid), lambda: getattr(app.screen, "data", None))
+        screen = app.screen
+        for name in ("x expand", "x collapse"):
+            want = not screen._all_expanded
+            await step(name, lambda: _send_key(app, "x", "x"), lambda w=want: screen._all_expanded == w)
+        for _ in range(3):
+            want = {"active": "archived", "archived": "both", "both": "active"}[screen.view]
+            await step(f"v -> {want}", lambda: _send_key(app, "v", "v"), lambda w=want: screen.view == w)
+
+        def resize() -> None:
+            size = Size(*LONG_SIZES[1])
+            app._driver._size = size
+            app.post_message(events.Resize(size, size))
+
+        await step("resize", resize, lambda: app.size.width == LONG_SIZES[1][0])
+        last = app.screen.data["turns"][-1]["index"]
+        first = min(t["index"] for t in screen.data["turns"] if not t["archived"])
+        here = lambda: screen.current_turn["index"]  # noqa: E731
+        await step("end", lambda: _send_key(app, "end", None), lambda: here() == last)
+        await step("home", lambda: _send_key(app, "home", None), lambda: here() == first)
+        await step("jump to #0", lambda: screen.go_to(0), lambda: here() == 0)
+    shutil.rmtree(sock_dir, ignore_errors=True)
+    return out
+
+
+def bench_long_session(n: int, runs: int) -> dict[str, Any]:
+    results: dict[str, Any] = {}
+    for archived in (0, n // 2):
+        home = OUT / f"store-long-{n}-{archived}"
+        marker = home / "ready"
+        if not marker.exists():
+            shutil.rmtree(home, ignore_errors=True)
+            home.mkdir(parents=True)
+            marker.write_text(build_long_store(home, n, archived))
+        sid = marker.read_text()
+        samples = [asyncio.run(_long_session_run(home, sid)) for _ in range(runs)]
+        label = f"{n:,} turns, {archived:,} archived"
+        print(f"  {label} (median wall / worst stall over {runs} runs):", flush=True)
+        results[label] = {}
+        for name in samples[0]:
+            wall = statistics.median(s[name]["wall_ms"] for s in samples)
+            stall = max(s[name]["stall_ms"] for s in samples)
+            results[label][name] = {"wall_ms_median": wall, "stall_ms_max": stall,
+                                    "all": [s[name] for s in samples]}
+            print(f"    {name:>12}: wall {wall:7.0f} ms, worst stall {stall:7.0f} ms", flush=True)
+    return results
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--only", choices=("paint", "live", "interact"), default=None)
+    ap.add_argument("--only", choices=("paint", "live", "interact", "longsession"), default=None)
+    ap.add_argument("--turns", type=int, default=5000, help="turns in the long session (--only longsession)")
     ap.add_argument("--sizes", default="1000,100000")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--rate", type=int, default=1000)
@@ -494,6 +640,9 @@ def main() -> None:
         n = max(int(s) for s in args.sizes.split(","))
         print(f"interactions with {n:,} sessions (filter includes its 150 ms typing debounce):", flush=True)
         results["interactions"] = bench_interactions(n)
+    if args.only in (None, "longsession"):
+        print(f"one session of {args.turns:,} turns ({LONG_SIZES[0][0]}x{LONG_SIZES[0][1]}):", flush=True)
+        results["long_session"] = bench_long_session(args.turns, min(args.runs, 3))
     if args.only in (None, "live"):
         print(f"live tail at {args.rate} events/s for {args.seconds:.0f} s:", flush=True)
         results["live"] = bench_live(args.rate, args.seconds)
