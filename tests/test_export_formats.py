@@ -457,3 +457,30 @@ def test_cli_write_failures_are_one_error_line_and_leave_nothing(home: Path, tmp
     assert hint in r.stderr
     leftovers = [p.name for p in tmp_path.rglob("*") if p.name.startswith(".")]
     assert leftovers == [] and (not out.exists() or list(out.iterdir()) == [])
+
+
+def test_a_praisonai_export_that_fails_part_way_says_how_much_was_written(
+    service, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import memviewer.io.export as export_mod
+
+    real_replace = os.replace
+    calls = {"n": 0}
+
+    def flaky_replace(src: Any, dst: Any) -> None:
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise PermissionError(errno.EACCES, "Permission denied")
+        real_replace(src, dst)
+
+    monkeypatch.setattr(export_mod.os, "replace", flaky_replace)
+    with pytest.raises(MemviewerError) as err:
+        export_sessions(service, None, "praisonai", tmp_path / "pa")
+    from sqlalchemy import text
+
+    with service.store.read() as conn:
+        total = int(conn.execute(text("SELECT COUNT(*) FROM sessions")).scalar())
+    assert total >= 2
+    assert f"1 of {total} session files were written" in err.value.message
+    assert "nothing was written" not in err.value.message
+    assert len(list((tmp_path / "pa").glob("*.json"))) == 1

@@ -294,3 +294,36 @@ def test_cli_import_json_goes_on_after_a_bad_file(tmp_path: Path) -> None:
     assert [f["path"] for f in report["failed"]] == [str(bad), str(tmp_path / "missing.json")]
     text_run = CliRunner().invoke(cli, ["--home", str(home), "import", "json", "--no-index", str(bad)])
     assert text_run.exit_code == 1 and f"failed: {bad}: session b: turn 0 (b-1): timestamp" in text_run.stderr
+
+
+def test_an_export_file_that_changes_between_check_and_import_reports_what_was_stored(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import memviewer.io.json_import as json_import
+
+    a, mgr_a = _fresh(tmp_path)
+    b, mgr_b = _fresh(tmp_path)
+    try:
+        for n in range(3):
+            mgr_a.import_session({"id": f"s-{n}", "title": f"t {n}"},
+                                 [{"id": f"s-{n}-t0", "role": "user", "content": "x", "timestamp": 1e9}])
+        path = tmp_path / "export.json"
+        path.write_text(_json_export(a), encoding="utf-8")
+        real = json_import._records
+        calls = {"n": 0}
+
+        def records(p: Path):  # noqa: ANN202 - the second read finds the file cut short
+            calls["n"] += 1
+            for i, rec in enumerate(real(p)):
+                if calls["n"] == 2 and i == 1:
+                    raise ExportFileError("truncated after 1 session")
+                yield rec
+
+        monkeypatch.setattr(json_import, "_records", records)
+        report = import_file(mgr_b.import_session, path)
+        assert [r["session_id"] for r in report["imported"]] == ["s-0"]
+        ((fail,),) = [report["failed"]]
+        assert "changed while it was imported" in fail["error"] and "1 sessions" in fail["error"]
+    finally:
+        a.store.close()
+        b.store.close()

@@ -212,7 +212,7 @@ def test_one_hub_per_home_even_on_another_socket(tmp_path: Path, short_tmp: Path
 def test_commands_without_a_socket_follow_the_hub_that_serves_the_home(
     tmp_path: Path, short_tmp: Path
 ) -> None:
-    """A hub started with --socket elsewhere: `doctor`, `tail` and the viewer find it via home/hub.lock."""
+    """A hub started with --socket elsewhere: `doctor`, `tail` and the viewer find it via home/hub.owner."""
     home = tmp_path / "home"
     sock = short_tmp / "custom.sock"
     base = [sys.executable, "-c", "from memviewer.cli import main; main()", "--home", str(home)]

@@ -237,3 +237,27 @@ def test_doctor_loads_the_model_so_a_corrupt_folder_fails(settings: Any, tmp_pat
     (folder / "tokenizer.json").write_text('{"version": ', encoding="utf-8")
     check = doctor._model(settings.with_overrides(model_dir=str(folder)))
     assert check["ok"] is False and "tokenizer.json" in check["detail"]
+
+
+def test_an_indexer_whose_claim_raced_a_probe_claims_the_index_on_its_idle_tick(
+    two: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the retry, a doctor run at the hub's start left the hub never owning its index,
+    and CLI imports embedded beside it instead of leaving that to the hub."""
+    monkeypatch.setattr(indexer_mod, "IDLE_TICK_S", 0.1)
+    monkeypatch.setattr(indexer_mod, "POLL_S", 0.05, raising=False)
+    a, b = two
+    probe = lance_index_for(b)
+    assert probe.claim_owner()  # held at the moment a's indexer starts
+    indexer = a.indexer()
+    indexer.start_background()
+    try:
+        assert not indexer.index.owns()
+        probe.release_owner()
+        deadline = time.monotonic() + 10
+        while not indexer.index.owns() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert indexer.index.owns()
+        assert probe.owner() is not None  # b now sees a serving the index
+    finally:
+        indexer.close()

@@ -316,3 +316,15 @@ def test_reimporting_a_file_never_silently_drops_turns_published_live_since(serv
     assert [t["content"] for t in turns_of(service, "grown")][-2:] == ["a live follow-up", "answered live"]
     report = service.import_praisonai([path], index=False, replace=True)  # told to: the file wins
     assert not report.failed and len(turns_of(service, "grown")) == 2
+
+
+def test_an_import_without_origin_never_takes_a_live_session(service):
+    """Direct API callers pass no origin; a live session is still refused (its turns would go)."""
+    from memviewer.errors import MemviewerError
+
+    _live_session(service, "s-api")
+    with pytest.raises(MemviewerError) as err:
+        service.import_session({"id": "s-api", "title": "from the API"},
+                               [{"id": "t-api-0", "role": "user", "content": "only this", "timestamp": 1e9}])
+    assert err.value.code == "conflict" and "published live" in err.value.message
+    assert [t["content"] for t in turns_of(service, "s-api")] == ["live question", "live answer"]

@@ -206,3 +206,27 @@ def test_a_dead_publishers_spool_is_kept_until_the_disk_has_room(service, short_
     assert [t["content"].split(" ")[1] for t in service.session("s-gone")["turns"][1:]] == [
         str(i) for i in range(20)]
     assert list(spool_dir.glob("*.ndjson")) == []
+
+
+def test_a_write_lock_held_past_the_busy_timeout_is_a_retryable_storage_error(
+    service, monkeypatch: pytest.MonkeyPatch
+) -> None:  # noqa: ANN001
+    """Another process holding the write lock too long: the same clear, retryable error as a
+    full disk (it was a raw OperationalError from BEGIN IMMEDIATE, and a traceback in the CLI)."""
+    import sqlite3
+
+    store = service.store
+    event.listen(store.engine, "connect", lambda conn, _rec: conn.execute("PRAGMA busy_timeout = 100"))
+    store.engine.dispose()
+    other = sqlite3.connect(store.engine.url.database, isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")  # the other writer
+        with pytest.raises(MemviewerError) as err:
+            service.apply_batch([{"op": "open_session", "session_id": "s-busy", "agent": "a"}])
+        assert err.value.code == INTERNAL
+        assert err.value.data == {"reason": "storage_error", "retry": True}
+        assert "busy" in err.value.message or "locked" in err.value.message
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+    assert "ok" in service.apply_batch([{"op": "open_session", "session_id": "s-busy", "agent": "a"}])[0]

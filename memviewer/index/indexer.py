@@ -268,6 +268,8 @@ class Indexer:
                 if time.monotonic() - last_tick < IDLE_TICK_S:
                     continue
                 last_tick = time.monotonic()
+                if not self.index.owns():  # a probe (doctor, a CLI) raced the claim at start:
+                    self.index.claim_owner()  # take it now, so CLI imports leave indexing to us
                 if self._last_error is not None:  # a failed pass (full disk…) is retried on
                     self._safe_catch_up()  # its own, not left until the next turn arrives
                 self._maybe_optimize()

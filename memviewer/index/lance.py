@@ -219,6 +219,10 @@ class LanceIndex:
         self.set_owner_note({"pid": os.getpid()})
         return True
 
+    def owns(self) -> bool:
+        """Whether this object holds the owner lock (a background indexer serves from here)."""
+        return self._owner_fd is not None
+
     def release_owner(self) -> None:
         if self._owner_fd is not None:
             locks.release(self._owner_fd)

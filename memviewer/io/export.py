@@ -237,6 +237,7 @@ def _export_praisonai(items: Iterator[bundles.Bundle], out: Any, force: bool = F
     if folder.exists() and not folder.is_dir():
         raise MemviewerError(INVALID_ARGUMENT, f"{folder} is a file; praisonai export needs a folder")
     staging = folder / f".memviewer-export-{os.getpid()}"
+    moved = 0
     try:
         folder.mkdir(parents=True, exist_ok=True)
         staging.mkdir(exist_ok=True)
@@ -253,10 +254,17 @@ def _export_praisonai(items: Iterator[bundles.Bundle], out: Any, force: bool = F
                 data={"existing": existing,
                       "hint": "pass --force to replace them, or export into another folder"},
             )
+        moved = 0
         for name in writer.names:
             os.replace(staging / name, folder / name)
+            moved += 1
     except OSError as exc:
-        raise _write_error(folder, exc) from None
+        err = _write_error(folder, exc)
+        if moved:  # the moves are one rename per file: say what is already in place
+            err.message = err.message.replace(
+                "nothing was written", f"{moved} of {len(writer.names)} session files were written")
+            err.args = (err.message,)
+        raise err from None
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return str(folder)

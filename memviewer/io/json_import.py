@@ -163,21 +163,26 @@ def import_file(
     origin = f"export:{p.resolve()}"
     imported: list[dict[str, Any]] = []
     failed: list[dict[str, Any]] = []
-    for i, (session, turns, episodes) in enumerate(_records(p), 1):
-        sid = session["id"]
-        try:
-            result = import_session(session, turns, episodes, origin=origin, replace=replace)
-        except MemviewerError as exc:
-            if storage_failure(exc) is not None:
-                raise
-            why = exc.message
-            if not why.startswith(f"session {sid} "):
-                why = f"session {sid}: {why}"
-            failed.append({"path": str(p), "session_id": sid, "error": why})
-            continue
-        imported.append({**result, "path": str(p)})
-        if progress:
-            progress(i, len(seen), sid)
+    try:  # read again, streaming (an export can be large): it may have changed meanwhile
+        for i, (session, turns, episodes) in enumerate(_records(p), 1):
+            sid = session["id"]
+            try:
+                result = import_session(session, turns, episodes, origin=origin, replace=replace)
+            except MemviewerError as exc:
+                if storage_failure(exc) is not None:
+                    raise
+                why = exc.message
+                if not why.startswith(f"session {sid} "):
+                    why = f"session {sid}: {why}"
+                failed.append({"path": str(p), "session_id": sid, "error": why})
+                continue
+            imported.append({**result, "path": str(p)})
+            if progress:
+                progress(i, len(seen), sid)
+    except ExportFileError as exc:  # what was stored stays stored and is reported as such
+        failed.append({"path": str(p), "session_id": None,
+                       "error": f"changed while it was imported ({exc}); "
+                                f"{len(imported)} sessions before that point were stored"})
     return {"path": str(p), "imported": imported, "failed": failed,
             "turns": sum(r["turns"] for r in imported)}
 

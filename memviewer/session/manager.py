@@ -28,6 +28,7 @@ from memviewer.session import compaction
 from memviewer.session.bus import EventBus
 from memviewer.session.importcheck import (
     EPISODE_DEFAULTS,
+    LIVE,
     check_import,
     describe_origin,
     live_turns_since_import,
@@ -581,7 +582,9 @@ class SessionManager:
             }
             plan = _ImportPlan.build(tx, sid, existing, row, turns, episodes or [])
             prior = prior_origin(tx.conn, sid) if existing is not None else None
-            foreign = origin is not None and prior is not None and prior != origin
+            # Another file's session, or one published live: an origin-less caller (the API,
+            # the eval) may update origin-less imports, but never silently take a live session.
+            foreign = prior is not None and prior != origin and (origin is not None or prior == LIVE)
             result = {"session_id": sid, "created": existing is None, "turns": len(turns),
                       "new_turns": len(plan.new_turns), "updated_turns": len(plan.turn_updates),
                       "removed_turns": len(plan.removed_turns),

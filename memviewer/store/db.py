@@ -221,10 +221,19 @@ class Store:
         with self._write_lock:
             conn = self.engine.connect().execution_options(sqlite_immediate=True)
             try:
-                trans = conn.begin()
-                # Re-read under the write lock: another process (a CLI import while
-                # a hub runs) may have appended events since we last looked.
-                last = conn.execute(text("SELECT COALESCE(MAX(seq), 0) FROM events")).scalar()
+                try:
+                    trans = conn.begin()  # BEGIN IMMEDIATE: waits up to the busy timeout
+                    # Re-read under the write lock: another process (a CLI import while
+                    # a hub runs) may have appended events since we last looked.
+                    last = conn.execute(text("SELECT COALESCE(MAX(seq), 0) FROM events")).scalar()
+                except Exception as exc:  # a lock held too long, a full or unreadable disk
+                    failure = storage_failure(exc)
+                    if failure is None:
+                        raise
+                    with contextlib.suppress(Exception):
+                        conn.invalidate()
+                    log.error("write not started: %s", failure.message)
+                    raise failure from exc
                 tx = WriteTx(conn=conn, next_seq=int(last or 0) + 1)
                 self._local.tx = tx
                 try:

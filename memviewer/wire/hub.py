@@ -759,19 +759,23 @@ class Hub:
         conn = _Conn(self._next_conn, reader, writer, self.max_inflight)
         self._conns[conn.id] = conn
         self.counters["connections_total"] += 1
+        partial = 0  # bytes of an unfinished frame seen at the last quiet period
         try:
             while not self._closing:
                 try:
                     line = await asyncio.wait_for(reader.readuntil(b"\n"), self.stall_timeout)
                 except TimeoutError:
                     # readuntil consumes nothing until the newline, so a timeout loses no data.
-                    # Quiet between frames is fine (a subscriber, an idle agent); half a frame
-                    # held this long is a stuck or hostile client keeping a connection slot.
-                    if getattr(reader, "_buffer", None):
+                    # Quiet between frames is fine (a subscriber, an idle agent); a partial
+                    # frame that did not grow for a whole period is a stuck or hostile client
+                    # keeping a connection slot. (One that is still arriving always grows.)
+                    held = len(getattr(reader, "_buffer", b"") or b"")
+                    if held and held == partial:
                         self.counters["stalled_connections"] += 1
-                        log.warning("connection %d sent half a frame and stalled for %.0f s; closing it",
-                                    conn.id, self.stall_timeout)
+                        log.warning("connection %d held half a frame for %.0f s; closing it",
+                                    conn.id, 2 * self.stall_timeout)
                         return
+                    partial = held
                     continue
                 except asyncio.IncompleteReadError as exc:  # EOF: closed or half-closed
                     if exc.partial.strip():
@@ -788,6 +792,7 @@ class Hub:
                     return
                 except (ConnectionError, OSError):
                     return
+                partial = 0
                 await self._frame(conn, line)
             # Half-closed: answer what was asked before closing; a subscription keeps
             # streaming until the client goes away or the hub stops.

@@ -8,7 +8,9 @@ from typing import Any
 from memviewer.wire import protocol
 from memviewer.wire.syncclient import RpcConnection
 
-HOME_LOCK = "hub.lock"  # in the home: which hub (pid, socket) serves it (see wire.hub)
+# In the home: which hub (pid, socket) serves it (see wire.hub). Not "*.lock": a socket
+# lock is "<socket>.lock", and `--socket <home>/hub` must not make the two one file.
+HOME_LOCK = "hub.owner"
 
 
 def hub_hello(socket_path: str | Path, timeout: float = 0.5) -> dict[str, Any] | None:
@@ -33,7 +35,7 @@ def probe_hub(socket_path: str | Path, timeout: float = 0.5) -> str | None:
 
 
 def home_hub_socket(home: str | Path, timeout: float = 0.5) -> Path | None:
-    """The socket of the hub that serves ``home`` (named in ``<home>/hub.lock``), if it answers.
+    """The socket of the hub that serves ``home`` (named in ``<home>/hub.owner``), if it answers.
 
     A hub started with ``--socket`` elsewhere still owns the home; commands and the
     viewer that were not told that socket find it here instead of missing it (or, for
