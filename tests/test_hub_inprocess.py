@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 from pathlib import Path
 
 import pytest
@@ -135,17 +136,21 @@ def test_recall_over_the_socket_passes_options_and_reports_bad_ones(service, set
     asyncio.run(main())
 
 
+def _raw_client(path: Path) -> socket.socket:
+    """A bare socket to the hub, to send exactly the bytes a test wants."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(5)
+    s.connect(str(path))
+    return s
+
+
 def test_connections_past_the_cap_are_told_why_and_let_go(service, settings) -> None:  # noqa: ANN001
     import json
-    import socket
 
     sock = settings.socket_path
 
     def connect() -> socket.socket:
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(5)
-        s.connect(str(sock))
-        return s
+        return _raw_client(sock)
 
     def hello(s: socket.socket) -> dict:
         s.sendall(b'{"jsonrpc":"2.0","id":1,"method":"hello"}\n')
@@ -181,15 +186,10 @@ def test_connections_past_the_cap_are_told_why_and_let_go(service, settings) -> 
 
 
 def test_half_a_frame_held_too_long_closes_that_connection_only(service, settings) -> None:  # noqa: ANN001
-    import socket
-
     sock = settings.socket_path
 
     def connect() -> socket.socket:
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(5)
-        s.connect(str(sock))
-        return s
+        return _raw_client(sock)
 
     async def main() -> None:
         hub = Hub(service, sock, start_indexer=False, abandon_on_stop=False, stall_timeout=0.3)
