@@ -103,3 +103,32 @@ def test_export_to_a_missing_folder_writes_nothing(make_app, tmp_path) -> None:
         assert list(exports.iterdir()) == []
 
     asyncio.run(scenario())
+
+
+def test_a_praisonai_export_over_existing_files_asks_then_a_second_press_replaces(make_app, tmp_path) -> None:
+    """The CLI's --force, in the dialog: the first press names the files, the second replaces them."""
+    folder = tmp_path / "pa"
+
+    async def scenario() -> None:
+        app = make_app()
+        async with app.run_test(size=(120, 36)) as pilot:
+            await wait_for_workers(pilot)
+            app.open_session("s-zh")
+            await wait_for_workers(pilot)
+            screen = await _open_export(app, pilot)
+            screen.query_one("#format").value = "praisonai"
+            screen.query_one("#path").value = str(folder)
+            await pilot.press("ctrl+s")
+            await wait_until(pilot, lambda: not screen.running and screen.last_result, what="first export")
+            target = folder / "s-zh.json"
+            target.write_text("an older copy", encoding="utf-8")
+            screen.last_result = None
+            await pilot.press("ctrl+s")
+            status = screen.query_one("#export-status")
+            await wait_until(pilot, lambda: "press Export again" in str(status.render()), what="the question")
+            assert target.read_text(encoding="utf-8") == "an older copy"  # nothing replaced yet
+            await pilot.press("ctrl+s")
+            await wait_until(pilot, lambda: not screen.running and screen.last_result, what="replaced")
+            assert json.loads(target.read_text(encoding="utf-8"))["session_id"] == "s-zh"
+
+    asyncio.run(scenario())

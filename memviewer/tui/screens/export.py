@@ -42,6 +42,9 @@ class ExportScreen(ModalScreen[None]):
         self._stamp = time.strftime("%Y%m%d-%H%M%S")
         self.running = False
         self.last_result: dict[str, Any] | None = None
+        # (format, path) the user was told would overwrite files: pressing Export again for
+        # the very same target replaces them (the CLI's --force).
+        self._confirm: tuple[str, Path] | None = None
 
     def compose(self) -> ComposeResult:
         with Vertical(id="export-box"):
@@ -128,21 +131,29 @@ class ExportScreen(ModalScreen[None]):
         bar.remove_class("hidden")
         bar.update(total=None, progress=0)
         self._status(Text(printable(f"exporting to {out}…"), style="yellow"))
-        self._export(self.chosen_ids(), fmt, out, None if redact == "none" else redact)
+        force, self._confirm = self._confirm == (fmt, out), None
+        self._export(self.chosen_ids(), fmt, out, None if redact == "none" else redact, force)
 
     @work(thread=True, exclusive=True, group="export")
-    def _export(self, ids: list[str] | None, fmt: str, out: Path, redact: str | None) -> None:
+    def _export(self, ids: list[str] | None, fmt: str, out: Path, redact: str | None,
+                force: bool = False) -> None:
         app = self.app
 
         def progress(done: int, total: int, item: Any = "") -> None:
             self.post_message(Progress(done, total, str(item or "")))
 
         try:
-            result = app.service.export(ids, fmt, out, redact=redact, progress=progress)
+            result = app.service.export(ids, fmt, out, redact=redact, progress=progress, force=force)
         except ImportError as exc:
             outcome = Loaded("export", error=f"export not available: {exc}")
         except Exception as exc:
-            outcome = Loaded("export", error=getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}")
+            error = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+            data = getattr(exc, "data", None)
+            if isinstance(data, dict) and data.get("existing") and not force:
+                outcome = Loaded("export", data=(fmt, out),
+                                 error=f"{error} — press Export again to replace them")
+            else:
+                outcome = Loaded("export", error=error)
         else:
             outcome = Loaded("export", (result, out))
         # Through the app, not a message to this screen: the dialog may have been closed
@@ -163,6 +174,8 @@ class ExportScreen(ModalScreen[None]):
         self.running = False
         shown = self.is_attached
         if message.error:
+            if message.data is not None:  # files would be overwritten: a second press confirms
+                self._confirm = message.data
             error = printable(f"export failed: {message.error}")
             if shown:
                 self.query_one("#export-go", Button).disabled = False
