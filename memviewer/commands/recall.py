@@ -7,7 +7,6 @@ the hub's indexer owns LanceDB and recall only reads it.
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -84,7 +83,7 @@ def _human(out: dict[str, Any]) -> None:
 
 def _batch_params(raw: bytes) -> dict[str, Any]:
     """One batch line as recall parameters, or a ``ValueError`` saying why it is unusable."""
-    from memviewer.wire.protocol import check_value
+    from memviewer.wire.protocol import check_value, loads_strict
 
     try:
         line = raw.decode("utf-8")
@@ -93,11 +92,9 @@ def _batch_params(raw: bytes) -> dict[str, Any]:
     if not line.strip():
         raise ValueError("empty line")
     try:
-        obj = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"invalid JSON: {exc.msg} at column {exc.colno}") from None
-    except RecursionError:
-        raise ValueError("invalid JSON: nested too deeply") from None
+        obj = loads_strict(line)
+    except ValueError as exc:
+        raise ValueError(f"invalid JSON: {exc}") from None
     problem = check_value(obj)  # a lone surrogate would crash the tokenizer, not fail cleanly
     if problem is not None:
         raise ValueError(f"the line {problem}")

@@ -23,6 +23,7 @@ from memviewer.errors import MemviewerError
 from memviewer.io.exporters.json_format import EPISODE_FIELDS, FORMAT, SESSION_FIELDS, TURN_FIELDS, VERSION
 from memviewer.session.importcheck import check_import, kind
 from memviewer.store.db import storage_failure
+from memviewer.wire.protocol import loads_strict
 
 
 class ExportFileError(ValueError):
@@ -84,19 +85,11 @@ def _check_header(head: Any) -> None:
         raise ExportFileError(f"unsupported {FORMAT} version {head.get('version')!r} (this reads {VERSION})")
 
 
-def _no_constant(name: str) -> Any:
-    raise ExportFileError(f"{name} is not a JSON number")
-
-
 def _loads(text: str, where: str) -> Any:
     try:
-        return json.loads(text, parse_constant=_no_constant)
-    except ExportFileError as exc:
+        return loads_strict(text)
+    except ValueError as exc:
         raise ExportFileError(f"{where}: {exc}") from None
-    except RecursionError:
-        raise ExportFileError(f"{where}: nested too deeply") from None
-    except ValueError as exc:  # JSONDecodeError, or an integer beyond the digit limit
-        raise ExportFileError(f"{where}: {str(exc).split(';')[0]}") from None
 
 
 def iter_records(path: Path) -> Iterator[Any]:

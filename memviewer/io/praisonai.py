@@ -21,7 +21,7 @@ from memviewer.errors import MemviewerError
 from memviewer.session.importcheck import MAX_INT, kind
 from memviewer.store.db import storage_failure
 from memviewer.timeutil import now, parse_ts
-from memviewer.wire.protocol import check_value
+from memviewer.wire.protocol import check_value, loads_strict
 
 log = logging.getLogger("memviewer.io")
 
@@ -230,10 +230,6 @@ _KNOWN_KEYS = {
 }
 
 
-def _no_constant(name: str) -> Any:
-    raise ForeignFileError(f"not valid JSON ({name} is not a JSON number; exports could not write it back)")
-
-
 def load_file(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     try:
         raw = path.read_bytes()
@@ -241,17 +237,11 @@ def load_file(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     except OSError as exc:
         raise ForeignFileError(f"cannot read: {exc.strerror or exc}") from None
     try:
-        data = json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
+        data = loads_strict(raw.decode("utf-8"))
     except UnicodeDecodeError:
         raise ForeignFileError("not valid UTF-8") from None
-    except json.JSONDecodeError as exc:
-        raise ForeignFileError(f"not valid JSON ({exc.msg} at line {exc.lineno})") from None
-    except RecursionError:
-        raise ForeignFileError("not readable JSON (nested too deeply)") from None
-    except ForeignFileError:
-        raise
-    except ValueError as exc:  # e.g. an integer beyond Python's digit limit
-        raise ForeignFileError(f"not readable JSON ({str(exc).split(';')[0]})") from None
+    except ValueError as exc:
+        raise ForeignFileError(f"not valid JSON ({exc})") from None
     try:
         mtime = parse_ts(mtime)
     except ValueError:

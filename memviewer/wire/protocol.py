@@ -169,6 +169,27 @@ def error_response(req_id: Any, err: RpcError) -> bytes:
     return encode({"jsonrpc": JSONRPC, "id": req_id, "error": err.to_dict()})
 
 
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def loads_strict(text: str) -> Any:
+    """``json.loads`` for files and lines a user hands over (imports, ``recall --batch``).
+
+    Everything unusable is a ``ValueError`` with a reason fit to show: JSON errors with
+    their position, ``NaN``/``Infinity`` (not JSON; an export could not write them back),
+    absurd nesting (``RecursionError`` otherwise) and integers past Python's digit limit.
+    """
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    except ValueError as exc:  # a constant, or an integer beyond the digit limit
+        raise ValueError(str(exc).split(";")[0]) from None
+
+
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
