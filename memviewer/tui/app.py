@@ -28,7 +28,7 @@ from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen, Screen
 
 from memviewer.config import Settings
-from memviewer.tui.formatting import printable
+from memviewer.tui.formatting import RENDERED_UNSAFE, printable
 from memviewer.tui.hub_link import HostedHub, HubStatus, decide
 from memviewer.tui.live_feed import LiveFeed
 from memviewer.tui.live_worker import follow_hub
@@ -46,12 +46,9 @@ LIVE_BACKLOG = 500
 BOOT_FALLBACK_S = 1.0
 
 
-# What a terminal would act on (or cannot encode) rather than print. All of it is zero
-# cells wide, so dropping it keeps the layout; a lone surrogate is one cell, like U+FFFD.
-_TERMINAL_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
-
-
 def _terminal_safe(match: re.Match[str]) -> str:
+    """What a terminal would act on (or cannot encode) rather than print is zero cells wide,
+    so dropping it keeps the layout; a lone surrogate is one cell, like U+FFFD."""
     return "\ufffd" if "\ud800" <= match.group() <= "\udfff" else ""
 
 
@@ -61,10 +58,10 @@ class ControlCharFilter(LineFilter):
     sequence or bidi override reaches the terminal and no lone surrogate breaks the output."""
 
     def apply(self, segments: list[Segment], background: Color) -> list[Segment]:
-        if _TERMINAL_UNSAFE.search("".join([seg.text for seg in segments])) is None:
+        if RENDERED_UNSAFE.search("".join([seg.text for seg in segments])) is None:
             return segments  # the common case: one C-level scan of the whole line
         return [
-            seg if seg.control else Segment(_TERMINAL_UNSAFE.sub(_terminal_safe, seg.text), seg.style)
+            seg if seg.control else Segment(RENDERED_UNSAFE.sub(_terminal_safe, seg.text), seg.style)
             for seg in segments
         ]
 

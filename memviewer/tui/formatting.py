@@ -41,7 +41,11 @@ COLLAPSED_LINES = 6
 COLLAPSED_CHARS = 600
 # C0 controls but tab and newline, DEL, C1 controls, bidi embeddings/overrides/isolates
 # (which reorder what follows them), and lone UTF-16 surrogates (unencodable).
-UNSAFE_CHARS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_UNSAFE_CLASS = "\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff"
+UNSAFE_CHARS = re.compile(f"[{_UNSAFE_CLASS}]")
+# The same in a rendered line, where a tab or newline has no business either (the app's
+# line filter drops what ``printable`` missed).
+RENDERED_UNSAFE = re.compile(f"[\t\n{_UNSAFE_CLASS}]")
 
 
 def _visible(match: re.Match[str]) -> str:
