@@ -20,6 +20,14 @@ async def _open_export(app, pilot) -> ExportScreen:
     return screen
 
 
+async def _export_from_session(app, pilot, session_id: str) -> ExportScreen:
+    """The dialog opened from a session's screen (that session preselected)."""
+    await wait_for_workers(pilot)
+    app.open_session(session_id)
+    await wait_for_workers(pilot)
+    return await _open_export(app, pilot)
+
+
 def test_export_marked_sessions_as_jsonl(make_app, tmp_path) -> None:
     out = tmp_path / "marked.jsonl"
 
@@ -59,10 +67,7 @@ def test_export_all_as_markdown_from_a_session(make_app, tmp_path) -> None:
     async def scenario() -> None:
         app = make_app()
         async with app.run_test(size=(120, 36)) as pilot:
-            await wait_for_workers(pilot)
-            app.open_session("s-zh")
-            await wait_for_workers(pilot)
-            screen = await _open_export(app, pilot)
+            screen = await _export_from_session(app, pilot, "s-zh")
             assert screen.chosen_ids() == ["s-zh"]  # the current session is preselected
             await pilot.click("#which-all")
             assert screen.chosen_ids() is None
@@ -112,10 +117,7 @@ def test_a_praisonai_export_over_existing_files_asks_then_a_second_press_replace
     async def scenario() -> None:
         app = make_app()
         async with app.run_test(size=(120, 36)) as pilot:
-            await wait_for_workers(pilot)
-            app.open_session("s-zh")
-            await wait_for_workers(pilot)
-            screen = await _open_export(app, pilot)
+            screen = await _export_from_session(app, pilot, "s-zh")
             screen.query_one("#format").value = "praisonai"
             screen.query_one("#path").value = str(folder)
             await pilot.press("ctrl+s")
