@@ -138,9 +138,7 @@ def median_seconds(fn: Callable[[], object], runs: int) -> float:
     return statistics.median(times)
 
 
-def raw_batches(
-    embedder: OnnxEmbedder, turns: list[str], *, sort: bool
-) -> list[dict[str, np.ndarray]]:
+def raw_batches(embedder: OnnxEmbedder, turns: list[str], *, sort: bool) -> list[dict[str, np.ndarray]]:
     """Pre-tokenised, per-batch padded inputs; tokenising is not timed for the raw path."""
     tokenizer = embedder._tokenizer
     assert tokenizer is not None

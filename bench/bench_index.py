@@ -49,11 +49,18 @@ def chat_texts(n: int, seed: int = 7) -> list[str]:
 
 def fill(svc: MemoryService, texts: list[str], per_session: int) -> None:
     for s in range(0, len(texts), per_session):
-        chunk = texts[s: s + per_session]
+        chunk = texts[s : s + per_session]
         svc.import_session(
             {"id": f"bench-{s}", "scope": "user", "scope_id": "bench"},
-            [{"id": f"bench-{s}-{i}", "role": "user" if i % 2 == 0 else "assistant", "content": t,
-              "timestamp": 1_700_000_000.0 + s + i} for i, t in enumerate(chunk)],
+            [
+                {
+                    "id": f"bench-{s}-{i}",
+                    "role": "user" if i % 2 == 0 else "assistant",
+                    "content": t,
+                    "timestamp": 1_700_000_000.0 + s + i,
+                }
+                for i, t in enumerate(chunk)
+            ],
         )
 
 
@@ -67,6 +74,7 @@ def main() -> None:
     model = OnnxEmbedder()
     model.embed(["warm up"])
     import lancedb  # noqa: F401 - a running hub has paid this ~1-2 s import already
+
     raw, indexed, raw_cpu, indexed_cpu, summaries = [], [], [], [], 0
     for run in range(args.runs):
         t0, c0 = time.perf_counter(), time.process_time()
@@ -82,8 +90,11 @@ def main() -> None:
                 indexed.append(args.turns / (time.perf_counter() - t0))
                 indexed_cpu.append(args.turns / (time.process_time() - c0))
                 summaries = report["summaries"]
-        print(f"run {run + 1}: raw {raw[-1]:.0f} turns/s ({raw_cpu[-1]:.0f}/cpu-s), "
-              f"indexer {indexed[-1]:.0f} turns/s ({indexed_cpu[-1]:.0f}/cpu-s)", flush=True)
+        print(
+            f"run {run + 1}: raw {raw[-1]:.0f} turns/s ({raw_cpu[-1]:.0f}/cpu-s), "
+            f"indexer {indexed[-1]:.0f} turns/s ({indexed_cpu[-1]:.0f}/cpu-s)",
+            flush=True,
+        )
     r, i = statistics.median(raw), statistics.median(indexed)
     rc, ic = statistics.median(raw_cpu), statistics.median(indexed_cpu)
     print(f"\n{dt.date.today()} {platform.machine()} {platform.python_version()}")

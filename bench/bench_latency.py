@@ -74,13 +74,20 @@ def pct(values: list[float], p: float) -> float:
     return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))]
 
 
-def run_rate(hub: HubProcess, rate: float, seconds: float, n_subs: int, spool: Path,
-             session_turns: int = 1000) -> dict[str, float]:
+def run_rate(
+    hub: HubProcess, rate: float, seconds: float, n_subs: int, spool: Path, session_turns: int = 1000
+) -> dict[str, float]:
     with RemoteService(hub.socket_path) as remote:
         start_seq = remote.last_seq
-    subs = [subprocess.Popen([sys.executable, __file__, "--subscriber", str(hub.socket_path), str(start_seq)],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-            for _ in range(n_subs)]
+    subs = [
+        subprocess.Popen(
+            [sys.executable, __file__, "--subscriber", str(hub.socket_path), str(start_seq)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(n_subs)
+    ]
     for p in subs:
         assert p.stdout is not None and p.stdout.readline().strip() == "ready"
     time.sleep(0.5)
@@ -118,10 +125,16 @@ def run_rate(hub: HubProcess, rate: float, seconds: float, n_subs: int, spool: P
         values = json.loads(out.strip().splitlines()[-1])
         lat += values
         per_sub_p99.append(pct(values, 99))
-    return {"rate": rate, "achieved": total / elapsed, "events": len(lat) / n_subs,
-            "p50": pct(lat, 50), "p99": pct(lat, 99), "max": max(lat),
-            "p99_per_sub_median": statistics.median(per_sub_p99),
-            "hub_cpu_ms_per_event": hub_cpu * 1000.0 / total}
+    return {
+        "rate": rate,
+        "achieved": total / elapsed,
+        "events": len(lat) / n_subs,
+        "p50": pct(lat, 50),
+        "p99": pct(lat, 99),
+        "max": max(lat),
+        "p99_per_sub_median": statistics.median(per_sub_p99),
+        "hub_cpu_ms_per_event": hub_cpu * 1000.0 / total,
+    }
 
 
 def main() -> None:
@@ -132,17 +145,24 @@ def main() -> None:
     ap.add_argument("--session-turns", type=int, default=1000, help="turns per session before rotating")
     args = ap.parse_args()
     base = Path(tempfile.mkdtemp(prefix="mvl-", dir="/tmp"))
-    print(f"# bench_latency {dt.datetime.now().isoformat(timespec='seconds')} on {platform.node()}: "
-          f"{os.cpu_count()} cpus, Python {platform.python_version()}, {args.subscribers} subscriber "
-          f"processes, {args.seconds:.0f} s per rate, SQLite synchronous=FULL")
-    print(f"{'target ev/s':>11} {'achieved':>9} {'events':>7} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} "
-          f"{'hub CPU ms/event':>16}")
+    print(
+        f"# bench_latency {dt.datetime.now().isoformat(timespec='seconds')} on {platform.node()}: "
+        f"{os.cpu_count()} cpus, Python {platform.python_version()}, {args.subscribers} subscriber "
+        f"processes, {args.seconds:.0f} s per rate, SQLite synchronous=FULL"
+    )
+    print(
+        f"{'target ev/s':>11} {'achieved':>9} {'events':>7} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} "
+        f"{'hub CPU ms/event':>16}"
+    )
     try:
         for rate in [float(r) for r in args.rates.split(",")]:
             with HubProcess(base / "home", base / "hub.sock", log_level="WARNING") as hub:
                 r = run_rate(hub, rate, args.seconds, args.subscribers, base / "spool", args.session_turns)
-            print(f"{r['rate']:11.0f} {r['achieved']:9.0f} {r['events']:7.0f} {r['p50']:8.1f} "
-                  f"{r['p99']:8.1f} {r['max']:8.1f} {r['hub_cpu_ms_per_event']:16.2f}", flush=True)
+            print(
+                f"{r['rate']:11.0f} {r['achieved']:9.0f} {r['events']:7.0f} {r['p50']:8.1f} "
+                f"{r['p99']:8.1f} {r['max']:8.1f} {r['hub_cpu_ms_per_event']:16.2f}",
+                flush=True,
+            )
     finally:
         shutil.rmtree(base, ignore_errors=True)
 

@@ -82,7 +82,9 @@ class BenchHub:
         self.sock = self.dir / "hub.sock"
         self.proc = subprocess.Popen(
             [sys.executable, __file__, "--serve", str(self.dir / "home"), str(self.sock), sync],
-            env=hub_env(self.dir / "home", self.sock), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            env=hub_env(self.dir / "home", self.sock),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         deadline = time.monotonic() + 30
         while hub_hello(self.sock) is None:
@@ -121,8 +123,9 @@ def publish_run(sock: Path, spool: Path, turns: int, max_batch: int, agent: str 
 def concurrent_run(sock: Path, spool: Path, turns: int, publishers: int) -> float:
     """Aggregate turns/s for several batch-1 publishers at once (group commit at the hub)."""
     per = turns // publishers
-    threads = [threading.Thread(target=publish_run, args=(sock, spool, per, 1, f"p{k}"))
-               for k in range(publishers)]
+    threads = [
+        threading.Thread(target=publish_run, args=(sock, spool, per, 1, f"p{k}")) for k in range(publishers)
+    ]
     t0 = time.perf_counter()
     for t in threads:
         t.start()
@@ -149,11 +152,25 @@ def in_process_ceiling(turns: int, batch: int, sync: str) -> float:
                 cmds.append({"op": "open_session", "session_id": sid, "agent": "ceiling"})
             if i % TURNS_PER_EPISODE == 0:
                 eid = new_id("e-")
-                cmds.append({"op": "start_episode", "session_id": sid, "episode_id": eid,
-                             "user_message": "fix the flaky scheduler test"})
+                cmds.append(
+                    {
+                        "op": "start_episode",
+                        "session_id": sid,
+                        "episode_id": eid,
+                        "user_message": "fix the flaky scheduler test",
+                    }
+                )
             else:
-                cmds.append({"op": "add_turn", "episode_id": eid, "role": "tool", "content": CONTENT,
-                             "turn_id": new_id("t-"), "metadata": {"tool": "read_file"}})
+                cmds.append(
+                    {
+                        "op": "add_turn",
+                        "episode_id": eid,
+                        "role": "tool",
+                        "content": CONTENT,
+                        "turn_id": new_id("t-"),
+                        "metadata": {"tool": "read_file"},
+                    }
+                )
         t0 = time.perf_counter()
         for k in range(0, len(cmds), batch):
             svc.apply_batch(cmds[k : k + batch])
@@ -176,13 +193,20 @@ def main() -> None:
     ap.add_argument("--sync", default="FULL,NORMAL")
     args = ap.parse_args()
     spool = Path(tempfile.mkdtemp(prefix="mvs-", dir="/tmp"))
-    print(f"# bench_publish {dt.datetime.now().isoformat(timespec='seconds')} on {platform.node()}: "
-          f"{os.cpu_count()} cpus, Python {platform.python_version()}")
-    print(f"# medians of {args.runs} runs; turns/s acknowledged (durable); {len(CONTENT)}-byte turns, "
-          f"{TURNS_PER_SESSION} turns per session")
+    print(
+        f"# bench_publish {dt.datetime.now().isoformat(timespec='seconds')} on {platform.node()}: "
+        f"{os.cpu_count()} cpus, Python {platform.python_version()}"
+    )
+    print(
+        f"# medians of {args.runs} runs; turns/s acknowledged (durable); {len(CONTENT)}-byte turns, "
+        f"{TURNS_PER_SESSION} turns per session"
+    )
     for sync in args.sync.split(","):
-        _report(sync, "in-process apply_batch, batch 100 (ceiling)",
-                [in_process_ceiling(args.turns, 100, sync) for _ in range(args.runs)])
+        _report(
+            sync,
+            "in-process apply_batch, batch 100 (ceiling)",
+            [in_process_ceiling(args.turns, 100, sync) for _ in range(args.runs)],
+        )
         for label, turns, batch, pubs in (
             ("Publisher batch 1", args.turns_single, 1, 1),
             ("Publisher batch 100", args.turns, 100, 1),

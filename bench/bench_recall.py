@@ -89,8 +89,15 @@ def build(home: str, n: int) -> tuple[MemoryService, dict[str, float]]:
     for s in range(0, n, PER_SESSION):
         svc.import_session(
             {"id": f"s{s}", "scope": "user", "scope_id": "bench", "started_at": 1.7e9 + s},
-            [{"id": f"t{s + i}", "role": "user" if i % 2 == 0 else "assistant", "content": t,
-              "timestamp": 1.7e9 + s + i} for i, t in enumerate(texts[s: s + PER_SESSION])],
+            [
+                {
+                    "id": f"t{s + i}",
+                    "role": "user" if i % 2 == 0 else "assistant",
+                    "content": t,
+                    "timestamp": 1.7e9 + s + i,
+                }
+                for i, t in enumerate(texts[s : s + PER_SESSION])
+            ],
         )
     t_sql = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -104,8 +111,13 @@ def build(home: str, n: int) -> tuple[MemoryService, dict[str, float]]:
     built = index.build_ann(force=True) if n >= 1000 else False
     t_ann = time.perf_counter() - t0 if built else 0.0
     index.optimize(keep_versions_s=0)
-    return svc, {"sqlite_import_s": t_sql, "index_sync_s": t_sync, "optimize_s": t_opt,
-                 "ivf_pq_build_s": t_ann, "disk_bytes": index.disk_bytes()}
+    return svc, {
+        "sqlite_import_s": t_sql,
+        "index_sync_s": t_sync,
+        "optimize_s": t_opt,
+        "ivf_pq_build_s": t_ann,
+        "disk_bytes": index.disk_bytes(),
+    }
 
 
 def queries(k: int, seed: int = 5) -> list[str]:
@@ -120,8 +132,9 @@ def pct(xs: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
 
 
-def measure(svc: MemoryService, qs: list[str], *, mode: str,
-            ann: bool) -> tuple[list[float], list[list[str]]]:
+def measure(
+    svc: MemoryService, qs: list[str], *, mode: str, ann: bool
+) -> tuple[list[float], list[list[str]]]:
     threshold = 0 if ann else 10**12
     svc.settings = svc.settings.with_overrides(ann_threshold=threshold)
     times, ids = [], []
@@ -139,9 +152,11 @@ def main() -> None:
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]
     qs = queries(args.queries)
-    print(f"{dt.datetime.now():%Y-%m-%d %H:%M} {platform.machine()} python {platform.python_version()}; "
-          f"{args.queries} queries per cell; latency = MemoryService.recall total (ms), "
-          "query embedding excluded")
+    print(
+        f"{dt.datetime.now():%Y-%m-%d %H:%M} {platform.machine()} python {platform.python_version()}; "
+        f"{args.queries} queries per cell; latency = MemoryService.recall total (ms), "
+        "query embedding excluded"
+    )
     print("| turns | mode | vector search | p50 ms | p99 ms | overlap@10 vs exact |")
     print("|---:|---|---|---:|---:|---:|")
     builds = {}
@@ -152,24 +167,34 @@ def main() -> None:
             for mode in ("hierarchical", "flat"):
                 measure(svc, qs[:5], mode=mode, ann=False)  # warm caches
                 exact_t, exact_ids = measure(svc, qs, mode=mode, ann=False)
-                print(f"| {n:,} | {mode} | exact | {statistics.median(exact_t):.1f} | "
-                      f"{pct(exact_t, 99):.1f} | 1.00 |", flush=True)
+                print(
+                    f"| {n:,} | {mode} | exact | {statistics.median(exact_t):.1f} | "
+                    f"{pct(exact_t, 99):.1f} | 1.00 |",
+                    flush=True,
+                )
                 if lance_index_for(svc).has_vector_index():
                     measure(svc, qs[:5], mode=mode, ann=True)
                     ann_t, ann_ids = measure(svc, qs, mode=mode, ann=True)
                     overlap = statistics.fmean(
-                        len(set(a) & set(b)) / max(1, len(b))
-                        for a, b in zip(ann_ids, exact_ids, strict=True))
-                    print(f"| {n:,} | {mode} | IVF_PQ | {statistics.median(ann_t):.1f} | "
-                          f"{pct(ann_t, 99):.1f} | {overlap:.2f} |", flush=True)
+                        len(set(a) & set(b)) / max(1, len(b)) for a, b in zip(ann_ids, exact_ids, strict=True)
+                    )
+                    print(
+                        f"| {n:,} | {mode} | IVF_PQ | {statistics.median(ann_t):.1f} | "
+                        f"{pct(ann_t, 99):.1f} | {overlap:.2f} |",
+                        flush=True,
+                    )
             svc.close()
-    print("\n| turns | SQLite import s | index sync s | optimize s | IVF_PQ build s | LanceDB MB "
-          "| MB per 100k turns |")
+    print(
+        "\n| turns | SQLite import s | index sync s | optimize s | IVF_PQ build s | LanceDB MB "
+        "| MB per 100k turns |"
+    )
     print("|---:|---:|---:|---:|---:|---:|---:|")
     for n, i in builds.items():
         mb = i["disk_bytes"] / 1e6
-        print(f"| {n:,} | {i['sqlite_import_s']:.1f} | {i['index_sync_s']:.1f} | {i['optimize_s']:.1f} | "
-              f"{i['ivf_pq_build_s']:.1f} | {mb:.1f} | {mb / n * 100_000:.1f} |")
+        print(
+            f"| {n:,} | {i['sqlite_import_s']:.1f} | {i['index_sync_s']:.1f} | {i['optimize_s']:.1f} | "
+            f"{i['ivf_pq_build_s']:.1f} | {mb:.1f} | {mb / n * 100_000:.1f} |"
+        )
 
 
 if __name__ == "__main__":

@@ -119,10 +119,12 @@ def _write_overhead(work: Path, folder: Path, n: int) -> str:
         out[label + " MB"] = size
         for p in work.glob(f"overhead-{n}.db*"):
             p.unlink()
-    return (f"- write cost of the index ({n} sessions, one transaction per session as `memviewer import` "
-            f"does): {n / out['with FTS']:.0f} sessions/s with the FTS triggers vs "
-            f"{n / out['without FTS']:.0f} without; database {out['with FTS MB']:.0f} MB vs "
-            f"{out['without FTS MB']:.0f} MB")
+    return (
+        f"- write cost of the index ({n} sessions, one transaction per session as `memviewer import` "
+        f"does): {n / out['with FTS']:.0f} sessions/s with the FTS triggers vs "
+        f"{n / out['without FTS']:.0f} without; database {out['with FTS MB']:.0f} MB vs "
+        f"{out['without FTS MB']:.0f} MB"
+    )
 
 
 def _memviewer_db(work: Path, folder: Path, n: int) -> tuple[Path, dict]:
@@ -138,17 +140,23 @@ def _memviewer_db(work: Path, folder: Path, n: int) -> tuple[Path, dict]:
         counts = fts.counts(conn)
         sessions = int(conn.exec_driver_sql("SELECT COUNT(*) FROM sessions").scalar())
     store.close()
-    info = {"seconds": secs, "sessions": sessions, **counts,
-            "db_mb": sum(p.stat().st_size for p in work.glob(f"memviewer-{n}.db*")) / 2**20}
+    info = {
+        "seconds": secs,
+        "sessions": sessions,
+        **counts,
+        "db_mb": sum(p.stat().st_size for p in work.glob(f"memviewer-{n}.db*")) / 2**20,
+    }
     info_path.write_text(json.dumps(info))
     return db, info
 
 
 def _tokenizer_comparison(db: Path, work: Path, queries: list[str], common: list[str]) -> list[str]:
     """Build a word-level and a trigram-only index over the same turns; compare size, build, latency."""
-    lines = ["| index | build s | size MB | planted p50 ms | common p50 ms | common p99 ms "
-             "| 'migration' finds 'migrating' |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        "| index | build s | size MB | planted p50 ms | common p50 ms | common p99 ms "
+        "| 'migration' finds 'migrating' |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name, tok in (("porter unicode61", fts.WORD_TOKENIZER), ("trigram", "trigram")):
         path = work / f"tok-{name.replace(' ', '-')}.db"
         if path.exists():
@@ -174,14 +182,18 @@ def _tokenizer_comparison(db: Path, work: Path, queries: list[str], common: list
             run(q)
         pt, _ = _time(run, queries)
         ct, _ = _time(run, [q for q in common if q.isascii()] * 3)
-        stem = bool(conn.execute(
-            "SELECT count(*) FROM f WHERE f MATCH '\"migration\"' AND rowid IN "
-            "(SELECT num FROM src.turns WHERE content LIKE '%migrating%' LIMIT 50)"
-        ).fetchone()[0])
+        stem = bool(
+            conn.execute(
+                "SELECT count(*) FROM f WHERE f MATCH '\"migration\"' AND rowid IN "
+                "(SELECT num FROM src.turns WHERE content LIKE '%migrating%' LIMIT 50)"
+            ).fetchone()[0]
+        )
         conn.close()
         size = path.stat().st_size / 2**20
-        lines.append(f"| {name} | {build:.1f} | {size:.0f} | {statistics.median(pt):.2f} | "
-                     f"{statistics.median(ct):.2f} | {_pct(ct, 0.99):.2f} | {'yes' if stem else 'no'} |")
+        lines.append(
+            f"| {name} | {build:.1f} | {size:.0f} | {statistics.median(pt):.2f} | "
+            f"{statistics.median(ct):.2f} | {_pct(ct, 0.99):.2f} | {'yes' if stem else 'no'} |"
+        )
         path.unlink()
     return lines
 
@@ -190,22 +202,37 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
     ap.add_argument("--queries", type=int, default=30, help="planted queries per size")
-    ap.add_argument("--default-queries", type=int, default=None,
-                    help="cap on queries for DefaultSessionStore (it scans every file per query)")
+    ap.add_argument(
+        "--default-queries",
+        type=int,
+        default=None,
+        help="cap on queries for DefaultSessionStore (it scans every file per query)",
+    )
     ap.add_argument("--work", type=Path, default=Path("/tmp/mvbench"))
     ap.add_argument("--tokenizers", action="store_true", help="also compare word-level vs trigram indexes")
     ap.add_argument("--skip-praisonai", action="store_true")
-    ap.add_argument("--skip-praisonai-sqlite", action="store_true",
-                    help="skip SqliteSessionStore (its first search indexes every file: ~1 h at 100k here)")
-    ap.add_argument("--write-overhead", action="store_true",
-                    help="also import each corpus with and without the FTS triggers (slow: one commit each)")
+    ap.add_argument(
+        "--skip-praisonai-sqlite",
+        action="store_true",
+        help="skip SqliteSessionStore (its first search indexes every file: ~1 h at 100k here)",
+    )
+    ap.add_argument(
+        "--write-overhead",
+        action="store_true",
+        help="also import each corpus with and without the FTS triggers (slow: one commit each)",
+    )
     args = ap.parse_args()
     logging.disable(logging.WARNING)
     args.work.mkdir(parents=True, exist_ok=True)
-    print(f"# {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC · {platform.platform()} · {os.cpu_count()} CPUs · "
-          f"Python {platform.python_version()} · SQLite {sqlite3.sqlite_version}", flush=True)
-    table = ["| sessions | engine | queries | p50 ms | p99 ms | top hit = planted |",
-             "|---|---|---|---|---|---|"]
+    print(
+        f"# {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC · {platform.platform()} · {os.cpu_count()} CPUs · "
+        f"Python {platform.python_version()} · SQLite {sqlite3.sqlite_version}",
+        flush=True,
+    )
+    table = [
+        "| sessions | engine | queries | p50 ms | p99 ms | top hit = planted |",
+        "|---|---|---|---|---|---|",
+    ]
     notes: list[str] = []
     for n in args.sizes:
         print(f"\n## {n} sessions", flush=True)
@@ -215,10 +242,12 @@ def main() -> None:
         truth = [p["session_id"] for p in planted]
         common = search_corpus.COMMON_QUERIES
         db, info = _memviewer_db(args.work, folder, n)
-        notes.append(f"- {n} sessions: {info['sessions']} sessions / {info['turns']} turns imported in "
-                     f"{info['seconds']:.1f}s (500 sessions per transaction); "
-                     f"database {info['db_mb']:.0f} MB; "
-                     f"{info.get('cjk', 0)} turns in the CJK index")
+        notes.append(
+            f"- {n} sessions: {info['sessions']} sessions / {info['turns']} turns imported in "
+            f"{info['seconds']:.1f}s (500 sessions per transaction); "
+            f"database {info['db_mb']:.0f} MB; "
+            f"{info.get('cjk', 0)} turns in the CJK index"
+        )
         if args.write_overhead:
             notes.append(_write_overhead(args.work, folder, n))
         store = Store.open(db, readonly=True)
@@ -240,8 +269,10 @@ def main() -> None:
                 sq = SqliteSessionStore(session_dir=str(folder), db_path=str(pa_db))
                 t = time.perf_counter()
                 sq.search("warm up the index")  # builds (or opens) its FTS index from the files
-                notes.append(f"- {n} sessions: SqliteSessionStore first search (index build/open) "
-                             f"{time.perf_counter() - t:.1f}s")
+                notes.append(
+                    f"- {n} sessions: SqliteSessionStore first search (index build/open) "
+                    f"{time.perf_counter() - t:.1f}s"
+                )
 
                 def pa_sqlite(q: str, sq: SqliteSessionStore = sq) -> str | None:
                     hits = sq.search(q, limit=5, window=5)
@@ -263,8 +294,10 @@ def main() -> None:
                     fn(q)  # warm caches (page cache, statement cache)
                 pt, tops = _time(fn, qs)
                 agree = sum(1 for a, b in zip(tops, tr, strict=True) if a == b)
-                row = (f"| {n} | {name} | {qset} | {statistics.median(pt):.2f} | {_pct(pt, 0.99):.2f} | "
-                       f"{agree}/{len(qs)} |")
+                row = (
+                    f"| {n} | {name} | {qset} | {statistics.median(pt):.2f} | {_pct(pt, 0.99):.2f} | "
+                    f"{agree}/{len(qs)} |"
+                )
                 table.append(row)
                 print(row, flush=True)
             ct, _ = _time(fn, common[: max(2, len(tr) // 4)] if cap else common)

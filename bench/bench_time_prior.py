@@ -51,17 +51,39 @@ def build(path: Path, n: int, rng: random.Random) -> None:
             t0 = NOW - rng.uniform(0, 730) * DAY
             step = 3 * DAY if long_lived else rng.uniform(20, 600)
             sid = f"s{i:07d}"
-            sessions.append({
-                "id": sid, "agent": "bench", "scope": "user", "scope_id": "u1", "title": sid,
-                "started_at": t0, "last_seen_at": t0 + step * (TURNS_PER_SESSION - 1),
-                "status": "closed", "retention": "keep_all", "active_window": 100, "meta": None,
-            })
-            turns += [{
-                "id": f"{sid}-{j}", "session_id": sid, "episode_id": None, "idx": j,
-                "role": "user" if j % 2 == 0 else "assistant", "content": f"turn {j} of {sid}",
-                "timestamp": t0 + j * step, "archived": False, "is_compaction_summary": False,
-                "replaced_count": 0, "tool_calls": None, "tool_call_id": None, "meta": None,
-            } for j in range(TURNS_PER_SESSION)]
+            sessions.append(
+                {
+                    "id": sid,
+                    "agent": "bench",
+                    "scope": "user",
+                    "scope_id": "u1",
+                    "title": sid,
+                    "started_at": t0,
+                    "last_seen_at": t0 + step * (TURNS_PER_SESSION - 1),
+                    "status": "closed",
+                    "retention": "keep_all",
+                    "active_window": 100,
+                    "meta": None,
+                }
+            )
+            turns += [
+                {
+                    "id": f"{sid}-{j}",
+                    "session_id": sid,
+                    "episode_id": None,
+                    "idx": j,
+                    "role": "user" if j % 2 == 0 else "assistant",
+                    "content": f"turn {j} of {sid}",
+                    "timestamp": t0 + j * step,
+                    "archived": False,
+                    "is_compaction_summary": False,
+                    "replaced_count": 0,
+                    "tool_calls": None,
+                    "tool_call_id": None,
+                    "meta": None,
+                }
+                for j in range(TURNS_PER_SESSION)
+            ]
         with store.write() as tx:
             for s in sessions:
                 repos.insert_session(tx.conn, s)
@@ -94,9 +116,15 @@ def measure(path: Path, n: int, queries: int, rng: random.Random) -> dict[str, f
     def p(xs: list[float], q: float) -> float:
         return round(statistics.quantiles(xs, n=100)[int(q) - 1], 2)
 
-    return {"sessions": n, "turns": n * TURNS_PER_SESSION,
-            "sessions_in p50": p(found, 50), "closeness p50": p(near, 50),
-            "both p50": p(both, 50), "both p99": p(both, 99), "in-window hits/query": hits / queries}
+    return {
+        "sessions": n,
+        "turns": n * TURNS_PER_SESSION,
+        "sessions_in p50": p(found, 50),
+        "closeness p50": p(near, 50),
+        "both p50": p(both, 50),
+        "both p99": p(both, 99),
+        "in-window hits/query": hits / queries,
+    }
 
 
 def main() -> None:
@@ -104,8 +132,10 @@ def main() -> None:
     ap.add_argument("--sessions", default="10000,100000")
     ap.add_argument("--queries", type=int, default=200)
     args = ap.parse_args()
-    print(f"# {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC · {platform.processor() or platform.machine()}"
-          f" · Python {platform.python_version()}")
+    print(
+        f"# {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC · {platform.processor() or platform.machine()}"
+        f" · Python {platform.python_version()}"
+    )
     print("| sessions | turns | _sessions_in p50 ms | _time_closeness p50 ms | both p50 ms | both p99 ms |")
     print("|---:|---:|---:|---:|---:|---:|")
     for n in (int(x) for x in args.sessions.split(",")):
@@ -116,8 +146,11 @@ def main() -> None:
             build(db, n, rng)
             built = time.perf_counter() - t0
             r = measure(db, n, args.queries, rng)
-        print(f"| {r['sessions']:,} | {r['turns']:,} | {r['sessions_in p50']} | {r['closeness p50']} | "
-              f"{r['both p50']} | {r['both p99']} |  (built in {built:.0f} s)", flush=True)
+        print(
+            f"| {r['sessions']:,} | {r['turns']:,} | {r['sessions_in p50']} | {r['closeness p50']} | "
+            f"{r['both p50']} | {r['both p99']} |  (built in {built:.0f} s)",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

@@ -65,14 +65,32 @@ def build_store(home: Path, n: int) -> None:
                 sessions, turns = [], []
                 for i in range(base, min(n, base + 1000)):
                     ts, sid = T0 + i * 7.0, f"bench-{i:07d}"
-                    sessions.append(repos.new_session_row(
-                        sid, ts, agent=f"agent-{i % 13}", scope="user", scope_id=f"user-{i % 97}",
-                        title=f"bench session {i} about topic {i % 211}", last_seen_at=ts + 5,
-                        closed_at=ts + 6, source="cron" if i % 10 == 0 else None,
-                        lineage_id=f"lin-{i // 3}" if i % 17 == 0 else None,
-                    ))
-                    turns += [repos.new_turn_row(f"{sid}-t{j}", sid, None, j, ("user", "assistant")[j % 2],
-                                                 f"turn {j} of session {i}", ts + j) for j in range(2)]
+                    sessions.append(
+                        repos.new_session_row(
+                            sid,
+                            ts,
+                            agent=f"agent-{i % 13}",
+                            scope="user",
+                            scope_id=f"user-{i % 97}",
+                            title=f"bench session {i} about topic {i % 211}",
+                            last_seen_at=ts + 5,
+                            closed_at=ts + 6,
+                            source="cron" if i % 10 == 0 else None,
+                            lineage_id=f"lin-{i // 3}" if i % 17 == 0 else None,
+                        )
+                    )
+                    turns += [
+                        repos.new_turn_row(
+                            f"{sid}-t{j}",
+                            sid,
+                            None,
+                            j,
+                            ("user", "assistant")[j % 2],
+                            f"turn {j} of session {i}",
+                            ts + j,
+                        )
+                        for j in range(2)
+                    ]
                 tx.conn.execute(repos.S.insert(), sessions)
                 repos.insert_turns(tx.conn, turns)
     finally:
@@ -494,22 +512,46 @@ def build_long_store(home: Path, n: int, archived: int) -> str:
     svc = MemoryService(settings)
     try:
         with svc.store.write() as tx:
-            repos.insert_session(tx.conn, repos.new_session_row(
-                sid, T0, agent="bench", title=f"{n:,} turns", last_seen_at=T0 + n, closed_at=T0 + n,
-                retention="keep_all",
-            ))
+            repos.insert_session(
+                tx.conn,
+                repos.new_session_row(
+                    sid,
+                    T0,
+                    agent="bench",
+                    title=f"{n:,} turns",
+                    last_seen_at=T0 + n,
+                    closed_at=T0 + n,
+                    retention="keep_all",
+                ),
+            )
             for e in range(0, n, 50):
-                repos.insert_episode(tx.conn, {
-                    "id": f"{sid}-e{e // 50}", "session_id": sid, "status": "closed",
-                    "closed_by": "finalized", "started_at": T0 + e, "ended_at": T0 + e + 49,
-                    "intent_kind": "task", "intent_confidence": 0.9, "intent_rule": "bench.task",
-                    "intent_source": "heuristic", "r_task": None, "meta": None,
-                })
+                repos.insert_episode(
+                    tx.conn,
+                    {
+                        "id": f"{sid}-e{e // 50}",
+                        "session_id": sid,
+                        "status": "closed",
+                        "closed_by": "finalized",
+                        "started_at": T0 + e,
+                        "ended_at": T0 + e + 49,
+                        "intent_kind": "task",
+                        "intent_confidence": 0.9,
+                        "intent_rule": "bench.task",
+                        "intent_source": "heuristic",
+                        "r_task": None,
+                        "meta": None,
+                    },
+                )
             rows = []
             for j in range(n):
                 row = repos.new_turn_row(
-                    f"{sid}-t{j}", sid, f"{sid}-e{j // 50}", j, ("user", "assistant")[j % 2],
-                    f"turn {j}\n" + "\n".join([PARAGRAPH] * (1 + j % 4)), T0 + j,
+                    f"{sid}-t{j}",
+                    sid,
+                    f"{sid}-e{j // 50}",
+                    j,
+                    ("user", "assistant")[j % 2],
+                    f"turn {j}\n" + "\n".join([PARAGRAPH] * (1 + j % 4)),
+                    T0 + j,
                 )
                 row["archived"] = j < archived
                 rows.append(row)
@@ -610,8 +652,11 @@ def bench_long_session(n: int, runs: int) -> dict[str, Any]:
         for name in samples[0]:
             wall = statistics.median(s[name]["wall_ms"] for s in samples)
             stall = max(s[name]["stall_ms"] for s in samples)
-            results[label][name] = {"wall_ms_median": wall, "stall_ms_max": stall,
-                                    "all": [s[name] for s in samples]}
+            results[label][name] = {
+                "wall_ms_median": wall,
+                "stall_ms_max": stall,
+                "all": [s[name] for s in samples],
+            }
             print(f"    {name:>12}: wall {wall:7.0f} ms, worst stall {stall:7.0f} ms", flush=True)
     return results
 

@@ -36,29 +36,65 @@ TOPICS = [
     ("cache layer", "Redis", "Memcached", "hit rates"),
     ("hiring plan", "two backend roles", "one SRE", "interviews"),
 ]
-OPENERS = ["Can you help me with the {t}?", "Let's review the {t} today.", "Where are we on the {t}?",
-           "I need a plan for the {t}.", "Quick question about the {t}."]
-USER = ["Should we move from {a} to {b}?", "What are the risks for {c}?", "How long will the {t} take?",
-        "Who owns {c} after the change?", "Can we keep {a} running during the cutover?",
-        "What did we decide about {c} last week?", "Please summarise the {t} so far.",
-        "Is there a rollback plan if {b} fails?", "How do we measure success for {c}?",
-        "Do we need approval from finance for the {t}?"]
-ASSISTANT = ["Moving from {a} to {b} is feasible; the main work is migrating {c} and testing the edge cases.",
-             "The main risks for {c} are data loss during the cutover and a longer tail of support tickets.",
-             "I estimate two to three weeks for the {t}, with a staged rollout and a week of monitoring.",
-             "After the change, the platform team owns {c}; support keeps the runbook up to date.",
-             "Yes: keep {a} in read-only mode for seven days so late events still reconcile.",
-             "Last week we agreed to start with {c} for internal accounts, then widen the rollout.",
-             "So far: the {t} is scoped, {b} is chosen, and {c} will move in two batches.",
-             "The rollback plan is to switch traffic back to {a} with a feature flag within minutes.",
-             "We will track error rates, latency and the number of {c} processed per hour.",
-             "Finance needs to sign off because {b} changes the monthly cost of {c}."]
-CJK = [("数据库迁移", "我们下周讨论数据库迁移计划，预算已经批准了。", "好的，我会准备迁移步骤和回滚方案。"),
-       ("予算会議", "来週の予算会議で最終決定します。", "承知しました。資料を準備します。"),
-       ("上线计划", "新版本的上线计划需要运维团队确认。", "我已经通知运维团队，明天给出时间表。"),
-       ("障害対応", "昨日の障害対応について振り返りたいです。", "原因はキャッシュの設定ミスでした。")]
-SYLLABLES = ["zor", "bu", "lax", "quin", "ta", "ric", "vel", "mo", "thra", "pex", "dun", "gli", "sar", "kov",
-             "ny", "fen", "drob", "ula", "mir", "tesk"]
+OPENERS = [
+    "Can you help me with the {t}?",
+    "Let's review the {t} today.",
+    "Where are we on the {t}?",
+    "I need a plan for the {t}.",
+    "Quick question about the {t}.",
+]
+USER = [
+    "Should we move from {a} to {b}?",
+    "What are the risks for {c}?",
+    "How long will the {t} take?",
+    "Who owns {c} after the change?",
+    "Can we keep {a} running during the cutover?",
+    "What did we decide about {c} last week?",
+    "Please summarise the {t} so far.",
+    "Is there a rollback plan if {b} fails?",
+    "How do we measure success for {c}?",
+    "Do we need approval from finance for the {t}?",
+]
+ASSISTANT = [
+    "Moving from {a} to {b} is feasible; the main work is migrating {c} and testing the edge cases.",
+    "The main risks for {c} are data loss during the cutover and a longer tail of support tickets.",
+    "I estimate two to three weeks for the {t}, with a staged rollout and a week of monitoring.",
+    "After the change, the platform team owns {c}; support keeps the runbook up to date.",
+    "Yes: keep {a} in read-only mode for seven days so late events still reconcile.",
+    "Last week we agreed to start with {c} for internal accounts, then widen the rollout.",
+    "So far: the {t} is scoped, {b} is chosen, and {c} will move in two batches.",
+    "The rollback plan is to switch traffic back to {a} with a feature flag within minutes.",
+    "We will track error rates, latency and the number of {c} processed per hour.",
+    "Finance needs to sign off because {b} changes the monthly cost of {c}.",
+]
+CJK = [
+    ("数据库迁移", "我们下周讨论数据库迁移计划，预算已经批准了。", "好的，我会准备迁移步骤和回滚方案。"),
+    ("予算会議", "来週の予算会議で最終決定します。", "承知しました。資料を準備します。"),
+    ("上线计划", "新版本的上线计划需要运维团队确认。", "我已经通知运维团队，明天给出时间表。"),
+    ("障害対応", "昨日の障害対応について振り返りたいです。", "原因はキャッシュの設定ミスでした。"),
+]
+SYLLABLES = [
+    "zor",
+    "bu",
+    "lax",
+    "quin",
+    "ta",
+    "ric",
+    "vel",
+    "mo",
+    "thra",
+    "pex",
+    "dun",
+    "gli",
+    "sar",
+    "kov",
+    "ny",
+    "fen",
+    "drob",
+    "ula",
+    "mir",
+    "tesk",
+]
 
 
 @dataclass(frozen=True)
@@ -98,8 +134,11 @@ def _session(rng: random.Random, i: int, plant: str | None, plant_archived: bool
             ts += rng.uniform(30, 300)
             if rng.random() < 0.1:
                 args = json.dumps({"ticket": rng.randrange(9999)})
-                call = {"id": f"call_{rng.randrange(10**8)}", "type": "function",
-                        "function": {"name": "lookup_ticket", "arguments": args}}
+                call = {
+                    "id": f"call_{rng.randrange(10**8)}",
+                    "type": "function",
+                    "function": {"name": "lookup_ticket", "arguments": args},
+                }
                 msgs.append(_msg("assistant", "", ts, tool_calls=[call]))
                 result = json.dumps({"status": rng.choice(["open", "closed"]), "owner": "ops"})
                 msgs.append(_msg("tool", result, ts + 1, tool_call_id=call["id"]))
@@ -117,15 +156,27 @@ def _session(rng: random.Random, i: int, plant: str | None, plant_archived: bool
         msgs[j]["content"] = f"{msgs[j]['content']} Note: the {plant} is the one to use.".strip()
     archived, active = msgs[:split], msgs[split:]
     if compacted:
-        summary = _msg("system", f"[Session Summary]\nPrevious conversation: {split} messages compacted.",
-                       active[0]["timestamp"])
+        summary = _msg(
+            "system",
+            f"[Session Summary]\nPrevious conversation: {split} messages compacted.",
+            active[0]["timestamp"],
+        )
         summary["metadata"] = {"compaction": True, "compacted_count": split}
         active = [summary, *active]
     meta: dict = {}
-    doc = {"session_id": sid, "messages": active, "created_at": _iso(start), "updated_at": _iso(ts),
-           "agent_name": rng.choice([None, None, "Gateway Assistant", "Support Bot"]),
-           "user_id": rng.choice([None, None, f"user-{rng.randrange(500)}"]), "metadata": meta,
-           "gateway_session_id": None, "agent_id": None, "runtime_state": {}, "archived_messages": archived}
+    doc = {
+        "session_id": sid,
+        "messages": active,
+        "created_at": _iso(start),
+        "updated_at": _iso(ts),
+        "agent_name": rng.choice([None, None, "Gateway Assistant", "Support Bot"]),
+        "user_id": rng.choice([None, None, f"user-{rng.randrange(500)}"]),
+        "metadata": meta,
+        "gateway_session_id": None,
+        "agent_id": None,
+        "runtime_state": {},
+        "archived_messages": archived,
+    }
     if rng.random() < 0.03:
         meta["source"] = "cron"
         doc["source"] = "cron"
@@ -163,5 +214,13 @@ def generate(folder: Path, n_sessions: int, n_planted: int, seed: int = 7) -> li
     return planted
 
 
-COMMON_QUERIES = ["billing migration", "rollback plan", "database upgrade replicas", "refund policy annual",
-                  "incident review timeouts", "cache hit rates", "数据库迁移", "予算会議"]
+COMMON_QUERIES = [
+    "billing migration",
+    "rollback plan",
+    "database upgrade replicas",
+    "refund policy annual",
+    "incident review timeouts",
+    "cache hit rates",
+    "数据库迁移",
+    "予算会議",
+]

@@ -47,12 +47,29 @@ def _fail(message: str, hint: str | None, code: int = 1) -> None:
 
 @click.group(cls=_Cli, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="memviewer")
-@click.option("--home", type=click.Path(), default=None, envvar="MEMVIEWER_HOME",
-              help="data folder (env MEMVIEWER_HOME)")
-@click.option("--socket", "socket_path", type=click.Path(), default=None, envvar="MEMVIEWER_SOCKET",
-              help="hub socket (env MEMVIEWER_SOCKET)")
-@click.option("--config", "config_file", type=click.Path(), default=None, envvar="MEMVIEWER_CONFIG",
-              help="settings TOML file (env MEMVIEWER_CONFIG)")
+@click.option(
+    "--home",
+    type=click.Path(),
+    default=None,
+    envvar="MEMVIEWER_HOME",
+    help="data folder (env MEMVIEWER_HOME)",
+)
+@click.option(
+    "--socket",
+    "socket_path",
+    type=click.Path(),
+    default=None,
+    envvar="MEMVIEWER_SOCKET",
+    help="hub socket (env MEMVIEWER_SOCKET)",
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(),
+    default=None,
+    envvar="MEMVIEWER_CONFIG",
+    help="settings TOML file (env MEMVIEWER_CONFIG)",
+)
 @click.option("--log-level", default="WARNING", show_default=True, help="logging level")
 @click.pass_context
 def cli(ctx: click.Context, home, socket_path, config_file, log_level) -> None:
@@ -65,8 +82,10 @@ def cli(ctx: click.Context, home, socket_path, config_file, log_level) -> None:
     configure_logging(log_level.upper())
     try:
         settings = load_settings(
-            Path(config_file) if config_file else None, config_required=bool(config_file),
-            home=home, socket=socket_path,
+            Path(config_file) if config_file else None,
+            config_required=bool(config_file),
+            home=home,
+            socket=socket_path,
         )
     except ValueError as exc:
         hint = None  # a bad value: the message names the key and the layer it came from

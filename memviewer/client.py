@@ -157,9 +157,20 @@ class Publisher:
         _check_str("session_id", sid, empty_ok=False)
         self._enqueue(
             "open_session",
-            session_id=sid, agent=agent, scope=scope, scope_id=scope_id, meta=meta, title=title,
-            source=source, lineage_id=lineage_id, root_session_id=root_session_id, thread_id=thread_id,
-            parent_session_id=parent_session_id, retention=retention, active_window=active_window, ts=ts,
+            session_id=sid,
+            agent=agent,
+            scope=scope,
+            scope_id=scope_id,
+            meta=meta,
+            title=title,
+            source=source,
+            lineage_id=lineage_id,
+            root_session_id=root_session_id,
+            thread_id=thread_id,
+            parent_session_id=parent_session_id,
+            retention=retention,
+            active_window=active_window,
+            ts=ts,
         )
         return sid
 
@@ -182,8 +193,13 @@ class Publisher:
         eid = episode_id or new_id("e-")
         self._enqueue(
             "start_episode",
-            session_id=session_id, user_message=user_message, episode_id=eid,
-            turn_id=turn_id or new_id("t-"), meta=meta, metadata=metadata, ts=ts,
+            session_id=session_id,
+            user_message=user_message,
+            episode_id=eid,
+            turn_id=turn_id or new_id("t-"),
+            meta=meta,
+            metadata=metadata,
+            ts=ts,
         )
         return eid
 
@@ -212,8 +228,14 @@ class Publisher:
         tid = turn_id or new_id("t-")
         self._enqueue(
             "add_turn",
-            episode_id=episode_id, role=role, content=content, turn_id=tid, metadata=metadata,
-            tool_calls=tool_calls, tool_call_id=tool_call_id, ts=ts,
+            episode_id=episode_id,
+            role=role,
+            content=content,
+            turn_id=tid,
+            metadata=metadata,
+            tool_calls=tool_calls,
+            tool_call_id=tool_call_id,
+            ts=ts,
         )
         return tid
 
@@ -292,8 +314,11 @@ class Publisher:
                 elif leftover:
                     kept = SpoolFile(self.spool_dir).finish(leftover)
             except OSError as exc:
-                log.error("publisher closed: %d unsent commands lost, the spool is not writable (%s)",
-                          len(leftover), exc)
+                log.error(
+                    "publisher closed: %d unsent commands lost, the spool is not writable (%s)",
+                    len(leftover),
+                    exc,
+                )
                 self.dropped += len(leftover)
                 self.errors += len(leftover)
             if self._conn is not None:
@@ -362,8 +387,15 @@ class Publisher:
                 self._dropped_lsns.add(lsn)
                 self.dropped += 1
                 self.errors += 1
-                self.error_log.append({"cid": lsn, "error": {"code": "internal", "message": "dropped: "
-                                       "queue full and spool not writable"}})
+                self.error_log.append(
+                    {
+                        "cid": lsn,
+                        "error": {
+                            "code": "internal",
+                            "message": "dropped: queue full and spool not writable",
+                        },
+                    }
+                )
             self._cond.notify_all()
 
     def _unacked_lines_locked(self) -> list[bytes]:
@@ -386,8 +418,9 @@ class Publisher:
             self._spool_end += self._spool.append(lines)
         except OSError as exc:
             if not self._spool_failed:
-                log.error("cannot write the spool in %s (%s); keeping commands in memory",
-                          self.spool_dir, exc)
+                log.error(
+                    "cannot write the spool in %s (%s); keeping commands in memory", self.spool_dir, exc
+                )
             self._spool_failed = True
             return False
         self._spool_failed = False
@@ -473,8 +506,12 @@ class Publisher:
             raise protocol.RpcError(protocol.INTERNAL_ERROR, f"malformed publish result: {result!r}")
         return results
 
-    def _resolve(self, batch: list[tuple[int, bytes]], results: list[Any] | None,
-                 failure: protocol.RpcError | None = None) -> None:
+    def _resolve(
+        self,
+        batch: list[tuple[int, bytes]],
+        results: list[Any] | None,
+        failure: protocol.RpcError | None = None,
+    ) -> None:
         """Mark the batch done: acknowledged, or failed for good (never retried)."""
         failed: list[dict[str, Any]] = []
         if failure is not None:
@@ -545,8 +582,13 @@ class Publisher:
                 continue
             size = sum(len(ln) for _, ln in batch)
             if len(batch) == 1 and size + FRAME_OVERHEAD > self._frame_limit:
-                self._resolve(batch, None, protocol.app_error(
-                    "invalid_argument", f"command is {size} bytes, above the hub frame limit"))
+                self._resolve(
+                    batch,
+                    None,
+                    protocol.app_error(
+                        "invalid_argument", f"command is {size} bytes, above the hub frame limit"
+                    ),
+                )
                 continue
             try:
                 results = self._send(batch)

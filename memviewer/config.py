@@ -160,8 +160,10 @@ def _read_file(path: Path, required: bool) -> dict[str, Any]:
     try:
         return tomllib.loads(path.read_bytes().decode("utf-8"))
     except UnicodeDecodeError as exc:
-        raise ValueError(f"cannot read config file {path}: not UTF-8 text "
-                         f"(byte 0x{exc.object[exc.start]:02x} at offset {exc.start})") from None
+        raise ValueError(
+            f"cannot read config file {path}: not UTF-8 text "
+            f"(byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
+        ) from None
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ValueError(f"cannot read config file {path}: {exc}") from exc
 
@@ -228,7 +230,8 @@ def load_settings(
     if values["socket"] is None:
         values["socket"] = str(paths.default_socket())
     if values["retention"] not in ("compact", "keep_all"):
-        raise ValueError(f"retention must be 'compact' or 'keep_all', not {values['retention']!r} "
-                         f"({sources['retention']})")
+        raise ValueError(
+            f"retention must be 'compact' or 'keep_all', not {values['retention']!r} ({sources['retention']})"
+        )
     _check_ranges(values, sources)
     return Settings(values, sources, _unknown_key_warnings(file_values, path))

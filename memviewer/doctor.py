@@ -69,15 +69,19 @@ def _model(settings: Settings) -> Check:
         else:
             where = ", ".join(str(f) for f in default_model_files())
         started = time.monotonic()
-        embedder = OnnxEmbedder(settings.model_dir, threads=settings.embed_threads or None,
-                                batch_size=settings.embed_batch)
+        embedder = OnnxEmbedder(
+            settings.model_dir, threads=settings.embed_threads or None, batch_size=settings.embed_batch
+        )
         probe_embedder(embedder)
     except (ModelNotFoundError, ModelChecksumError, ValueError) as exc:
         return {"name": "model", "ok": False, "detail": str(exc)}
     ms = (time.monotonic() - started) * 1000
-    return {"name": "model", "ok": True,
-            "detail": f"{where}: {embedder.name} (dim {embedder.dim}), loaded and embedded a probe "
-                      f"in {ms:.0f} ms"}
+    return {
+        "name": "model",
+        "ok": True,
+        "detail": f"{where}: {embedder.name} (dim {embedder.dim}), loaded and embedded a probe "
+        f"in {ms:.0f} ms",
+    }
 
 
 def _index(settings: Settings) -> Check:
@@ -117,8 +121,10 @@ def _disk(settings: Settings) -> Check:
     store = sum(_size(db.with_name(db.name + suffix)) for suffix in ("", "-wal", "-shm"))
     index = _size(paths.lance_dir(home))
     ok = usage.free >= LOW_DISK_BYTES
-    detail = (f"{_mib(usage.free)} free of {_mib(usage.total)} at {probe}; "
-              f"store {_mib(store)}, vector index {_mib(index)}")
+    detail = (
+        f"{_mib(usage.free)} free of {_mib(usage.total)} at {probe}; "
+        f"store {_mib(store)}, vector index {_mib(index)}"
+    )
     if not ok:
         detail += f"; below {_mib(LOW_DISK_BYTES)}: free space before the hub runs out"
     return {"name": "disk", "ok": ok, "detail": detail}

@@ -41,21 +41,30 @@ def open_store(home: Path, store_url: str | None = None, readonly: bool = False)
     from memviewer.store import migrations
 
     db = paths.db_path(home)
-    hint = {"hint": "point --home (or MEMVIEWER_HOME) at a memviewer home folder; "
-                    f"move {db} aside to start a new store there"}
+    hint = {
+        "hint": "point --home (or MEMVIEWER_HOME) at a memviewer home folder; "
+        f"move {db} aside to start a new store there"
+    }
     if store_url is None:
         if home.exists() and not home.is_dir():
-            raise MemviewerError(INTERNAL, f"{home} is not a memviewer store (it is a file, not a folder)",
-                                 data={"reason": "not_a_store", **hint})
+            raise MemviewerError(
+                INTERNAL,
+                f"{home} is not a memviewer store (it is a file, not a folder)",
+                data={"reason": "not_a_store", **hint},
+            )
         if db.is_dir():
-            raise MemviewerError(INTERNAL, f"{db} is not a memviewer store (it is a folder)",
-                                 data={"reason": "not_a_store", **hint})
+            raise MemviewerError(
+                INTERNAL,
+                f"{db} is not a memviewer store (it is a folder)",
+                data={"reason": "not_a_store", **hint},
+            )
         if not readonly:
             try:
                 home.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
-                raise MemviewerError(INTERNAL, f"cannot create the home folder {home}: "
-                                     f"{exc.strerror or exc}") from None
+                raise MemviewerError(
+                    INTERNAL, f"cannot create the home folder {home}: {exc.strerror or exc}"
+                ) from None
     label = str(db) if store_url is None else _url_label(store_url)
     store: Store | None = None
     try:
@@ -73,8 +82,11 @@ def open_store(home: Path, store_url: str | None = None, readonly: bool = False)
         return store
     except migrations.NotAStoreError as exc:
         _dispose(store)
-        raise MemviewerError(INTERNAL, f"{label} is not a memviewer store ({exc.reason})",
-                             data={"reason": "not_a_store", **hint}) from None
+        raise MemviewerError(
+            INTERNAL,
+            f"{label} is not a memviewer store ({exc.reason})",
+            data={"reason": "not_a_store", **hint},
+        ) from None
     except MemviewerError:
         _dispose(store)
         raise
@@ -83,10 +95,12 @@ def open_store(home: Path, store_url: str | None = None, readonly: bool = False)
         orig = exc.orig or exc
         code = getattr(orig, "sqlite_errorcode", None)
         if code is not None and code & 0xFF in (11, 26):  # SQLITE_CORRUPT, SQLITE_NOTADB
-            raise MemviewerError(INTERNAL, f"{label} is not a memviewer store ({orig})",
-                                 data={"reason": "not_a_store", **hint}) from None
-        raise MemviewerError(INTERNAL, f"cannot open the store {label}: {orig}",
-                             data={"reason": "storage_error"}) from None
+            raise MemviewerError(
+                INTERNAL, f"{label} is not a memviewer store ({orig})", data={"reason": "not_a_store", **hint}
+            ) from None
+        raise MemviewerError(
+            INTERNAL, f"cannot open the store {label}: {orig}", data={"reason": "storage_error"}
+        ) from None
 
 
 def _url_label(url: str) -> str:
@@ -144,7 +158,9 @@ class MemoryService:
         from memviewer.llm import LlmEndpoint
 
         return LlmEndpoint(
-            base_url=s.llm_base_url, model=s.llm_model, timeout=s.llm_timeout,
+            base_url=s.llm_base_url,
+            model=s.llm_model,
+            timeout=s.llm_timeout,
             api_key=s.llm_api_key,
         )
 
@@ -198,8 +214,12 @@ class MemoryService:
         return self.manager.shutdown()
 
     def import_session(
-        self, session: dict[str, Any], turns: list[dict[str, Any]],
-        episodes: list[dict[str, Any]] | None = None, *, origin: str | None = None,
+        self,
+        session: dict[str, Any],
+        turns: list[dict[str, Any]],
+        episodes: list[dict[str, Any]] | None = None,
+        *,
+        origin: str | None = None,
         replace: bool = False,
     ) -> dict[str, Any]:
         return self.manager.import_session(session, turns, episodes, origin=origin, replace=replace)
@@ -256,19 +276,24 @@ class MemoryService:
     ) -> dict[str, Any]:
         """A page of sessions with episode, active and archived turn counts."""
         if sort not in repos.SORT_COLUMNS:
-            raise MemviewerError(INVALID_ARGUMENT, f"unknown sort {sort!r}; expected one of "
-                                 f"{', '.join(repos.SORT_COLUMNS)}")
+            raise MemviewerError(
+                INVALID_ARGUMENT, f"unknown sort {sort!r}; expected one of {', '.join(repos.SORT_COLUMNS)}"
+            )
         if (limit is not None and limit < 0) or offset < 0:
             raise MemviewerError(INVALID_ARGUMENT, "limit and offset must be >= 0")
         with self.store.read() as conn:
             rows = repos.list_sessions(
-                conn, scope=scope, scope_id=scope_id, text_filter=filter, sort=sort,
-                descending=descending, limit=limit, offset=offset,
+                conn,
+                scope=scope,
+                scope_id=scope_id,
+                text_filter=filter,
+                sort=sort,
+                descending=descending,
+                limit=limit,
+                offset=offset,
             )
             total = (
-                len(rows) + offset
-                if limit is None
-                else repos.count_sessions(conn, scope, scope_id, filter)
+                len(rows) + offset if limit is None else repos.count_sessions(conn, scope, scope_id, filter)
             )
             counts = repos.session_counts(conn, [r["id"] for r in rows])
         return {
@@ -309,9 +334,7 @@ class MemoryService:
                 name: int(conn.execute(text(f"SELECT COUNT(*) FROM {name}")).scalar() or 0)
                 for name in ("sessions", "episodes", "turns", "events")
             }
-            archived = int(
-                conn.execute(text("SELECT COUNT(*) FROM turns WHERE archived")).scalar() or 0
-            )
+            archived = int(conn.execute(text("SELECT COUNT(*) FROM turns WHERE archived")).scalar() or 0)
         db = paths.db_path(self.home)
         out: dict[str, Any] = {
             "version": __version__,
@@ -346,8 +369,13 @@ class MemoryService:
     ) -> dict[str, Any]:
         """DESIGN §5.1: discovery (query), scroll (session_id) or browse (neither)."""
         return self.keyword().search(
-            query=query, session_id=session_id, around=around, limit=limit, window=window,
-            scope=scope, scope_id=scope_id,
+            query=query,
+            session_id=session_id,
+            around=around,
+            limit=limit,
+            window=window,
+            scope=scope,
+            scope_id=scope_id,
         )
 
     def recall(self, query: str, **params: Any) -> dict[str, Any]:

@@ -91,9 +91,7 @@ def _handler(fake: FakeLlm) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:  # noqa: N802 - http.server naming
             length = int(self.headers.get("Content-Length", "0"))
-            fake.requests.append(
-                Recorded(self.path, dict(self.headers), json.loads(self.rfile.read(length)))
-            )
+            fake.requests.append(Recorded(self.path, dict(self.headers), json.loads(self.rfile.read(length))))
             if fake.delay and fake._stop.wait(fake.delay):
                 return
             status, body = fake.reply

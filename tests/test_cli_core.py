@@ -36,7 +36,10 @@ def test_sessions_json_counts_and_home_flag(tmp_path):
     by_id = {s["session_id"]: s for s in page["sessions"]}
     assert page["total"] == 2
     assert (by_id["s1"]["episodes"], by_id["s1"]["archived_turns"], by_id["s1"]["active_turns"]) == (
-        1, 2, 2)  # user+a archived; summary + b active
+        1,
+        2,
+        2,
+    )  # user+a archived; summary + b active
     assert by_id["s2"]["scope"] == "user"
     res = run("--home", str(home), "sessions", "--scope", "user", "--json")
     assert [s["session_id"] for s in json.loads(res.output)["sessions"]] == ["s2"]
@@ -86,8 +89,9 @@ def test_a_named_config_file_that_is_missing_or_a_folder_is_an_error(tmp_path):
     missing = tmp_path / "missing.toml"
     res = _invoke("--config", str(missing), "config")
     assert res.exit_code == 1
-    assert res.stderr == (f"error: config file {missing} does not exist\n"
-                          "hint: point --config at a TOML file, or unset it\n")
+    assert res.stderr == (
+        f"error: config file {missing} does not exist\nhint: point --config at a TOML file, or unset it\n"
+    )
     res = _invoke("config", env={"MEMVIEWER_CONFIG": str(tmp_path)})
     assert res.exit_code == 1 and f"error: config file {tmp_path} is a folder" in res.stderr
     assert "hint: point MEMVIEWER_CONFIG at a TOML file" in res.stderr

@@ -65,14 +65,18 @@ def test_another_applications_sqlite_file_is_left_untouched(tmp_path: Path, shor
         conn.execute("CREATE TABLE sessions (x)")
         conn.execute("CREATE TABLE notes (y)")
     before = db.read_bytes()
-    _check_refused(home, short_tmp, f"{db} is not a memviewer store "
-                   "(it holds other tables (notes, sessions) and no memviewer schema)")
+    _check_refused(
+        home,
+        short_tmp,
+        f"{db} is not a memviewer store (it holds other tables (notes, sessions) and no memviewer schema)",
+    )
     assert db.read_bytes() == before  # not even switched to WAL mode
     assert sorted(p.name for p in home.iterdir()) == ["memviewer.db"]
 
 
-def test_a_store_written_by_a_newer_version_is_neither_read_nor_written(tmp_path: Path,
-                                                                         short_tmp: Path) -> None:
+def test_a_store_written_by_a_newer_version_is_neither_read_nor_written(
+    tmp_path: Path, short_tmp: Path
+) -> None:
     home = tmp_path / "home"
     MemoryService(load_settings(env={}, home=str(home))).close()
     db = home / "memviewer.db"

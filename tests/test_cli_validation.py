@@ -17,13 +17,16 @@ def _run(tmp_path: Path, *args: str):
     return CliRunner().invoke(cli, ["--home", str(tmp_path / "h"), "--socket", str(tmp_path / "s"), *args])
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (("--rate", "nan"), "--rate must be a positive number of turns per second, not nan"),
-    (("--rate", "inf"), "--rate must be a positive number of turns per second, not inf"),
-    (("--rate", "0"), "--rate must be a positive number"),
-    (("--duration", "-5"), "--duration must be a positive number of seconds, not -5.0"),
-    (("--duration", "nan"), "--duration must be a positive number of seconds, not nan"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--rate", "nan"), "--rate must be a positive number of turns per second, not nan"),
+        (("--rate", "inf"), "--rate must be a positive number of turns per second, not inf"),
+        (("--rate", "0"), "--rate must be a positive number"),
+        (("--duration", "-5"), "--duration must be a positive number of seconds, not -5.0"),
+        (("--duration", "nan"), "--duration must be a positive number of seconds, not nan"),
+    ],
+)
 def test_live_demo_refuses_non_finite_or_non_positive_rate_and_duration(tmp_path, args, message) -> None:
     res = _run(tmp_path, "demo", "--live", *args)
     assert res.exit_code == 1 and res.stderr.startswith(f"error: {message}")
@@ -33,9 +36,11 @@ def test_live_demo_refuses_non_finite_or_non_positive_rate_and_duration(tmp_path
 def test_recall_json_errors_are_json_objects(tmp_path) -> None:
     res = _run(tmp_path, "recall", "--json")
     assert res.exit_code == 1 and res.stderr == ""
-    assert json.loads(res.stdout) == {"error": "give a QUERY or --batch FILE.jsonl",
-                                      "code": "invalid_argument",
-                                      "hint": "memviewer recall 'what did I say about X'"}
+    assert json.loads(res.stdout) == {
+        "error": "give a QUERY or --batch FILE.jsonl",
+        "code": "invalid_argument",
+        "hint": "memviewer recall 'what did I say about X'",
+    }
     res = _run(tmp_path, "recall", "x", "--batch", "-", "--json")
     assert json.loads(res.stdout)["error"] == "give either a QUERY or --batch, not both"
     res = _run(tmp_path, "recall", "--batch", str(tmp_path / "none.jsonl"))
@@ -51,13 +56,19 @@ def test_recall_refuses_a_query_that_is_not_utf8(tmp_path) -> None:
     assert res.exit_code == 1 and json.loads(res.stdout)["error"].startswith("--scope-id is not valid UTF-8")
 
 
-@pytest.mark.parametrize(("raw", "message"), [
-    (b"\xff\xfe\n", "not valid UTF-8 (byte 0xff at column 1)"),
-    (b'{"query": "caf\xe9"}\n', "not valid UTF-8 (byte 0xe9 at column 15)"),
-    (b'{"query": "\\ud800 deploy"}\n', "the line holds a lone UTF-16 surrogate (not valid Unicode) at query"),
-    (b"[" * 100_000 + b"]" * 100_000 + b"\n", "invalid JSON: nested too deeply"),
-    (b'{"query": ' + b"[" * 70 + b"]" * 70 + b"}\n", "nested deeper than 64 levels"),
-])
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (b"\xff\xfe\n", "not valid UTF-8 (byte 0xff at column 1)"),
+        (b'{"query": "caf\xe9"}\n', "not valid UTF-8 (byte 0xe9 at column 15)"),
+        (
+            b'{"query": "\\ud800 deploy"}\n',
+            "the line holds a lone UTF-16 surrogate (not valid Unicode) at query",
+        ),
+        (b"[" * 100_000 + b"]" * 100_000 + b"\n", "invalid JSON: nested too deeply"),
+        (b'{"query": ' + b"[" * 70 + b"]" * 70 + b"}\n", "nested deeper than 64 levels"),
+    ],
+)
 def test_a_bad_batch_line_is_that_lines_error(raw: bytes, message: str) -> None:
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         _batch_params(raw)

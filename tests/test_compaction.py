@@ -96,5 +96,7 @@ def test_compaction_event_names_the_archived_turns(mgr):
     assert p["summary_index"] == 2 and p["replaced_count"] == 2
     turns = projection(mgr)
     assert [(t["id"], t["idx"], t["archived"]) for t in turns if not t["is_compaction_summary"]] == [
-        ("t0", 0, True), ("t1", 1, True), ("t2", 3, False)
+        ("t0", 0, True),
+        ("t1", 1, True),
+        ("t2", 3, False),
     ]

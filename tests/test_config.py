@@ -12,8 +12,12 @@ from memviewer.config import load_settings
 def test_layers_and_sources(tmp_path):
     cfg = tmp_path / "c.toml"
     cfg.write_text('active_window = 40\nllm_model = "qwen"\nw_dense = 0.7\n')
-    s = load_settings(cfg, env={"MEMVIEWER_LLM_MODEL": "llama", "MEMVIEWER_W_DENSE": "0.2"},
-                      w_dense=0.9, home=str(tmp_path / "h"))
+    s = load_settings(
+        cfg,
+        env={"MEMVIEWER_LLM_MODEL": "llama", "MEMVIEWER_W_DENSE": "0.2"},
+        w_dense=0.9,
+        home=str(tmp_path / "h"),
+    )
     assert s.active_window == 40 and s.sources["active_window"].startswith("file:")
     assert s.llm_model == "llama" and s.sources["llm_model"] == "env:MEMVIEWER_LLM_MODEL"
     assert s.w_dense == 0.9 and s.sources["w_dense"] == "flag"
@@ -39,12 +43,18 @@ def test_socket_and_home_defaults_follow_env(tmp_path, monkeypatch):
     assert s.home_path == tmp_path / "envhome" and s.socket_path == tmp_path / "s.sock"
 
 
-@pytest.mark.parametrize(("env", "message"), [
-    ({"MEMVIEWER_W_SPEAKER": "1.5"}, "w_speaker must be between 0 and 1, not 1.5 (env:MEMVIEWER_W_SPEAKER)"),
-    ({"MEMVIEWER_W_TIME": "-0.1"}, "w_time must be between 0 and 1"),
-    ({"MEMVIEWER_W_SPEAKER": "0.6", "MEMVIEWER_W_TIME": "0.6"}, "w_speaker + w_time must not exceed 1"),
-    ({"MEMVIEWER_W_DENSE": "-1"}, "w_dense must not be negative"),
-])
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        (
+            {"MEMVIEWER_W_SPEAKER": "1.5"},
+            "w_speaker must be between 0 and 1, not 1.5 (env:MEMVIEWER_W_SPEAKER)",
+        ),
+        ({"MEMVIEWER_W_TIME": "-0.1"}, "w_time must be between 0 and 1"),
+        ({"MEMVIEWER_W_SPEAKER": "0.6", "MEMVIEWER_W_TIME": "0.6"}, "w_speaker + w_time must not exceed 1"),
+        ({"MEMVIEWER_W_DENSE": "-1"}, "w_dense must not be negative"),
+    ],
+)
 def test_recall_weights_out_of_range_are_refused_when_loading(tmp_path, env, message):
     with pytest.raises(ValueError, match=re.escape(message)):
         load_settings(tmp_path / "none.toml", env=env)
@@ -52,8 +62,9 @@ def test_recall_weights_out_of_range_are_refused_when_loading(tmp_path, env, mes
 
 
 # -- robustness: every value is checked against its type and range, and named with its layer ---------
-def _fails(tmp_path, message: str, *, text: str | None = None, env: dict[str, str] | None = None,
-           **flags) -> None:
+def _fails(
+    tmp_path, message: str, *, text: str | None = None, env: dict[str, str] | None = None, **flags
+) -> None:
     cfg = tmp_path / "c.toml"
     if text is not None:
         cfg.write_text(text)
@@ -61,26 +72,36 @@ def _fails(tmp_path, message: str, *, text: str | None = None, env: dict[str, st
         load_settings(cfg, env=env or {}, **flags)
 
 
-@pytest.mark.parametrize(("text", "env", "message"), [
-    ('summary_llm = "nope"\n', None, "setting 'summary_llm' (file:"),
-    (None, {"MEMVIEWER_CONTEXTUAL_EMBEDDINGS": "flase"},
-     "setting 'contextual_embeddings' (env:MEMVIEWER_CONTEXTUAL_EMBEDDINGS): 'flase' is not a boolean"),
-    ("embed_batch = 3.9\n", None, "setting 'embed_batch' (file:"),
-    ("active_window = true\n", None, "cannot read True as a whole number"),
-    (None, {"MEMVIEWER_EMBED_BATCH": "abc"}, "setting 'embed_batch' (env:MEMVIEWER_EMBED_BATCH)"),
-    ('home = ["a"]\n', None, "setting 'home' (file:"),
-    ('home = ""\n', None, "an empty path is not allowed"),
-    ("w_dense = nan\n", None, "nan is not a finite number"),
-    ("w_keyword = inf\n", None, "inf is not a finite number"),
-    (None, {"MEMVIEWER_W_DENSE": "nan"}, "setting 'w_dense' (env:MEMVIEWER_W_DENSE): 'nan' is not a finite"),
-    (None, {"MEMVIEWER_LLM_TIMEOUT": "1e400"}, "is not a finite number"),
-    (None, {"MEMVIEWER_FRAME_LIMIT": "-5"}, "frame_limit must be at least 1024, not -5 (env:"),
-    ("subscriber_queue = 0\n", None, "subscriber_queue must be at least 1, not 0 (file:"),
-    ("embed_batch = 0\n", None, "embed_batch must be at least 1"),
-    ("embed_threads = -2\n", None, "embed_threads must be at least 0"),
-    ("llm_timeout = 0\n", None, "llm_timeout must be greater than 0"),
-    ("ann_threshold = -1\n", None, "ann_threshold must be at least 0"),
-])
+@pytest.mark.parametrize(
+    ("text", "env", "message"),
+    [
+        ('summary_llm = "nope"\n', None, "setting 'summary_llm' (file:"),
+        (
+            None,
+            {"MEMVIEWER_CONTEXTUAL_EMBEDDINGS": "flase"},
+            "setting 'contextual_embeddings' (env:MEMVIEWER_CONTEXTUAL_EMBEDDINGS): 'flase' is not a boolean",
+        ),
+        ("embed_batch = 3.9\n", None, "setting 'embed_batch' (file:"),
+        ("active_window = true\n", None, "cannot read True as a whole number"),
+        (None, {"MEMVIEWER_EMBED_BATCH": "abc"}, "setting 'embed_batch' (env:MEMVIEWER_EMBED_BATCH)"),
+        ('home = ["a"]\n', None, "setting 'home' (file:"),
+        ('home = ""\n', None, "an empty path is not allowed"),
+        ("w_dense = nan\n", None, "nan is not a finite number"),
+        ("w_keyword = inf\n", None, "inf is not a finite number"),
+        (
+            None,
+            {"MEMVIEWER_W_DENSE": "nan"},
+            "setting 'w_dense' (env:MEMVIEWER_W_DENSE): 'nan' is not a finite",
+        ),
+        (None, {"MEMVIEWER_LLM_TIMEOUT": "1e400"}, "is not a finite number"),
+        (None, {"MEMVIEWER_FRAME_LIMIT": "-5"}, "frame_limit must be at least 1024, not -5 (env:"),
+        ("subscriber_queue = 0\n", None, "subscriber_queue must be at least 1, not 0 (file:"),
+        ("embed_batch = 0\n", None, "embed_batch must be at least 1"),
+        ("embed_threads = -2\n", None, "embed_threads must be at least 0"),
+        ("llm_timeout = 0\n", None, "llm_timeout must be greater than 0"),
+        ("ann_threshold = -1\n", None, "ann_threshold must be at least 0"),
+    ],
+)
 def test_bad_types_ranges_and_non_finite_numbers_are_refused(tmp_path, text, env, message) -> None:
     _fails(tmp_path, message, text=text, env=env)
 
@@ -122,6 +143,7 @@ def test_a_named_config_file_must_exist_and_be_a_file(tmp_path) -> None:
 def test_a_non_utf8_config_file_is_named(tmp_path) -> None:
     cfg = tmp_path / "latin1.toml"
     cfg.write_bytes(b'llm_model = "caf\xe9"\n')
-    with pytest.raises(ValueError, match=re.escape(f"cannot read config file {cfg}: not UTF-8 text "
-                                                   "(byte 0xe9 at offset 16)")):
+    with pytest.raises(
+        ValueError, match=re.escape(f"cannot read config file {cfg}: not UTF-8 text (byte 0xe9 at offset 16)")
+    ):
         load_settings(cfg, env={})

@@ -16,8 +16,9 @@ from memviewer.wire.testing import HubProcess, hub_env
 
 
 def run_demo(home: Path, sock: Path, *args: str) -> dict:
-    result = CliRunner().invoke(cli, ["--home", str(home), "--socket", str(sock), "demo", "--no-index",
-                                      "--json", *args])
+    result = CliRunner().invoke(
+        cli, ["--home", str(home), "--socket", str(sock), "demo", "--no-index", "--json", *args]
+    )
     assert result.exit_code == 0, result.output
     return json.loads(result.output.strip().splitlines()[-1])
 
@@ -98,9 +99,24 @@ def test_demo_goes_through_a_running_hub_and_live_mode_publishes(tmp_path: Path,
         assert first["created"]["sessions"] == describe(build_scenario())["sessions"]
         assert run_demo(home, sock)["created"]["events"] == 0
         live = subprocess.run(
-            [sys.executable, "-c", "from memviewer.cli import main; main()", "demo", "--live",
-             "--rate", "60", "--duration", "2.5", "--seed", "3", "--json"],
-            env=hub_env(home, sock), capture_output=True, text=True, timeout=60,
+            [
+                sys.executable,
+                "-c",
+                "from memviewer.cli import main; main()",
+                "demo",
+                "--live",
+                "--rate",
+                "60",
+                "--duration",
+                "2.5",
+                "--seed",
+                "3",
+                "--json",
+            ],
+            env=hub_env(home, sock),
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert live.returncode == 0, live.stderr
         report = json.loads(live.stdout.strip().splitlines()[-1])

@@ -47,8 +47,7 @@ def test_a_nearly_full_disk_fails_the_check_with_a_hint(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     real = shutil.disk_usage
-    monkeypatch.setattr(shutil, "disk_usage",
-                        lambda p: real(p)._replace(free=doctor.LOW_DISK_BYTES - 1))
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: real(p)._replace(free=doctor.LOW_DISK_BYTES - 1))
     code, checks = _doctor(tmp_path / "home")
     assert code == 1 and checks["ok"] is False
     assert not checks["disk"]["ok"] and "free space before the hub runs out" in checks["disk"]["detail"]

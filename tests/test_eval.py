@@ -14,18 +14,27 @@ from memviewer.index.embedder import HashEmbedder
 
 def question(qid: str, qtype: str, text: str, answer_sid: str, answer_turn: str) -> dict:
     filler = [
-        [{"role": "user", "content": f"filler chat {qid} {i} about the weather and news"},
-         {"role": "assistant", "content": f"sure, filler reply {i}"}]
+        [
+            {"role": "user", "content": f"filler chat {qid} {i} about the weather and news"},
+            {"role": "assistant", "content": f"sure, filler reply {i}"},
+        ]
         for i in range(6)
     ]
-    sessions = [*filler[:3], [
-        {"role": "user", "content": "Let me tell you something.", "has_answer": False},
-        {"role": "user", "content": answer_turn, "has_answer": True},
-        {"role": "assistant", "content": "Thanks for sharing."},
-    ], *filler[3:]]
+    sessions = [
+        *filler[:3],
+        [
+            {"role": "user", "content": "Let me tell you something.", "has_answer": False},
+            {"role": "user", "content": answer_turn, "has_answer": True},
+            {"role": "assistant", "content": "Thanks for sharing."},
+        ],
+        *filler[3:],
+    ]
     ids = [f"f{i}" for i in range(3)] + [answer_sid] + [f"f{i}" for i in range(3, 6)]
     return {
-        "question_id": qid, "question_type": qtype, "question": text, "answer": "x",
+        "question_id": qid,
+        "question_type": qtype,
+        "question": text,
+        "answer": "x",
         "question_date": "2023/05/30 (Tue) 10:18",
         "answer_session_ids": [answer_sid],
         "haystack_session_ids": ids,
@@ -37,10 +46,20 @@ def question(qid: str, qtype: str, text: str, answer_sid: str, answer_turn: str)
 @pytest.fixture
 def dataset(tmp_path: Path) -> Path:
     data = [
-        question("q1", "single-session-user", "Which gym did I join in Oslo?", "ans1",
-                 "I joined the Frogner gym in Oslo last week."),
-        question("q2", "multi-session", "What colour is my new bicycle?", "ans2",
-                 "My new bicycle is teal with yellow tyres."),
+        question(
+            "q1",
+            "single-session-user",
+            "Which gym did I join in Oslo?",
+            "ans1",
+            "I joined the Frogner gym in Oslo last week.",
+        ),
+        question(
+            "q2",
+            "multi-session",
+            "What colour is my new bicycle?",
+            "ans2",
+            "My new bicycle is teal with yellow tyres.",
+        ),
     ]
     path = tmp_path / "mini.json.gz"
     path.write_bytes(gzip.compress(json.dumps(data).encode()))
@@ -93,23 +112,34 @@ def test_cli_reports_a_bad_file(tmp_path: Path) -> None:
 
 
 def _ok(**over) -> dict:
-    return {"question_id": "q1", "question": "what?", "answer_session_ids": ["h1"],
-            "haystack_session_ids": ["h1"], "haystack_sessions": [[{"role": "user", "content": "hi"}]],
-            **over}
+    return {
+        "question_id": "q1",
+        "question": "what?",
+        "answer_session_ids": ["h1"],
+        "haystack_session_ids": ["h1"],
+        "haystack_sessions": [[{"role": "user", "content": "hi"}]],
+        **over,
+    }
 
 
-@pytest.mark.parametrize(("data", "words"), [
-    ([_ok(haystack_sessions=[[{"role": "user"}]])], "haystack session h1, turn 0: content must be a string"),
-    ([_ok(haystack_sessions=[["hello"]])], "turn 0 must be an object, not a string"),
-    ([_ok(haystack_sessions=["abc"])], "haystack session h1 must be a list of turns"),
-    ([_ok(haystack_sessions="abc", haystack_session_ids="abc")], "haystack_session_ids must be a list"),
-    ([_ok(haystack_session_ids=["h1", "h2"])], "2 haystack_session_ids but 1 haystack_sessions"),
-    ([_ok(haystack_dates=[12345])], "haystack_dates must be a list of date strings"),
-    ([_ok(question_date=5)], "question_date must be a string"),
-    ([_ok(haystack_sessions=[[{"role": {"x": 1}, "content": "hi"}]])], "role must be one of"),
-    ([_ok(question_id=None)], "question #0: question_id must be a string, not null"),
-    ([_ok(), _ok()], "question #1 (q1): question_id also used by question #0"),
-])
+@pytest.mark.parametrize(
+    ("data", "words"),
+    [
+        (
+            [_ok(haystack_sessions=[[{"role": "user"}]])],
+            "haystack session h1, turn 0: content must be a string",
+        ),
+        ([_ok(haystack_sessions=[["hello"]])], "turn 0 must be an object, not a string"),
+        ([_ok(haystack_sessions=["abc"])], "haystack session h1 must be a list of turns"),
+        ([_ok(haystack_sessions="abc", haystack_session_ids="abc")], "haystack_session_ids must be a list"),
+        ([_ok(haystack_session_ids=["h1", "h2"])], "2 haystack_session_ids but 1 haystack_sessions"),
+        ([_ok(haystack_dates=[12345])], "haystack_dates must be a list of date strings"),
+        ([_ok(question_date=5)], "question_date must be a string"),
+        ([_ok(haystack_sessions=[[{"role": {"x": 1}, "content": "hi"}]])], "role must be one of"),
+        ([_ok(question_id=None)], "question #0: question_id must be a string, not null"),
+        ([_ok(), _ok()], "question #1 (q1): question_id also used by question #0"),
+    ],
+)
 def test_malformed_questions_are_named_with_the_file(tmp_path: Path, data: list, words: str) -> None:
     path = tmp_path / "lme.json"
     path.write_text(json.dumps(data))

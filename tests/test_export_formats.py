@@ -35,37 +35,93 @@ SECRET = "sk-proj-Ab3dEf6hIj9kLm2nOp5qRs8tUv1wXy4z"
 def golden_sessions(mgr: SessionManager) -> None:
     """A live-style session with two episodes, a tool exchange, compaction and secrets,
     plus a PraisonAI file import: every id and timestamp fixed."""
-    ep = {"status": "closed", "closed_by": "finalized", "intent_kind": "task", "intent_confidence": 0.92,
-          "intent_rule": "en.imperative", "intent_source": "heuristic", "r_task": 0.8, "meta": None}
+    ep = {
+        "status": "closed",
+        "closed_by": "finalized",
+        "intent_kind": "task",
+        "intent_confidence": 0.92,
+        "intent_rule": "en.imperative",
+        "intent_source": "heuristic",
+        "r_task": 0.8,
+        "meta": None,
+    }
     episodes = [
         {**ep, "id": "e-1", "started_at": T0, "ended_at": T0 + 50},
-        {**ep, "id": "e-2", "started_at": T0 + 100, "ended_at": None, "status": "open", "closed_by": None,
-         "intent_kind": "memory_probe", "intent_confidence": 0.88, "intent_rule": "en.recall", "r_task": None,
-         "meta": {"note": "mail ops@example.com"}},
+        {
+            **ep,
+            "id": "e-2",
+            "started_at": T0 + 100,
+            "ended_at": None,
+            "status": "open",
+            "closed_by": None,
+            "intent_kind": "memory_probe",
+            "intent_confidence": 0.88,
+            "intent_rule": "en.recall",
+            "r_task": None,
+            "meta": {"note": "mail ops@example.com"},
+        },
     ]
 
     def turn(i: int, role: str, content: str, **kw: Any) -> dict[str, Any]:
-        return {"id": f"t-{i}", "episode_id": "e-1" if i < 4 else "e-2", "role": role, "content": content,
-                "timestamp": T0 + 10 * i, "archived": i < 4, **kw}
+        return {
+            "id": f"t-{i}",
+            "episode_id": "e-1" if i < 4 else "e-2",
+            "role": role,
+            "content": content,
+            "timestamp": T0 + 10 * i,
+            "archived": i < 4,
+            **kw,
+        }
 
     turns = [
         turn(0, "user", f"Deploy with key {SECRET} please.\n# not a heading"),
-        turn(1, "assistant", "", tool_calls=[{"id": "call_1", "type": "function", "function": {
-            "name": "deploy", "arguments": json.dumps({"service": "billing", "key": SECRET})}}]),
+        turn(
+            1,
+            "assistant",
+            "",
+            tool_calls=[
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {
+                        "name": "deploy",
+                        "arguments": json.dumps({"service": "billing", "key": SECRET}),
+                    },
+                }
+            ],
+        ),
         turn(2, "tool", '{"status": "ok"}', tool_call_id="call_1"),
         turn(3, "assistant", "Deployed billing. Questions go to ops@example.com.", meta={"model": "m-1"}),
-        {"id": "t-sum", "episode_id": None, "role": "system", "timestamp": T0 + 95, "archived": False,
-         "content": "[compaction summary] 4 earlier turns were archived.\n- user: Deploy with key …",
-         "is_compaction_summary": True, "replaced_count": 4,
-         "meta": {"compaction": True, "compacted_count": 4}},
+        {
+            "id": "t-sum",
+            "episode_id": None,
+            "role": "system",
+            "timestamp": T0 + 95,
+            "archived": False,
+            "content": "[compaction summary] 4 earlier turns were archived.\n- user: Deploy with key …",
+            "is_compaction_summary": True,
+            "replaced_count": 4,
+            "meta": {"compaction": True, "compacted_count": 4},
+        },
         turn(5, "user", "What did we deploy, and which key did I give you?"),
         turn(6, "assistant", f"Billing, with {SECRET}.", meta={"latency_ms": 812}),
     ]
     mgr.import_session(
-        {"id": "s-live", "agent": "deployer", "scope": "user", "scope_id": "alice",
-         "title": "Deploy billing", "started_at": T0, "last_seen_at": T0 + 60, "status": "open",
-         "source": "cli", "lineage_id": "lin-7", "meta": {"team": "payments", "contact": "ops@example.com"}},
-        turns, episodes,
+        {
+            "id": "s-live",
+            "agent": "deployer",
+            "scope": "user",
+            "scope_id": "alice",
+            "title": "Deploy billing",
+            "started_at": T0,
+            "last_seen_at": T0 + 60,
+            "status": "open",
+            "source": "cli",
+            "lineage_id": "lin-7",
+            "meta": {"team": "payments", "contact": "ops@example.com"},
+        },
+        turns,
+        episodes,
     )
     report = import_paths(mgr.import_session, [FIXTURES / "billing-review-8c1e.json"])
     assert not report.failed
@@ -147,8 +203,10 @@ def test_redaction_reaches_titles_and_praisonai_metadata(service, tmp_path: Path
     from sqlalchemy import text
 
     with service.store.write() as tx:
-        tx.conn.execute(text("UPDATE sessions SET title = :t, agent = :a WHERE id = 's-live'"),
-                        {"t": f"key {SECRET}", "a": "bot for ops@example.com"})
+        tx.conn.execute(
+            text("UPDATE sessions SET title = :t, agent = :a WHERE id = 's-live'"),
+            {"t": f"key {SECRET}", "a": "bot for ops@example.com"},
+        )
     buf = io.StringIO()
     export_sessions(service, ["s-live"], "md", buf, redact="strict")
     assert SECRET not in buf.getvalue() and "# key [REDACTED:api_key:1]" in buf.getvalue()
@@ -166,8 +224,11 @@ def _dump(service) -> list:
     from sqlalchemy import text
 
     with service.store.read() as conn:
-        return [tuple(r) for t in ("sessions", "episodes", "turns")
-                for r in conn.execute(text(f"SELECT * FROM {t} ORDER BY 1"))]
+        return [
+            tuple(r)
+            for t in ("sessions", "episodes", "turns")
+            for r in conn.execute(text(f"SELECT * FROM {t} ORDER BY 1"))
+        ]
 
 
 def test_unknown_ids_fail_before_writing_anything(service, tmp_path: Path) -> None:
@@ -264,13 +325,26 @@ def email_id_sessions(service, tmp_path: Path) -> None:
     first = f"{CAROL}#1"
     for sid, extra in ((first, {}), ("s-carol-2", {"root_session_id": first})):
         mgr.import_session(
-            {"id": sid, "scope": "user", "scope_id": CAROL, "title": "Trip", "started_at": T0 + 500,
-             "last_seen_at": T0 + 510, **extra},
+            {
+                "id": sid,
+                "scope": "user",
+                "scope_id": CAROL,
+                "title": "Trip",
+                "started_at": T0 + 500,
+                "last_seen_at": T0 + 510,
+                **extra,
+            },
             [{"id": f"{sid}-t0", "role": "user", "content": "Book the train.", "timestamp": T0 + 500}],
         )
-    doc = {"session_id": "dave-chat", "user_id": DAVE, "agent_name": None, "created_at": T0 + 600,
-           "updated_at": T0 + 610, "metadata": {},
-           "messages": [{"role": "user", "content": "Hello", "timestamp": T0 + 600}]}
+    doc = {
+        "session_id": "dave-chat",
+        "user_id": DAVE,
+        "agent_name": None,
+        "created_at": T0 + 600,
+        "updated_at": T0 + 610,
+        "metadata": {},
+        "messages": [{"role": "user", "content": "Hello", "timestamp": T0 + 600}],
+    }
     (tmp_path / "dave-chat.json").write_text(json.dumps(doc))
     assert not import_paths(mgr.import_session, [tmp_path / "dave-chat.json"]).failed
 
@@ -340,8 +414,17 @@ def test_email_ids_are_kept_without_redaction(service, tmp_path: Path) -> None:
 
 def test_strict_pseudonymises_ids_with_other_personal_data(service, tmp_path: Path) -> None:
     mgr = SessionManager(service.store)
-    mgr.import_session({"id": "s-phone", "scope": "user", "scope_id": "+49 151 12345678", "title": "t",
-                        "started_at": T0 + 700, "last_seen_at": T0 + 700}, [])
+    mgr.import_session(
+        {
+            "id": "s-phone",
+            "scope": "user",
+            "scope_id": "+49 151 12345678",
+            "title": "t",
+            "started_at": T0 + 700,
+            "last_seen_at": T0 + 700,
+        },
+        [],
+    )
 
     def scope_ids(level: str) -> dict[str, str]:
         buf = io.StringIO()
@@ -359,8 +442,16 @@ def test_cli_pseudonyms_are_keyed_by_the_home(home: Path, tmp_path: Path) -> Non
 
     store = Store.open(home / "memviewer.db")
     SessionManager(store).import_session(
-        {"id": "s-carol", "scope": "user", "scope_id": CAROL, "title": "t", "started_at": T0 + 800,
-         "last_seen_at": T0 + 800}, [])
+        {
+            "id": "s-carol",
+            "scope": "user",
+            "scope_id": CAROL,
+            "title": "t",
+            "started_at": T0 + 800,
+            "last_seen_at": T0 + 800,
+        },
+        [],
+    )
     store.close()
     r = _run(home, "export", "s-carol", "--format", "json", "--redact", "standard")
     assert r.exit_code == 0, r.stderr
@@ -386,8 +477,7 @@ def test_cli_refuses_a_target_inside_the_home(home: Path, inside: str) -> None:
     assert _run(home, "sessions", "--json").exit_code == 0
 
 
-def test_a_symlink_into_the_home_is_refused_and_one_elsewhere_is_followed(home: Path,
-                                                                          tmp_path: Path) -> None:
+def test_a_symlink_into_the_home_is_refused_and_one_elsewhere_is_followed(home: Path, tmp_path: Path) -> None:
     to_db = tmp_path / "db-link"
     to_db.symlink_to(home / "memviewer.db")
     r = _run(home, "export", "--all", "--format", "json", "-o", str(to_db))
@@ -430,18 +520,23 @@ def test_praisonai_does_not_overwrite_existing_files_without_force(home: Path, t
     assert f"2 session files in {out} would be overwritten" in r.stderr and names[0] in r.stderr
     assert "hint: pass --force" in r.stderr
     assert {p.name: p.read_bytes() for p in out.iterdir()} == originals  # no staging folder left either
-    r = _run(home, "export", "--all", "--format", "praisonai", "--redact", "standard", "-o", str(out),
-             "--force")
+    r = _run(
+        home, "export", "--all", "--format", "praisonai", "--redact", "standard", "-o", str(out), "--force"
+    )
     assert r.exit_code == 0 and SECRET not in "".join(p.read_text() for p in out.iterdir())
 
 
-@pytest.mark.parametrize(("err", "hint"), [
-    (errno.ENOSPC, "free space on the disk holding"),
-    (errno.EACCES, "check that you may write to"),
-])
+@pytest.mark.parametrize(
+    ("err", "hint"),
+    [
+        (errno.ENOSPC, "free space on the disk holding"),
+        (errno.EACCES, "check that you may write to"),
+    ],
+)
 @pytest.mark.parametrize("fmt", ["json", "praisonai"])
-def test_cli_write_failures_are_one_error_line_and_leave_nothing(home: Path, tmp_path: Path, monkeypatch,
-                                                                 err: int, hint: str, fmt: str) -> None:
+def test_cli_write_failures_are_one_error_line_and_leave_nothing(
+    home: Path, tmp_path: Path, monkeypatch, err: int, hint: str, fmt: str
+) -> None:
     real_replace = os.replace
 
     def failing_replace(src, dst):
@@ -452,8 +547,9 @@ def test_cli_write_failures_are_one_error_line_and_leave_nothing(home: Path, tmp
     r = _run(home, "export", "--all", "--format", fmt, "-o", str(out))
     monkeypatch.setattr(os, "replace", real_replace)
     assert r.exit_code == 1 and "Traceback" not in r.output
-    assert r.stderr.startswith(f"error: cannot write the export to {out}: {os.strerror(err)}; "
-                               "nothing was written")
+    assert r.stderr.startswith(
+        f"error: cannot write the export to {out}: {os.strerror(err)}; nothing was written"
+    )
     assert hint in r.stderr
     leftovers = [p.name for p in tmp_path.rglob("*") if p.name.startswith(".")]
     assert leftovers == [] and (not out.exists() or list(out.iterdir()) == [])

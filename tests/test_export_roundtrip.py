@@ -26,8 +26,11 @@ FIXTURES = Path(__file__).parent / "fixtures" / "praisonai"
 _counter = itertools.count()
 
 json_leaf = (
-    st.none() | st.booleans() | st.integers(-(2**53), 2**53)
-    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=12)
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**53), 2**53)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=12)
 )
 json_value = st.recursive(
     json_leaf,
@@ -45,12 +48,19 @@ def session_bundle(draw: st.DrawFn) -> tuple[dict[str, Any], list[dict[str, Any]
     t = draw(st.floats(1e9, 2e9))
     n_eps = draw(st.integers(0, 2))
     episodes = [
-        {"id": f"{sid}-e{i}", "status": draw(st.sampled_from(["open", "closed"])),
-         "closed_by": draw(st.none() | st.sampled_from(["finalized", "abandoned"])),
-         "started_at": t + i, "ended_at": draw(st.none() | st.just(t + i + 0.5)),
-         "intent_kind": draw(st.sampled_from(["task", "chitchat", "unknown"])),
-         "intent_confidence": draw(st.floats(0, 1)), "intent_rule": "r", "intent_source": "heuristic",
-         "r_task": draw(st.none() | st.floats(0, 1)), "meta": draw(meta)}
+        {
+            "id": f"{sid}-e{i}",
+            "status": draw(st.sampled_from(["open", "closed"])),
+            "closed_by": draw(st.none() | st.sampled_from(["finalized", "abandoned"])),
+            "started_at": t + i,
+            "ended_at": draw(st.none() | st.just(t + i + 0.5)),
+            "intent_kind": draw(st.sampled_from(["task", "chitchat", "unknown"])),
+            "intent_confidence": draw(st.floats(0, 1)),
+            "intent_rule": "r",
+            "intent_source": "heuristic",
+            "r_task": draw(st.none() | st.floats(0, 1)),
+            "meta": draw(meta),
+        }
         for i in range(n_eps)
     ]
     n = draw(st.integers(0, 8))
@@ -58,36 +68,66 @@ def session_bundle(draw: st.DrawFn) -> tuple[dict[str, Any], list[dict[str, Any]
     turns = []
     for i in range(n):
         t += draw(st.floats(0, 5000))
-        turns.append({
-            "id": f"{sid}-t{i}",
-            "episode_id": draw(st.none() | st.sampled_from([e["id"] for e in episodes] or [None])),
-            "role": draw(st.sampled_from(["user", "assistant", "tool", "system"])),
-            "content": draw(st.text(max_size=40)),
-            "timestamp": t,
-            "archived": i < n_archived,
-            "tool_calls": draw(st.none() | st.lists(st.fixed_dictionaries({
-                "id": ident, "type": st.just("function"),
-                "function": st.fixed_dictionaries({"name": ident, "arguments": st.text(max_size=20)}),
-            }), max_size=2)),
-            "tool_call_id": draw(st.none() | ident),
-            "meta": draw(meta),
-        })
+        turns.append(
+            {
+                "id": f"{sid}-t{i}",
+                "episode_id": draw(st.none() | st.sampled_from([e["id"] for e in episodes] or [None])),
+                "role": draw(st.sampled_from(["user", "assistant", "tool", "system"])),
+                "content": draw(st.text(max_size=40)),
+                "timestamp": t,
+                "archived": i < n_archived,
+                "tool_calls": draw(
+                    st.none()
+                    | st.lists(
+                        st.fixed_dictionaries(
+                            {
+                                "id": ident,
+                                "type": st.just("function"),
+                                "function": st.fixed_dictionaries(
+                                    {"name": ident, "arguments": st.text(max_size=20)}
+                                ),
+                            }
+                        ),
+                        max_size=2,
+                    )
+                ),
+                "tool_call_id": draw(st.none() | ident),
+                "meta": draw(meta),
+            }
+        )
     if n_archived and n_archived < n or (n_archived and draw(st.booleans())):
-        turns.insert(n_archived, {
-            "id": f"{sid}-sum", "episode_id": None, "role": "system", "timestamp": t + 1,
-            "content": f"[compaction summary] {n_archived} earlier turns were archived.", "archived": False,
-            "is_compaction_summary": True, "replaced_count": n_archived,
-            "meta": {"compaction": True, "compacted_count": n_archived}, "tool_calls": None,
-            "tool_call_id": None,
-        })
+        turns.insert(
+            n_archived,
+            {
+                "id": f"{sid}-sum",
+                "episode_id": None,
+                "role": "system",
+                "timestamp": t + 1,
+                "content": f"[compaction summary] {n_archived} earlier turns were archived.",
+                "archived": False,
+                "is_compaction_summary": True,
+                "replaced_count": n_archived,
+                "meta": {"compaction": True, "compacted_count": n_archived},
+                "tool_calls": None,
+                "tool_call_id": None,
+            },
+        )
     scope = draw(st.sampled_from(["user", "agent", "team"]))
     session = {
-        "id": sid, "agent": draw(st.text(max_size=8)), "scope": scope, "scope_id": draw(st.text(max_size=6)),
-        "title": draw(st.text(max_size=20)), "started_at": t - 1e6, "last_seen_at": t,
-        "closed_at": draw(st.none() | st.just(t + 2)), "status": draw(st.sampled_from(["open", "closed"])),
+        "id": sid,
+        "agent": draw(st.text(max_size=8)),
+        "scope": scope,
+        "scope_id": draw(st.text(max_size=6)),
+        "title": draw(st.text(max_size=20)),
+        "started_at": t - 1e6,
+        "last_seen_at": t,
+        "closed_at": draw(st.none() | st.just(t + 2)),
+        "status": draw(st.sampled_from(["open", "closed"])),
         "source": draw(st.none() | st.sampled_from(["cli", "cron", ""])),
-        "lineage_id": draw(st.none() | ident), "root_session_id": draw(st.none() | ident),
-        "thread_id": None, "parent_session_id": draw(st.none() | ident),
+        "lineage_id": draw(st.none() | ident),
+        "root_session_id": draw(st.none() | ident),
+        "thread_id": None,
+        "parent_session_id": draw(st.none() | ident),
         "retention": draw(st.sampled_from(["compact", "keep_all"])),
         "active_window": draw(st.integers(2, 500)),
         "meta": draw(meta),
@@ -182,9 +222,13 @@ def test_praisonai_files_survive_memviewer_losslessly(tmp_path: Path) -> None:
 
 
 # -- import json: malformed files and id collisions ----------------------------------
-GOOD = {"session": {"session_id": "s-good", "started_at": 1.7e9, "last_seen_at": 1.7e9},
-        "episodes": [], "turns": [{"turn_id": "g-1", "index": 0, "role": "user", "content": "hi",
-                                   "timestamp": 1.7e9, "archived": False}]}
+GOOD = {
+    "session": {"session_id": "s-good", "started_at": 1.7e9, "last_seen_at": 1.7e9},
+    "episodes": [],
+    "turns": [
+        {"turn_id": "g-1", "index": 0, "role": "user", "content": "hi", "timestamp": 1.7e9, "archived": False}
+    ],
+}
 
 
 def _turn(**over: Any) -> dict[str, Any]:
@@ -193,8 +237,10 @@ def _turn(**over: Any) -> dict[str, Any]:
 
 def _export_file(path: Path, *records: dict[str, Any]) -> Path:
     lines = ",\n".join(json.dumps(r) for r in records)
-    path.write_text('{"format":"memviewer.export","version":1,"redaction":null,"sessions":[\n'
-                    + lines + "\n]}\n", encoding="utf-8")
+    path.write_text(
+        '{"format":"memviewer.export","version":1,"redaction":null,"sessions":[\n' + lines + "\n]}\n",
+        encoding="utf-8",
+    )
     return path
 
 
@@ -205,8 +251,10 @@ BAD_RECORDS = {
     "str_ts": ({"session": {"session_id": "b"}, "turns": [_turn(timestamp="soon")]}, "epoch seconds"),
     "bad_role": ({"session": {"session_id": "b"}, "turns": [_turn(role="wizard")]}, "role must be one of"),
     "list_content": ({"session": {"session_id": "b"}, "turns": [_turn(content=["x"])]}, "content must be"),
-    "dict_tool_id": ({"session": {"session_id": "b"}, "turns": [_turn(tool_call_id={"a": 1})]},
-                     "tool_call_id"),
+    "dict_tool_id": (
+        {"session": {"session_id": "b"}, "turns": [_turn(tool_call_id={"a": 1})]},
+        "tool_call_id",
+    ),
     "ep_no_id": ({"session": {"session_id": "b"}, "episodes": [{"started_at": 1.7e9}]}, "episode_id"),
     "dup_turn": ({"session": {"session_id": "b"}, "turns": [_turn(), _turn(index=1)]}, "appears twice"),
     "scope_list": ({"session": {"session_id": "b", "scope": ["x"]}}, "scope must be a string"),
@@ -214,8 +262,10 @@ BAD_RECORDS = {
     "window_str": ({"session": {"session_id": "b", "active_window": "9"}}, "active_window"),
     "count_neg": ({"session": {"session_id": "b"}, "turns": [_turn(replaced_count=-1)]}, "replaced_count"),
     "surrogate": ({"session": {"session_id": "b"}, "turns": [_turn(content="\ud800")]}, "surrogate"),
-    "stray_episode": ({"session": {"session_id": "b"}, "turns": [_turn(episode_id="e-x")]},
-                      "episode e-x is not in session b"),
+    "stray_episode": (
+        {"session": {"session_id": "b"}, "turns": [_turn(episode_id="e-x")]},
+        "episode e-x is not in session b",
+    ),
 }
 
 
@@ -241,9 +291,11 @@ def test_a_malformed_export_stores_nothing_and_names_the_field(tmp_path: Path, c
 def test_nan_or_absurd_nesting_or_huge_ints_are_file_errors(tmp_path: Path) -> None:
     svc, mgr = _fresh(tmp_path)
     head = '{"format":"memviewer.export","version":1,"redaction":null,"sessions":[\n'
-    cases = {"nan": '{"session":{"session_id":"b","started_at":NaN}}',
-             "deep": "[" * 100_000 + "]" * 100_000,
-             "bigint": '{"session":{"session_id":"b","active_window":' + "9" * 5000 + "}}"}
+    cases = {
+        "nan": '{"session":{"session_id":"b","started_at":NaN}}',
+        "deep": "[" * 100_000 + "]" * 100_000,
+        "bigint": '{"session":{"session_id":"b","active_window":' + "9" * 5000 + "}}",
+    }
     try:
         for name, line in cases.items():
             path = tmp_path / f"{name}.json"
@@ -258,8 +310,9 @@ def test_sessions_owned_elsewhere_fail_alone(tmp_path: Path) -> None:
     svc, mgr = _fresh(tmp_path)
     try:
         mgr.open_session(session_id="s-live", title="live")  # published live
-        mgr.import_session({"id": "s-other"}, [{"id": "t-taken", "role": "user", "content": "x",
-                                                "timestamp": 1.7e9}])
+        mgr.import_session(
+            {"id": "s-other"}, [{"id": "t-taken", "role": "user", "content": "x", "timestamp": 1.7e9}]
+        )
         path = _export_file(
             tmp_path / "e.json",
             {"session": {"session_id": "s-live", "title": "from the file"}},
@@ -269,8 +322,10 @@ def test_sessions_owned_elsewhere_fail_alone(tmp_path: Path) -> None:
         report = import_file(mgr.import_session, path)
         assert [r["session_id"] for r in report["imported"]] == ["s-good"]
         errors = {f["session_id"]: f["error"] for f in report["failed"]}
-        assert errors == {"s-live": "session s-live already exists (from published live)",
-                          "s-thief": "session s-thief: turn t-taken belongs to session s-other"}
+        assert errors == {
+            "s-live": "session s-live already exists (from published live)",
+            "s-thief": "session s-thief: turn t-taken belongs to session s-other",
+        }
         replaced = import_file(mgr.import_session, path, replace=True)
         assert {r["session_id"] for r in replaced["imported"]} == {"s-live", "s-good"}
         assert "s-thief" in {f["session_id"] for f in replaced["failed"]}  # --replace never steals turns
@@ -286,8 +341,20 @@ def test_cli_import_json_goes_on_after_a_bad_file(tmp_path: Path) -> None:
     good = _export_file(tmp_path / "good.json", GOOD)
     bad = _export_file(tmp_path / "bad.json", BAD_RECORDS["huge_ts"][0])
     home = tmp_path / "h"
-    res = CliRunner().invoke(cli, ["--home", str(home), "import", "json", "--no-index", "--json",
-                                   str(bad), str(tmp_path / "missing.json"), str(good)])
+    res = CliRunner().invoke(
+        cli,
+        [
+            "--home",
+            str(home),
+            "import",
+            "json",
+            "--no-index",
+            "--json",
+            str(bad),
+            str(tmp_path / "missing.json"),
+            str(good),
+        ],
+    )
     assert res.exit_code == 1 and "Traceback" not in res.output
     report = json.loads(res.stdout)
     assert [r["session_id"] for r in report["imported"]] == ["s-good"]
@@ -305,8 +372,10 @@ def test_an_export_file_that_changes_between_check_and_import_reports_what_was_s
     b, mgr_b = _fresh(tmp_path)
     try:
         for n in range(3):
-            mgr_a.import_session({"id": f"s-{n}", "title": f"t {n}"},
-                                 [{"id": f"s-{n}-t0", "role": "user", "content": "x", "timestamp": 1e9}])
+            mgr_a.import_session(
+                {"id": f"s-{n}", "title": f"t {n}"},
+                [{"id": f"s-{n}-t0", "role": "user", "content": "x", "timestamp": 1e9}],
+            )
         path = tmp_path / "export.json"
         path.write_text(_json_export(a), encoding="utf-8")
         real = json_import._records

@@ -10,22 +10,50 @@ from memviewer.store.db import Store
 def commands():
     cmds = [
         {"op": "open_session", "session_id": "s1", "agent": "bot", "active_window": 4, "ts": 100.0},
-        {"op": "start_episode", "session_id": "s1", "user_message": "go", "episode_id": "e1",
-         "turn_id": "u0", "ts": 101.0},
+        {
+            "op": "start_episode",
+            "session_id": "s1",
+            "user_message": "go",
+            "episode_id": "e1",
+            "turn_id": "u0",
+            "ts": 101.0,
+        },
     ]
     for i in range(9):  # crosses the window twice: two compaction rounds mid-batch
-        cmds.append({"op": "add_turn", "episode_id": "e1", "role": "assistant",
-                     "content": f"step {i}", "turn_id": f"t{i}", "ts": 102.0 + i,
-                     "metadata": {"i": i}, "tool_calls": [{"name": "ls"}] if i == 3 else None})
+        cmds.append(
+            {
+                "op": "add_turn",
+                "episode_id": "e1",
+                "role": "assistant",
+                "content": f"step {i}",
+                "turn_id": f"t{i}",
+                "ts": 102.0 + i,
+                "metadata": {"i": i},
+                "tool_calls": [{"name": "ls"}] if i == 3 else None,
+            }
+        )
     cmds += [
-        {"op": "add_turn", "episode_id": "e1", "role": "assistant", "content": "step 0",
-         "turn_id": "t0", "ts": 102.0, "metadata": {"i": 0}},  # replay
+        {
+            "op": "add_turn",
+            "episode_id": "e1",
+            "role": "assistant",
+            "content": "step 0",
+            "turn_id": "t0",
+            "ts": 102.0,
+            "metadata": {"i": 0},
+        },  # replay
         {"op": "add_turn", "episode_id": "nope", "role": "assistant", "content": "x", "ts": 1.0},
         {"op": "add_turn", "episode_id": "e1", "role": "wizard", "content": "x", "ts": 1.0},
         {"op": "add_turn", "episode_id": "e1", "role": "user", "ts": 1.0},
         {"op": "finalize_episode", "episode_id": "e1", "ts": 120.0},
-        {"op": "add_turn", "episode_id": "e1", "role": "assistant", "content": "late",
-         "turn_id": "late", "ts": 121.0},  # conflict: finalized earlier in the same batch
+        {
+            "op": "add_turn",
+            "episode_id": "e1",
+            "role": "assistant",
+            "content": "late",
+            "turn_id": "late",
+            "ts": 121.0,
+        },  # conflict: finalized earlier in the same batch
     ]
     return cmds
 
@@ -35,8 +63,8 @@ def snapshot(store: Store):
         turns = repos.session_turns(conn, "s1")
         session = repos.get_session(conn, "s1")
     rows = [
-        {k: v for k, v in t.items() if k not in ("num", "id", "timestamp")} | {
-            "id": None if t["is_compaction_summary"] else t["id"]}
+        {k: v for k, v in t.items() if k not in ("num", "id", "timestamp")}
+        | {"id": None if t["is_compaction_summary"] else t["id"]}
         for t in turns
     ]
     events = [(e.seq, e.kind, e.session_id, e.episode_id) for e in store.events_since(0)]
@@ -49,12 +77,17 @@ def test_fast_batch_equals_one_by_one(tmp_path):
     ms, mf = SessionManager(slow), SessionManager(fast)
     slow_results = []
     for cmd in commands():
-        slow_results.extend(ms.apply_batch([cmd]) if cmd["op"] != "add_turn" else
-                            [_portable(ms, cmd)])
+        slow_results.extend(ms.apply_batch([cmd]) if cmd["op"] != "add_turn" else [_portable(ms, cmd)])
     fast_results = mf.apply_batch(commands())
     assert fast_results == slow_results
     assert [r.get("error", {}).get("code") for r in fast_results][-6:] == [
-        None, "episode_not_found", "invalid_argument", "invalid_argument", None, "conflict"]
+        None,
+        "episode_not_found",
+        "invalid_argument",
+        "invalid_argument",
+        None,
+        "conflict",
+    ]
     assert snapshot(fast) == snapshot(slow)
     assert snapshot(fast)[3] == 110.0  # last_seen_at = the newest turn (step 8 at 102 + 8)
     slow.close()

@@ -32,11 +32,18 @@ def test_hub_inside_a_running_loop_serves_and_fans_out(service, settings) -> Non
         assert oct(os.stat(sock).st_mode & 0o777) == "0o600"
         # a remote client publishes while the app itself writes in-process from a worker thread
         remote = RemoteService(sock)
-        results = await asyncio.to_thread(remote.publish, [
-            {"op": "open_session", "session_id": "s-remote", "agent": "remote"},
-            {"op": "start_episode", "session_id": "s-remote", "episode_id": "e-remote",
-             "user_message": "fix the flaky test"},
-        ])
+        results = await asyncio.to_thread(
+            remote.publish,
+            [
+                {"op": "open_session", "session_id": "s-remote", "agent": "remote"},
+                {
+                    "op": "start_episode",
+                    "session_id": "s-remote",
+                    "episode_id": "e-remote",
+                    "user_message": "fix the flaky test",
+                },
+            ],
+        )
         assert all("ok" in r for r in results)
         await asyncio.to_thread(service.open_session, session_id="s-local", agent="tui")
         last = service.last_seq
@@ -119,8 +126,14 @@ def test_recall_over_the_socket_passes_options_and_reports_bad_ones(service, set
         await hub.start()
         remote = RemoteService(sock)
         try:
-            out = await asyncio.to_thread(remote.recall, "what did I cook a week ago?", scope="user",
-                                          scope_id="u1", as_of=ASKED, top_k=1)
+            out = await asyncio.to_thread(
+                remote.recall,
+                "what did I cook a week ago?",
+                scope="user",
+                scope_id="u1",
+                as_of=ASKED,
+                top_k=1,
+            )
             assert out["diagnostics"]["time_window"]["phrase"] == "a week ago"
             assert [r["session_id"] for r in out["results"]] == ["s-week"]
             with pytest.raises(MemviewerError) as err:

@@ -44,8 +44,9 @@ def test_socket_0600_in_a_0700_folder(tmp_path: Path, short_tmp: Path) -> None:
     (runtime / "memviewer").mkdir(mode=0o755)
     (runtime / "memviewer").chmod(0o755)
     default_sock = runtime / "memviewer" / "hub.sock"
-    with HubProcess(tmp_path / "home", default_sock, export_socket=False,
-                    extra_env={"XDG_RUNTIME_DIR": str(runtime)}):
+    with HubProcess(
+        tmp_path / "home", default_sock, export_socket=False, extra_env={"XDG_RUNTIME_DIR": str(runtime)}
+    ):
         assert _mode(default_sock) == 0o600
         assert _mode(default_sock.parent) == 0o700
     assert not default_sock.exists()
@@ -155,8 +156,11 @@ def test_spools_of_dead_publishers_are_ingested_on_start_and_live_ones_are_left_
     sock = short_tmp / "hub.sock"
     spool_dir = paths.spool_dir(home)
     # 1. a publisher process that spooled (no hub) and then died by SIGKILL
-    proc = subprocess.Popen([sys.executable, "-c", CRASHING_PUBLISHER, str(sock), str(spool_dir)],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CRASHING_PUBLISHER, str(sock), str(spool_dir)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "spooled"
     finally:
@@ -164,8 +168,9 @@ def test_spools_of_dead_publishers_are_ingested_on_start_and_live_ones_are_left_
         proc.wait(10)
     # 2. a live owner: its lock keeps the hub away from its file
     owned = SpoolFile(spool_dir)
-    owned.append([json.dumps({"cid": 1, "op": "open_session", "session_id": "s-owned",
-                              "agent": "owner"}).encode()])
+    owned.append(
+        [json.dumps({"cid": 1, "op": "open_session", "session_id": "s-owned", "agent": "owner"}).encode()]
+    )
     assert len(list(spool_dir.glob("*.ndjson"))) == 2
 
     with HubProcess(home, sock) as hub:
@@ -179,7 +184,8 @@ def test_spools_of_dead_publishers_are_ingested_on_start_and_live_ones_are_left_
             crashy = remote.session("s-crashy")
             real = [t for t in crashy["turns"] if not t["is_compaction_summary"]]
             assert [t["content"] for t in real] == ["collect the logs"] + [
-                f"log line {i}" for i in range(300)]
+                f"log line {i}" for i in range(300)
+            ]
             assert remote.sessions(filter="owner")["total"] == 0
             assert remote.stats()["hub"]["spool_ingested"][0]["skipped_owned"] == 1
         hub.stop()
@@ -197,8 +203,19 @@ def test_one_hub_per_home_even_on_another_socket(tmp_path: Path, short_tmp: Path
     home = tmp_path / "home"
     with HubProcess(home, short_tmp / "a.sock"):
         r = subprocess.run(
-            [sys.executable, "-c", "from memviewer.cli import main; main()", "--home", str(home),
-             "--socket", str(short_tmp / "b.sock"), "serve"], capture_output=True, text=True, timeout=60,
+            [
+                sys.executable,
+                "-c",
+                "from memviewer.cli import main; main()",
+                "--home",
+                str(home),
+                "--socket",
+                str(short_tmp / "b.sock"),
+                "serve",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=60,
         )
         assert r.returncode != 0
         assert "already running for" in r.stderr and str(short_tmp / "a.sock") in r.stderr

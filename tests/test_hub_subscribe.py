@@ -28,8 +28,9 @@ class Collector(threading.Thread):
         super().__init__(daemon=True)
         self.states: list[ConnectionState] = []
         self.events: list[EventRecord] = []
-        self.sub = Subscriber(sock, from_seq, on_state=self.states.append, min_backoff=0.05,
-                              max_backoff=0.3, **kwargs)
+        self.sub = Subscriber(
+            sock, from_seq, on_state=self.states.append, min_backoff=0.05, max_backoff=0.3, **kwargs
+        )
         self.loop: asyncio.AbstractEventLoop | None = None
         self.start()
 
@@ -143,8 +144,10 @@ def test_a_subscriber_that_stops_reading_does_not_grow_hub_memory(tmp_path: Path
     sock = short_tmp / "hub.sock"
     queue_limit = 500
     payload = "x" * 3000
-    with HubProcess(tmp_path / "home", sock, subscriber_queue=queue_limit) as hub, \
-            Publisher(sock, tmp_path / "spool") as pub:
+    with (
+        HubProcess(tmp_path / "home", sock, subscriber_queue=queue_limit) as hub,
+        Publisher(sock, tmp_path / "spool") as pub,
+    ):
         open_sessions(pub, 300, payload)  # warm-up: caches, pools, first pages
         assert pub.flush(60)
         start_seq = last_seq(sock)
@@ -153,8 +156,12 @@ def test_a_subscriber_that_stops_reading_does_not_grow_hub_memory(tmp_path: Path
         stalled = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
         stalled.connect(str(sock))
-        stalled.sendall(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "subscribe",
-                                    "params": {"from_seq": start_seq}}).encode() + b"\n")
+        stalled.sendall(
+            json.dumps(
+                {"jsonrpc": "2.0", "id": 1, "method": "subscribe", "params": {"from_seq": start_seq}}
+            ).encode()
+            + b"\n"
+        )
         reader = Collector(sock, start_seq)  # a healthy subscriber alongside
 
         open_sessions(pub, 20_000, payload)
@@ -188,14 +195,22 @@ def test_a_subscriber_that_stops_reading_does_not_grow_hub_memory(tmp_path: Path
             assert msg["method"] == "event" and msg["params"]["seq"] == seen + 1
             seen += 1
         assert lagged["last_seq_sent"] == seen < final
-        stalled.sendall(json.dumps({"jsonrpc": "2.0", "id": 2, "method": "subscribe",
-                                    "params": {"from_seq": seen}}).encode() + b"\n")
+        stalled.sendall(
+            json.dumps(
+                {"jsonrpc": "2.0", "id": 2, "method": "subscribe", "params": {"from_seq": seen}}
+            ).encode()
+            + b"\n"
+        )
         assert json.loads(rfile.readline())["id"] == 2
         while seen < final:
             msg = json.loads(rfile.readline())
             if msg.get("method") == "lagged":  # allowed again while catching up live
-                stalled.sendall(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "subscribe",
-                                            "params": {"from_seq": seen}}).encode() + b"\n")
+                stalled.sendall(
+                    json.dumps(
+                        {"jsonrpc": "2.0", "id": 3, "method": "subscribe", "params": {"from_seq": seen}}
+                    ).encode()
+                    + b"\n"
+                )
                 continue
             if "id" in msg:
                 continue

@@ -44,8 +44,10 @@ def test_no_follow_reads_the_store_without_a_hub(service, settings) -> None:  # 
     assert objs == json.loads(json.dumps(expected))
     assert all(set(o) == KEYS for o in objs) and [o["seq"] for o in objs] == list(range(1, last + 1))
 
-    started = [json.loads(line) for line in _tail(settings, "--no-follow", "--json", "--from-seq", "0",
-                                                  "--kind", "episode.started")]
+    started = [
+        json.loads(line)
+        for line in _tail(settings, "--no-follow", "--json", "--from-seq", "0", "--kind", "episode.started")
+    ]
     assert [o["payload"]["user_message"] for o in started] == [f"task {n}: fix the build" for n in range(6)]
 
     recent = _tail(settings, "--no-follow")  # default: the last 10, readable
@@ -64,9 +66,19 @@ def test_follow_prints_live_events_from_a_hub(tmp_path: Path, short_tmp: Path) -
     home, sock = tmp_path / "home", short_tmp / "hub.sock"
     with HubProcess(home, sock):
         tail = subprocess.Popen(
-            [sys.executable, "-c", "from memviewer.cli import main; main()",
-             "tail", "--json", "--from-seq", "0"],
-            env=hub_env(home, sock), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            [
+                sys.executable,
+                "-c",
+                "from memviewer.cli import main; main()",
+                "tail",
+                "--json",
+                "--from-seq",
+                "0",
+            ],
+            env=hub_env(home, sock),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
         )
         try:
             time.sleep(0.5)
@@ -80,8 +92,12 @@ def test_follow_prints_live_events_from_a_hub(tmp_path: Path, short_tmp: Path) -
         finally:
             tail.terminate()
             tail.wait(10)
-    assert [o["kind"] for o in seen] == ["session.started", "episode.started", "episode.turn_added",
-                                         "episode.turn_added"]
+    assert [o["kind"] for o in seen] == [
+        "session.started",
+        "episode.started",
+        "episode.turn_added",
+        "episode.turn_added",
+    ]
     assert seen[-1]["payload"]["turn"]["content"] == "you are watching"
     assert [o["seq"] for o in seen] == [1, 2, 3, 4]
 
@@ -115,10 +131,22 @@ def test_a_running_hub_sees_what_another_process_writes(settings, short_tmp: Pat
             store = Store.open(home / "memviewer.db")  # this process, not the hub's
             try:
                 mgr = SessionManager(store)
-                await asyncio.to_thread(lambda: [mgr.import_session(
-                    {"id": f"imp-{i:03d}", "scope": "user", "scope_id": "u1", "title": f"import {i}"},
-                    [{"id": f"imp-{i:03d}-t0", "role": "user", "content": f"turn of {i}", "timestamp": 1e9}],
-                ) for i in range(700)])
+                await asyncio.to_thread(
+                    lambda: [
+                        mgr.import_session(
+                            {"id": f"imp-{i:03d}", "scope": "user", "scope_id": "u1", "title": f"import {i}"},
+                            [
+                                {
+                                    "id": f"imp-{i:03d}-t0",
+                                    "role": "user",
+                                    "content": f"turn of {i}",
+                                    "timestamp": 1e9,
+                                }
+                            ],
+                        )
+                        for i in range(700)
+                    ]
+                )
             finally:
                 store.close()
             return await asyncio.wait_for(task, timeout=15)  # no publish ever wakes the hub

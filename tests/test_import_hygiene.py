@@ -7,9 +7,18 @@ import subprocess
 import sys
 
 CORE = (
-    "memviewer.service", "memviewer.cli", "memviewer.session.manager", "memviewer.store.db",
-    "memviewer.wire.hub", "memviewer.wire.subscriber", "memviewer.wire.remote", "memviewer.wire.probe",
-    "memviewer.commands.hub", "memviewer.commands.demo", "memviewer.demo.scenario", "memviewer.demo.live",
+    "memviewer.service",
+    "memviewer.cli",
+    "memviewer.session.manager",
+    "memviewer.store.db",
+    "memviewer.wire.hub",
+    "memviewer.wire.subscriber",
+    "memviewer.wire.remote",
+    "memviewer.wire.probe",
+    "memviewer.commands.hub",
+    "memviewer.commands.demo",
+    "memviewer.demo.scenario",
+    "memviewer.demo.live",
 )
 
 
@@ -41,6 +50,14 @@ def test_the_publisher_needs_only_the_standard_library() -> None:
     )
     result = _run(code)
     assert result["bad"] == []
-    allowed = {"memviewer", "memviewer.client", "memviewer.ids", "memviewer.paths", "memviewer.wire",
-               "memviewer.wire.protocol", "memviewer.wire.spool", "memviewer.wire.syncclient"}
+    allowed = {
+        "memviewer",
+        "memviewer.client",
+        "memviewer.ids",
+        "memviewer.paths",
+        "memviewer.wire",
+        "memviewer.wire.protocol",
+        "memviewer.wire.spool",
+        "memviewer.wire.syncclient",
+    }
     assert set(result["memviewer"]) <= allowed

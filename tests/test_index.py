@@ -70,16 +70,21 @@ def test_compaction_keeps_archived_in_step(small_window: Any) -> None:
 
 
 def test_reimport_updates_changed_turns_and_drops_stale(service: Any) -> None:
-    turns = [{"id": f"t{i}", "role": "user", "content": f"original {i}", "timestamp": 1.0 + i}
-             for i in range(3)]
+    turns = [
+        {"id": f"t{i}", "role": "user", "content": f"original {i}", "timestamp": 1.0 + i} for i in range(3)
+    ]
     service.import_session({"id": "imp", "scope": "user", "scope_id": "u1"}, turns)
     service.sync_index(["imp"])
     turns[1] = {**turns[1], "content": "rewritten text about zebras", "archived": True}
     service.import_session({"id": "imp", "scope": "user", "scope_id": "u2"}, turns)
     report = service.sync_index(["imp"])
     assert report["updated_turns"] >= 3  # one re-embedded, scope moved on all
-    rows = {r["turn_id"]: r for r in lance_index_for(service).rows(
-        TURNS, "session_id = 'imp'", ["turn_id", "text", "archived", "scope_id"])}
+    rows = {
+        r["turn_id"]: r
+        for r in lance_index_for(service).rows(
+            TURNS, "session_id = 'imp'", ["turn_id", "text", "archived", "scope_id"]
+        )
+    }
     assert rows["t1"]["text"] == "rewritten text about zebras" and rows["t1"]["archived"] is True
     assert {r["scope_id"] for r in rows.values()} == {"u2"}
     out = service.recall("zebras", scope="user", scope_id="u2", top_k=1)
@@ -209,8 +214,9 @@ def test_contextual_embeddings_prepend_the_session_summary(settings: Any) -> Non
     texts = ["I want to book a kayak rental on the lake", "sounds good, go ahead"]
     other = ["my tax return was filed", "the accountant will call"]
     for contextual in (False, True):
-        s = settings.with_overrides(contextual_embeddings=contextual,
-                                    home=str(settings.home_path / str(contextual)))
+        s = settings.with_overrides(
+            contextual_embeddings=contextual, home=str(settings.home_path / str(contextual))
+        )
         with MemoryService(s, embedder=HashEmbedder()) as svc:
             add_session(svc, "k", texts)
             add_session(svc, "t", other)
@@ -219,8 +225,9 @@ def test_contextual_embeddings_prepend_the_session_summary(settings: Any) -> Non
             vec = next(r["vector"] for r in rows if r["text"] == texts[1])  # text stays verbatim
             plain = HashEmbedder().embed([texts[1]])[0]
             assert bool((abs(plain - vec) < 1e-6).all()) is (not contextual)
-            out = svc.recall("kayak rental", scope_id="u1", mode="flat", top_k=4,
-                             weights={"dense": 1.0, "keyword": 0.0})
+            out = svc.recall(
+                "kayak rental", scope_id="u1", mode="flat", top_k=4, weights={"dense": 1.0, "keyword": 0.0}
+            )
             ranked = [r["content"] for r in out["results"]]
             assert ranked[0] == texts[0]
             if contextual:  # the reply inherits its session's topic
@@ -247,8 +254,22 @@ def test_summaries_from_an_older_summarizer_are_rewritten_once(service: Any) -> 
     assert service.sync_index()["summaries"] == 2
     index = lance_index_for(service)
     # What a v1 index looked like: another summary, another source hash, no version recorded.
-    rows = index.rows(SUMMARIES, None, ["session_id", "scope", "scope_id", "summary", "search_text",
-                                        "turn_count", "source_hash", "method", "updated", "vector"])
+    rows = index.rows(
+        SUMMARIES,
+        None,
+        [
+            "session_id",
+            "scope",
+            "scope_id",
+            "summary",
+            "search_text",
+            "turn_count",
+            "source_hash",
+            "method",
+            "updated",
+            "vector",
+        ],
+    )
     for r in rows:
         r.update(summary="User: Great, thanks!", source_hash="v1-" + r["session_id"])
     index.upsert_summaries(rows)
@@ -257,8 +278,9 @@ def test_summaries_from_an_older_summarizer_are_rewritten_once(service: Any) -> 
     index.save_state(state)
 
     assert service.sync_index()["summaries"] == 2
-    fresh = {r["session_id"]: r for r in index.rows(SUMMARIES, None, ["session_id", "summary",
-                                                                        "source_hash"])}
+    fresh = {
+        r["session_id"]: r for r in index.rows(SUMMARIES, None, ["session_id", "summary", "source_hash"])
+    }
     assert fresh["s1"]["summary"].startswith("User: My sister Ana adopted a beagle.")
     assert not any(r["source_hash"].startswith("v1-") for r in fresh.values())
     assert service.sync_index()["summaries"] == 0  # once only

@@ -81,9 +81,11 @@ def test_a_writer_in_another_process_blocks_this_one(settings: Any) -> None:
         add_session(svc, "s1", 3)
         folder = lance_index_for(svc).folder
         folder.mkdir(parents=True, exist_ok=True)
-        code = ("import fcntl, os, sys, time\n"
-                f"fd = os.open({str(folder / WRITE_LOCK)!r}, os.O_RDWR | os.O_CREAT)\n"
-                "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('locked', flush=True)\ntime.sleep(0.8)\n")
+        code = (
+            "import fcntl, os, sys, time\n"
+            f"fd = os.open({str(folder / WRITE_LOCK)!r}, os.O_RDWR | os.O_CREAT)\n"
+            "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('locked', flush=True)\ntime.sleep(0.8)\n"
+        )
         holder = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
         try:
             assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
@@ -94,9 +96,7 @@ def test_a_writer_in_another_process_blocks_this_one(settings: Any) -> None:
             holder.wait(10)
 
 
-def test_sync_leaves_the_writing_to_a_background_indexer(
-    two: Any, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_sync_leaves_the_writing_to_a_background_indexer(two: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(indexer_mod, "POLL_S", 0.05)
     hub, cli = two
     hub.indexer().start_background()
@@ -150,9 +150,25 @@ def test_doctor_reports_duplicated_rows(service: Any) -> None:
     service.sync_index()
     assert index_status(service.settings)["ok"]
     index = lance_index_for(service)
-    rows = index.rows(TURNS, None, ["turn_id", "num", "session_id", "episode_id", "scope", "scope_id",
-                                    "role", "archived", "is_summary", "timestamp", "text",
-                                    "text_hash", "vector"])
+    rows = index.rows(
+        TURNS,
+        None,
+        [
+            "turn_id",
+            "num",
+            "session_id",
+            "episode_id",
+            "scope",
+            "scope_id",
+            "role",
+            "archived",
+            "is_summary",
+            "timestamp",
+            "text",
+            "text_hash",
+            "vector",
+        ],
+    )
     index.add_turns(rows[:2])  # what two unlocked writers used to do
     status = index_status(service.settings)
     assert not status["ok"]

@@ -194,9 +194,7 @@ def test_llm_timeout_falls_back(fake_llm: FakeLlm, caplog: pytest.LogCaptureFixt
     fake_llm.reply = verdict("task", 0.9)
     with caplog.at_level(logging.WARNING, logger="memviewer.session.intent"):
         result = classifier(fake_llm, timeout=0.3).classify("thanks, that works")
-    assert result == IntentResult(
-        "chitchat", 0.6, "en.chitchat.short_opener", "fallback", "llm_timeout"
-    )
+    assert result == IntentResult("chitchat", 0.6, "en.chitchat.short_opener", "fallback", "llm_timeout")
     assert any("llm_timeout" in r.getMessage() for r in caplog.records)
 
 
@@ -230,9 +228,7 @@ def test_no_endpoint_means_no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(urllib.request, "urlopen", forbidden)
     offline = IntentClassifier()
     assert offline.classify("thanks, that works").source == "heuristic"
-    assert offline.classify("the weather is nice") == IntentResult(
-        "unknown", 0.0, "none", "heuristic"
-    )
+    assert offline.classify("the weather is nice") == IntentResult("unknown", 0.0, "none", "heuristic")
 
 
 def test_llm_verdict_is_logged(fake_llm: FakeLlm, caplog: pytest.LogCaptureFixture) -> None:

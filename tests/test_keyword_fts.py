@@ -21,17 +21,43 @@ def _v2_database(path: Path) -> None:
     store = Store.open(path, migrate=False)
     with store.engine.connect() as conn, conn.begin():
         assert migrations.migrate(conn, target=2) == [1, 2]
-        repos.insert_session(conn, {
-            "id": "old", "agent": "a", "scope": "agent", "scope_id": "a", "title": "old one",
-            "started_at": T0, "last_seen_at": T0, "status": "closed", "retention": "compact",
-            "active_window": 100, "meta": None,
-        })
-        repos.insert_turns(conn, [
-            {"id": f"old-{i}", "session_id": "old", "episode_id": None, "idx": i, "role": "user",
-             "content": c, "timestamp": T0 + i, "archived": i == 0, "is_compaction_summary": False,
-             "replaced_count": 0, "tool_calls": None, "tool_call_id": None, "meta": None}
-            for i, c in enumerate(["the pelican contract was archived", "数据库迁移完成", "plain"])
-        ])
+        repos.insert_session(
+            conn,
+            {
+                "id": "old",
+                "agent": "a",
+                "scope": "agent",
+                "scope_id": "a",
+                "title": "old one",
+                "started_at": T0,
+                "last_seen_at": T0,
+                "status": "closed",
+                "retention": "compact",
+                "active_window": 100,
+                "meta": None,
+            },
+        )
+        repos.insert_turns(
+            conn,
+            [
+                {
+                    "id": f"old-{i}",
+                    "session_id": "old",
+                    "episode_id": None,
+                    "idx": i,
+                    "role": "user",
+                    "content": c,
+                    "timestamp": T0 + i,
+                    "archived": i == 0,
+                    "is_compaction_summary": False,
+                    "replaced_count": 0,
+                    "tool_calls": None,
+                    "tool_call_id": None,
+                    "meta": None,
+                }
+                for i, c in enumerate(["the pelican contract was archived", "数据库迁移完成", "plain"])
+            ],
+        )
     store.close()
 
 
@@ -104,8 +130,13 @@ def _corpus(mgr: SessionManager) -> None:
     topics = ["invoice export", "refund window", "webhook retries", "ledger close", "tax report"]
     for s in range(12):
         turns = [
-            {"id": f"c{s}-{i}", "role": ("user", "assistant")[i % 2], "timestamp": T0 + s * 1000 + i * 60,
-             "content": f"about the {topics[(s + i) % 5]} for account {s}, step {i}", "archived": i < 2}
+            {
+                "id": f"c{s}-{i}",
+                "role": ("user", "assistant")[i % 2],
+                "timestamp": T0 + s * 1000 + i * 60,
+                "content": f"about the {topics[(s + i) % 5]} for account {s}, step {i}",
+                "archived": i < 2,
+            }
             for i in range(6)
         ]
         if s == 7:
@@ -184,12 +215,17 @@ def test_fts_status_for_doctor(tmp_path: Path, settings) -> None:
 
 def _fts_triggers(store: Store) -> set[str]:
     with store.read() as conn:
-        return {r[0] for r in conn.exec_driver_sql(
-            "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'turns_fts%'")}
+        return {
+            r[0]
+            for r in conn.exec_driver_sql(
+                "SELECT name FROM sqlite_master WHERE type = 'trigger' AND name LIKE 'turns_fts%'"
+            )
+        }
 
 
 def test_build_without_fts5_detaches_triggers_and_a_later_build_reattaches(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     db = tmp_path / "t.db"
     store = Store.open(db)
     mgr = SessionManager(store)
@@ -201,8 +237,7 @@ def test_build_without_fts5_detaches_triggers_and_a_later_build_reattaches(
 
     # A SQLite build without FTS5 opens the database: the triggers would make every insert
     # fail with "no such module: fts5", so they are detached and search scans.
-    monkeypatch.setattr(fts, "sqlite_support",
-                        lambda: {"version": "test", "fts5": False, "trigram": False})
+    monkeypatch.setattr(fts, "sqlite_support", lambda: {"version": "test", "fts5": False, "trigram": False})
     store = Store.open(db)
     assert _fts_triggers(store) == set()
     mgr = SessionManager(store)

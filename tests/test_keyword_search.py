@@ -71,15 +71,27 @@ FILLER = [
 
 
 def test_discovery_contract_and_archived_hit(manager: SessionManager, ks: KeywordSearch) -> None:
-    seed(manager, "s-arch", ["We rotated the deploy token XZ99 yesterday.", *FILLER, "All done for today."],
-         archived=3)
+    seed(
+        manager,
+        "s-arch",
+        ["We rotated the deploy token XZ99 yesterday.", *FILLER, "All done for today."],
+        archived=3,
+    )
     seed(manager, "s-other", FILLER)
     r = ks.search("deploy token XZ99")
     assert r["success"] is True and r["mode"] == "discovery" and r["query"] == "deploy token XZ99"
     assert r["total_found"] == 1
     hit = r["results"][0]
-    assert set(hit) == {"session_id", "title", "when", "snippet", "score", "anchor_index", "messages",
-                        "bookends"}
+    assert set(hit) == {
+        "session_id",
+        "title",
+        "when",
+        "snippet",
+        "score",
+        "anchor_index",
+        "messages",
+        "bookends",
+    }
     assert hit["session_id"] == "s-arch" and hit["anchor_index"] == 0
     assert hit["score"] > 0 and isinstance(hit["score"], float)
     assert hit["when"] == "2026-06-09T11:03:20Z"
@@ -100,11 +112,25 @@ def test_window_bounds_messages_around_anchor(manager: SessionManager, ks: Keywo
 
 
 def test_bookends_present_only_for_long_conversations(manager: SessionManager, ks: KeywordSearch) -> None:
-    seed(manager, "s-long", ["Kick off billing review", "Here is the plan", "zebra budget line",
-                             "Checked the zebra budget", "Confirm Adyen", "Confirmed: Adyen"])
+    seed(
+        manager,
+        "s-long",
+        [
+            "Kick off billing review",
+            "Here is the plan",
+            "zebra budget line",
+            "Checked the zebra budget",
+            "Confirm Adyen",
+            "Confirmed: Adyen",
+        ],
+    )
     seed(manager, "s-short", ["zebra budget question", "zebra budget answer"])
-    seed(manager, "s-tools", ["zebra budget via tool", "calling", "tool output", "sys note"],
-         roles=["user", "assistant", "tool", "system"])
+    seed(
+        manager,
+        "s-tools",
+        ["zebra budget via tool", "calling", "tool output", "sys note"],
+        roles=["user", "assistant", "tool", "system"],
+    )
     hits = {h["session_id"]: h for h in ks.search("zebra budget", limit=10)["results"]}
     long_ = hits["s-long"]["bookends"]
     assert [m["index"] for m in long_["opening"]] == [0, 1]
@@ -148,8 +174,13 @@ def test_rate_demotion_needs_four_timestamped_turns(manager: SessionManager, ks:
 
 @pytest.mark.parametrize("key", ["lineage_id", "root_session_id", "thread_id"])
 def test_lineage_dedup_keeps_best_hit(manager: SessionManager, ks: KeywordSearch, key: str) -> None:
-    seed(manager, "s-a", ["narwhal refund policy", "narwhal refund policy details", "narwhal refund"],
-         t0=T0, **{key: "chain-1"})
+    seed(
+        manager,
+        "s-a",
+        ["narwhal refund policy", "narwhal refund policy details", "narwhal refund"],
+        t0=T0,
+        **{key: "chain-1"},
+    )
     seed(manager, "s-b", ["narwhal refund policy once"], t0=T0 + HOUR, **{key: "chain-1"})
     seed(manager, "s-c", ["narwhal refund"], t0=T0 + 2 * HOUR)
     r = ks.search("narwhal refund policy", limit=5)
@@ -267,8 +298,10 @@ def test_cjk_snippet_is_centred_on_the_match(manager: SessionManager, ks: Keywor
 
 
 def test_latin_snippet_is_centred_with_ellipses(manager: SessionManager, ks: KeywordSearch) -> None:
-    text = " ".join(["lorem ipsum dolor sit amet"] * 20) + " the flamingo escalation " + " ".join(
-        ["consectetur adipiscing elit"] * 20
+    text = (
+        " ".join(["lorem ipsum dolor sit amet"] * 20)
+        + " the flamingo escalation "
+        + " ".join(["consectetur adipiscing elit"] * 20)
     )
     seed(manager, "s-lorem", [text])
     snippet = ks.search("flamingo escalation")["results"][0]["snippet"]
@@ -280,11 +313,18 @@ def test_scroll_modes_and_errors(manager: SessionManager, ks: KeywordSearch) -> 
     seed(manager, "s-1", [f"line {i}" for i in range(20)], archived=8)
     r = ks.search(session_id="s-1", around="7", window=2)
     assert r == {
-        "success": True, "mode": "scroll", "session_id": "s-1", "around_message_id": "7",
+        "success": True,
+        "mode": "scroll",
+        "session_id": "s-1",
+        "around_message_id": "7",
         "messages": r["messages"],
     }
     assert [(m["index"], m["archived"]) for m in r["messages"]] == [
-        (5, True), (6, True), (7, True), (8, False), (9, False)
+        (5, True),
+        (6, True),
+        (7, True),
+        (8, False),
+        (9, False),
     ]
     assert [m["index"] for m in ks.search(session_id="s-1", around=0, window=1)["messages"]] == [0, 1]
     recent = ks.search(session_id="s-1", window=3)
@@ -303,11 +343,19 @@ def test_browse_lists_recent_sessions_with_counts(manager: SessionManager, ks: K
     seed(manager, "s-old", ["a", "b", "c"], t0=T0, archived=1)
     seed(manager, "s-new", ["a"], t0=T0 + HOUR, title="")
     r = ks.search(limit=1)
-    assert r == {"success": True, "mode": "browse", "total_found": 2, "results": [
-        {"session_id": "s-new", "title": "a", "when": "2026-06-09T11:13:20Z", "message_count": 1}
-    ]}
+    assert r == {
+        "success": True,
+        "mode": "browse",
+        "total_found": 2,
+        "results": [
+            {"session_id": "s-new", "title": "a", "when": "2026-06-09T11:13:20Z", "message_count": 1}
+        ],
+    }
     assert ks.search(limit=5)["results"][1] == {
-        "session_id": "s-old", "title": "s-old", "when": "2026-06-09T10:33:20Z", "message_count": 3
+        "session_id": "s-old",
+        "title": "s-old",
+        "when": "2026-06-09T10:33:20Z",
+        "message_count": 3,
     }
 
 

@@ -155,8 +155,14 @@ def test_batch_isolates_bad_commands(mgr):
         ]
     )
     codes = [r.get("error", {}).get("code") for r in results]
-    assert codes == [None, "episode_not_found", "invalid_argument", "invalid_argument",
-                     "invalid_argument", None]
+    assert codes == [
+        None,
+        "episode_not_found",
+        "invalid_argument",
+        "invalid_argument",
+        "invalid_argument",
+        None,
+    ]
     with mgr.store.read() as conn:
         contents = [t["content"] for t in repos.session_turns(conn, "s1")]
     assert contents == ["go", "ok 1", "ok 2"]
@@ -225,12 +231,14 @@ def test_values_no_column_can_hold_are_invalid_arguments_not_internal_errors(tmp
     from memviewer.store.db import Store
 
     mgr = SessionManager(Store.open(tmp_path / "m.db"))
-    results = mgr.apply_batch([
-        {"op": "open_session", "session_id": "s-nan", "agent": "a", "ts": float("nan")},
-        {"op": "open_session", "session_id": "s-big", "agent": "a", "active_window": 10**30},
-        {"op": "open_session", "session_id": "s-far", "agent": "a", "ts": 1e300},
-        {"op": "open_session", "session_id": "s-ok", "agent": "a"},
-    ])
+    results = mgr.apply_batch(
+        [
+            {"op": "open_session", "session_id": "s-nan", "agent": "a", "ts": float("nan")},
+            {"op": "open_session", "session_id": "s-big", "agent": "a", "active_window": 10**30},
+            {"op": "open_session", "session_id": "s-far", "agent": "a", "ts": 1e300},
+            {"op": "open_session", "session_id": "s-ok", "agent": "a"},
+        ]
+    )
     for r in results[:3]:
         assert r["error"]["code"] == "invalid_argument", r
         assert "[SQL:" not in r["error"]["message"] and "INSERT" not in r["error"]["message"]

@@ -50,8 +50,10 @@ def test_manager_lifecycle_compaction_and_batches_on_postgres(pg_store):
     for i in range(10):
         mgr.add_turn("e1", "assistant", f"m{i}", metadata={"i": i})
     results = mgr.apply_batch(
-        [{"op": "add_turn", "episode_id": "nope", "role": "user", "content": "x"},
-         {"op": "add_turn", "episode_id": "e1", "role": "user", "content": "y"}]
+        [
+            {"op": "add_turn", "episode_id": "nope", "role": "user", "content": "x"},
+            {"op": "add_turn", "episode_id": "e1", "role": "user", "content": "y"},
+        ]
     )
     assert results[0]["error"]["code"] == "episode_not_found" and "ok" in results[1]
     mgr.finalize_episode("e1")
@@ -74,8 +76,9 @@ def test_keyword_search_falls_back_to_a_scan_on_postgres(pg_store, tmp_path):
     from memviewer.index.embedder import HashEmbedder
     from memviewer.service import MemoryService
 
-    svc = MemoryService(load_settings(env={}, home=str(tmp_path / "h")), embedder=HashEmbedder(),
-                        store_url=pg_store.url)
+    svc = MemoryService(
+        load_settings(env={}, home=str(tmp_path / "h")), embedder=HashEmbedder(), store_url=pg_store.url
+    )
     svc.open_session(session_id="s1", agent="a", active_window=4)
     e = svc.start_episode("s1", "we decided the billing migration goes to Adyen")["episode_id"]
     for i in range(6):

@@ -15,24 +15,42 @@ T0 = 1781100000.0
 
 def session_file(folder, sid, *, user_id="u42", agent_name=None, archived=3, active=2, **extra):
     msgs_archived = [
-        {"role": "user" if i % 2 == 0 else "assistant", "content": f"archived {sid} {i}",
-         "timestamp": T0 + i, "metadata": {"pos": i}}
+        {
+            "role": "user" if i % 2 == 0 else "assistant",
+            "content": f"archived {sid} {i}",
+            "timestamp": T0 + i,
+            "metadata": {"pos": i},
+        }
         for i in range(archived)
     ]
     messages = []
     if archived:
-        messages.append({"role": "system", "content": f"Summary of {archived} turns",
-                         "timestamp": T0 + 50, "metadata": {"compaction": True,
-                                                            "compacted_count": archived}})
+        messages.append(
+            {
+                "role": "system",
+                "content": f"Summary of {archived} turns",
+                "timestamp": T0 + 50,
+                "metadata": {"compaction": True, "compacted_count": archived},
+            }
+        )
     messages += [
-        {"role": "user" if i % 2 == 0 else "assistant", "content": f"active {sid} {i}",
-         "timestamp": T0 + 100 + i, "metadata": {}}
+        {
+            "role": "user" if i % 2 == 0 else "assistant",
+            "content": f"active {sid} {i}",
+            "timestamp": T0 + 100 + i,
+            "metadata": {},
+        }
         for i in range(active)
     ]
     data = {
-        "session_id": sid, "messages": messages, "archived_messages": msgs_archived,
-        "created_at": "2026-06-10T14:00:00+00:00", "updated_at": "2026-06-10T15:00:00+00:00",
-        "agent_name": agent_name, "user_id": user_id, "metadata": {"title": f"Title {sid}"},
+        "session_id": sid,
+        "messages": messages,
+        "archived_messages": msgs_archived,
+        "created_at": "2026-06-10T14:00:00+00:00",
+        "updated_at": "2026-06-10T15:00:00+00:00",
+        "agent_name": agent_name,
+        "user_id": user_id,
+        "metadata": {"title": f"Title {sid}"},
         **extra,
     }
     path = folder / f"{sid}.json"
@@ -99,11 +117,16 @@ def test_bad_files_are_reported_by_name_and_skipped(service, tmp_path):
 
 
 def test_malformed_messages_are_tolerated(service, tmp_path):
-    data = {"session_id": "m1", "messages": [None, "text", 3,
-                                             {"role": "user", "content": [{"type": "text",
-                                                                          "text": "part one"}]},
-                                             {"role": "assistant", "content": None,
-                                              "tool_calls": [{"id": "c1", "function": {"name": "ls"}}]}]}
+    data = {
+        "session_id": "m1",
+        "messages": [
+            None,
+            "text",
+            3,
+            {"role": "user", "content": [{"type": "text", "text": "part one"}]},
+            {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "function": {"name": "ls"}}]},
+        ],
+    }
     (tmp_path / "m1.json").write_text(json.dumps(data))
     report = service.import_praisonai([tmp_path], index=False)
     assert report.session_ids == ["m1"]
@@ -120,8 +143,9 @@ def test_cli_import_then_sessions_shows_counts(tmp_path):
     (folder / "bad.json").write_text("{")
     home = tmp_path / "cli-home"
     run = [sys.executable, "-m", "memviewer.cli", "--home", str(home)]
-    res = subprocess.run([*run, "import", "praisonai", str(folder), "--no-index"],
-                         capture_output=True, text=True)
+    res = subprocess.run(
+        [*run, "import", "praisonai", str(folder), "--no-index"], capture_output=True, text=True
+    )
     assert res.returncode == 1, res.stderr  # one file failed
     assert "bad.json" in res.stderr and "imported 1 sessions" in res.stdout
     out = subprocess.run([*run, "sessions", "--json"], capture_output=True, text=True, check=True)
@@ -132,45 +156,70 @@ def test_cli_import_then_sessions_shows_counts(tmp_path):
 
 # -- malformed files: each fails alone, by name, and the run goes on -----------------
 BAD_FILES = {
-    "cc_bad.json": ({"messages": [{"role": "system", "content": "sum",
-                                   "metadata": {"compaction": True, "compacted_count": "abc"}}]},
-                    "compacted_count"),
-    "cc_dict.json": ({"messages": [{"role": "system", "content": "s",
-                                    "metadata": {"compaction": True, "compacted_count": {}}}]},
-                     "compacted_count"),
-    "ts_str.json": ({"messages": [{"role": "user", "content": "x", "timestamp": "notatime"}]},
-                    "messages[0].timestamp"),
+    "cc_bad.json": (
+        {
+            "messages": [
+                {
+                    "role": "system",
+                    "content": "sum",
+                    "metadata": {"compaction": True, "compacted_count": "abc"},
+                }
+            ]
+        },
+        "compacted_count",
+    ),
+    "cc_dict.json": (
+        {
+            "messages": [
+                {"role": "system", "content": "s", "metadata": {"compaction": True, "compacted_count": {}}}
+            ]
+        },
+        "compacted_count",
+    ),
+    "ts_str.json": (
+        {"messages": [{"role": "user", "content": "x", "timestamp": "notatime"}]},
+        "messages[0].timestamp",
+    ),
     "ts_bool.json": ({"messages": [{"role": "user", "content": "x", "timestamp": True}]}, "timestamp"),
     "ts_list.json": ({"messages": [{"role": "user", "content": "x", "timestamp": [1]}]}, "timestamp"),
     "ts_huge.json": ({"messages": [{"role": "user", "content": "x", "timestamp": 1e300}]}, "1970..9999"),
     "ts_neg.json": ({"messages": [{"role": "user", "content": "x", "timestamp": -1e12}]}, "1970..9999"),
-    "ts_c_str.json": ({"created_at": "soon", "messages": [{"role": "user", "content": "x"}]},
-                      "created_at"),
-    "ts_c_huge.json": ({"created_at": 1e300, "messages": [{"role": "user", "content": "x"}]},
-                       "created_at"),
+    "ts_c_str.json": ({"created_at": "soon", "messages": [{"role": "user", "content": "x"}]}, "created_at"),
+    "ts_c_huge.json": ({"created_at": 1e300, "messages": [{"role": "user", "content": "x"}]}, "created_at"),
     "role_weird.json": ({"messages": [{"role": ["x"], "content": "x"}]}, "messages[0].role"),
-    "tool_call_id.json": ({"messages": [{"role": "tool", "content": "x", "tool_call_id": {"a": 1}}]},
-                          "tool_call_id"),
-    "tool_calls.json": ({"messages": [{"role": "tool", "content": "x", "tool_calls": "notalist"}]},
-                        "tool_calls"),
+    "tool_call_id.json": (
+        {"messages": [{"role": "tool", "content": "x", "tool_call_id": {"a": 1}}]},
+        "tool_call_id",
+    ),
+    "tool_calls.json": (
+        {"messages": [{"role": "tool", "content": "x", "tool_calls": "notalist"}]},
+        "tool_calls",
+    ),
     "meta_str.json": ({"metadata": "str", "messages": [{"role": "user", "content": "x"}]}, "metadata"),
-    "msg_meta.json": ({"messages": [{"role": "user", "content": "x", "metadata": "x"}]},
-                      "messages[0].metadata"),
+    "msg_meta.json": (
+        {"messages": [{"role": "user", "content": "x", "metadata": "x"}]},
+        "messages[0].metadata",
+    ),
     "agent.json": ({"agent_name": ["x"], "messages": [{"role": "user", "content": "x"}]}, "agent_name"),
     "user.json": ({"user_id": {"a": 1}, "messages": [{"role": "user", "content": "x"}]}, "user_id"),
-    "lineage.json": ({"parent_session_id": {"x": 1}, "messages": [{"role": "user", "content": "x"}]},
-                     "parent_session_id"),
+    "lineage.json": (
+        {"parent_session_id": {"x": 1}, "messages": [{"role": "user", "content": "x"}]},
+        "parent_session_id",
+    ),
     "source.json": ({"source": ["a"], "messages": [{"role": "user", "content": "x"}]}, "source"),
-    "sid_dict.json": ({"session_id": {"a": 1}, "messages": [{"role": "user", "content": "x"}]},
-                      "session_id"),
-    "deep_meta.json": ({"metadata": {"k": json.loads("[" * 80 + "]" * 80)},
-                        "messages": [{"role": "user", "content": "x"}]}, "nested deeper than 64"),
+    "sid_dict.json": ({"session_id": {"a": 1}, "messages": [{"role": "user", "content": "x"}]}, "session_id"),
+    "deep_meta.json": (
+        {"metadata": {"k": json.loads("[" * 80 + "]" * 80)}, "messages": [{"role": "user", "content": "x"}]},
+        "nested deeper than 64",
+    ),
 }
 RAW_BAD_FILES = {
     "surrogate.json": ('{"messages":[{"role":"user","content":"\\ud800 lone"}]}', "surrogate"),
     "deep.json": ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
-    "bigint.json": ('{"messages": [{"role": "user", "content": "x", "timestamp": ' + "9" * 5000 + "}]}",
-                    "digits"),
+    "bigint.json": (
+        '{"messages": [{"role": "user", "content": "x", "timestamp": ' + "9" * 5000 + "}]}",
+        "digits",
+    ),
     "ts_nan.json": ('{"messages": [{"role": "user", "content": "x", "timestamp": NaN}]}', "NaN"),
     "ts_inf.json": ('{"messages": [{"role": "user", "content": "x", "timestamp": Infinity}]}', "Infinity"),
 }
@@ -206,16 +255,23 @@ def test_cli_reports_every_failed_file_in_json_and_exits_1(tmp_path):
     from memviewer.cli import cli
 
     folder = _bad_folder(tmp_path)
-    res = CliRunner().invoke(cli, ["--home", str(tmp_path / "h"), "import", "praisonai", "--no-index",
-                                   "--json", str(folder)])
+    res = CliRunner().invoke(
+        cli, ["--home", str(tmp_path / "h"), "import", "praisonai", "--no-index", "--json", str(folder)]
+    )
     assert res.exit_code == 1 and "Traceback" not in res.output
     report = json.loads(res.stdout)
     assert len(report["imported"]) == 2 and len(report["failed"]) == len(BAD_FILES) + len(RAW_BAD_FILES)
 
 
 def test_epoch_microseconds_are_read_as_such(service, tmp_path):
-    (tmp_path / "us.json").write_text(json.dumps(
-        {"session_id": "us", "messages": [{"role": "user", "content": "x", "timestamp": 1781172800123456}]}))
+    (tmp_path / "us.json").write_text(
+        json.dumps(
+            {
+                "session_id": "us",
+                "messages": [{"role": "user", "content": "x", "timestamp": 1781172800123456}],
+            }
+        )
+    )
     assert not service.import_praisonai([tmp_path / "us.json"], index=False).failed
     assert turns_of(service, "us")[0]["timestamp"] == pytest.approx(1781172800.123456)
 
@@ -240,8 +296,14 @@ def test_an_edited_file_replaces_its_turns_and_an_unchanged_one_changes_nothing(
 
 def test_a_file_without_any_times_reimports_as_a_no_op(service, tmp_path):
     path = tmp_path / "nt.json"
-    path.write_text(json.dumps({"session_id": "nt", "messages": [{"role": "user", "content": "x"},
-                                                                 {"role": "assistant", "content": "y"}]}))
+    path.write_text(
+        json.dumps(
+            {
+                "session_id": "nt",
+                "messages": [{"role": "user", "content": "x"}, {"role": "assistant", "content": "y"}],
+            }
+        )
+    )
     service.import_praisonai([path], index=False)
     ids = [t["id"] for t in turns_of(service, "nt")]
     again = service.import_praisonai([path], index=False).imported[0]
@@ -324,7 +386,9 @@ def test_an_import_without_origin_never_takes_a_live_session(service):
 
     _live_session(service, "s-api")
     with pytest.raises(MemviewerError) as err:
-        service.import_session({"id": "s-api", "title": "from the API"},
-                               [{"id": "t-api-0", "role": "user", "content": "only this", "timestamp": 1e9}])
+        service.import_session(
+            {"id": "s-api", "title": "from the API"},
+            [{"id": "t-api-0", "role": "user", "content": "only this", "timestamp": 1e9}],
+        )
     assert err.value.code == "conflict" and "published live" in err.value.message
     assert [t["content"] for t in turns_of(service, "s-api")] == ["live question", "live answer"]

@@ -24,10 +24,16 @@ def stored_turns(home: Path) -> list[dict]:
     store = Store.open(paths.db_path(home), readonly=True)
     try:
         with store.read() as conn:
-            rows = conn.execute(text(
-                "SELECT id, episode_id, session_id, idx, content FROM turns "
-                "WHERE NOT is_compaction_summary ORDER BY session_id, idx"
-            )).mappings().all()
+            rows = (
+                conn.execute(
+                    text(
+                        "SELECT id, episode_id, session_id, idx, content FROM turns "
+                        "WHERE NOT is_compaction_summary ORDER BY session_id, idx"
+                    )
+                )
+                .mappings()
+                .all()
+            )
         return [dict(r) for r in rows]
     finally:
         store.close()
@@ -258,8 +264,16 @@ def test_a_hub_that_accepts_then_drops_every_connection_is_retried_with_back_off
             accepted += 1
             with conn, conn.makefile("rb") as f:
                 hello = json.loads(f.readline())
-                conn.sendall(json.dumps({"jsonrpc": "2.0", "id": hello["id"], "result": {
-                    "protocol": 1, "frame_limit": 1_048_576}}).encode() + b"\n")
+                conn.sendall(
+                    json.dumps(
+                        {
+                            "jsonrpc": "2.0",
+                            "id": hello["id"],
+                            "result": {"protocol": 1, "frame_limit": 1_048_576},
+                        }
+                    ).encode()
+                    + b"\n"
+                )
                 f.readline()  # the publish: dropped without an answer
 
     thread = threading.Thread(target=serve, daemon=True)

@@ -16,32 +16,53 @@ from memviewer.index.lance import TURNS, in_filter
 from memviewer.recall.hierarchical import STAGE1_EMPTY, STAGE2_EMPTY
 
 TOPICS = {
-    "dentist": ["My dentist appointment with Dr Alvarez is on Friday at nine",
-                "The dentist said my molar needs a crown",
-                "I rescheduled the dentist visit to Monday"],
-    "garden": ["I planted tomatoes and basil in the garden",
-               "Slugs are eating my garden lettuce",
-               "The garden hose leaks near the tap"],
-    "guitar": ["I practise guitar scales every evening",
-               "My guitar teacher recommends the Carcassi etudes",
-               "New guitar strings sound bright"],
-    "taxes": ["I filed my tax return with the accountant",
-              "The tax office wants the receipts from March",
-              "My tax refund arrived yesterday"],
-    "travel": ["We booked a flight to Lisbon for the holidays",
-               "The Lisbon hotel is near the river",
-               "Travel insurance covers the Lisbon trip"],
-    "cooking": ["I baked sourdough bread this morning",
-                "The sourdough starter needs feeding twice a day",
-                "My bread recipe uses rye flour"],
-    "running": ["I ran ten kilometres in the park",
-                "My running shoes are worn out",
-                "The marathon training plan starts in May"],
+    "dentist": [
+        "My dentist appointment with Dr Alvarez is on Friday at nine",
+        "The dentist said my molar needs a crown",
+        "I rescheduled the dentist visit to Monday",
+    ],
+    "garden": [
+        "I planted tomatoes and basil in the garden",
+        "Slugs are eating my garden lettuce",
+        "The garden hose leaks near the tap",
+    ],
+    "guitar": [
+        "I practise guitar scales every evening",
+        "My guitar teacher recommends the Carcassi etudes",
+        "New guitar strings sound bright",
+    ],
+    "taxes": [
+        "I filed my tax return with the accountant",
+        "The tax office wants the receipts from March",
+        "My tax refund arrived yesterday",
+    ],
+    "travel": [
+        "We booked a flight to Lisbon for the holidays",
+        "The Lisbon hotel is near the river",
+        "Travel insurance covers the Lisbon trip",
+    ],
+    "cooking": [
+        "I baked sourdough bread this morning",
+        "The sourdough starter needs feeding twice a day",
+        "My bread recipe uses rye flour",
+    ],
+    "running": [
+        "I ran ten kilometres in the park",
+        "My running shoes are worn out",
+        "The marathon training plan starts in May",
+    ],
 }
 
 
-def add_session(svc: Any, sid: str, texts: list[str], *, scope: str = "user",
-                scope_id: str = "u1", metadata: dict[str, Any] | None = None) -> None:
+def add_session(
+    svc: Any,
+    sid: str,
+    texts: list[str],
+    *,
+    scope: str = "user",
+    scope_id: str = "u1",
+    metadata: dict[str, Any] | None = None,
+) -> None:
     svc.open_session(session_id=sid, agent="agent", scope=scope, scope_id=scope_id)
     ep = svc.start_episode(sid, texts[0], metadata=metadata)
     for i, text in enumerate(texts[1:]):
@@ -73,8 +94,19 @@ def test_happy_path_returns_chunks_of_top_sessions_only(filled: Any) -> None:
     assert all(x["session_id"] not in stage1 for x in d["dropped"])
     assert set(out) == {"query", "scope", "scope_id", "results", "diagnostics"}
     first = out["results"][0]
-    assert set(first) == {"turn_id", "session_id", "episode_id", "index", "role", "content",
-                          "archived", "timestamp", "score", "score_breakdown", "metadata"}
+    assert set(first) == {
+        "turn_id",
+        "session_id",
+        "episode_id",
+        "index",
+        "role",
+        "content",
+        "archived",
+        "timestamp",
+        "score",
+        "score_breakdown",
+        "metadata",
+    }
     assert {"dense", "keyword", "recency"} <= set(first["score_breakdown"])
     assert {"session_id", "score", "summary"} <= set(d["stage1"][0])
     assert {"embed", "stage1", "stage2", "total"} <= set(d["timings_ms"])
@@ -100,8 +132,9 @@ def test_per_session_cap(service: Any) -> None:
     add_session(service, "s-big", [f"lisbon trip detail number {i} about lisbon" for i in range(12)])
     add_session(service, "s-small", ["a note about lisbon", "something else"])
     service.sync_index()
-    out = service.recall("lisbon trip", scope="user", scope_id="u1", top_sessions=2,
-                         chunks_per_session=2, top_k=10)
+    out = service.recall(
+        "lisbon trip", scope="user", scope_id="u1", top_sessions=2, chunks_per_session=2, top_k=10
+    )
     counts: dict[str, int] = {}
     for sid in sessions_of(out):
         counts[sid] = counts.get(sid, 0) + 1
@@ -132,8 +165,7 @@ def test_stage1_empty_falls_back_to_plain_turn_query(filled: Any) -> None:
             calls.append(len(texts))
             return [0.5] * len(texts)
 
-    out = filled.recall("garden slugs lettuce", scope="user", scope_id="u1", top_k=3,
-                        reranker=Counting())
+    out = filled.recall("garden slugs lettuce", scope="user", scope_id="u1", top_k=3, reranker=Counting())
     d = out["diagnostics"]
     assert d["escalations"] == [STAGE1_EMPTY]
     assert d["stage1"] == [] and d["reranked"] is False and calls == []
@@ -151,9 +183,15 @@ def test_stage2_empty_returns_raw_stage2_top(filled: Any) -> None:
     # Stage 1 picks it, the post-filter finds none of its turns in the pool.
     index = lance_index_for(filled)
     index.table(TURNS).delete("session_id = 's-dentist'")
-    out = filled.recall("dentist appointment Alvarez crown molar", scope="user", scope_id="u1",
-                        top_sessions=1, chunks_per_session=1, top_k=2,
-                        tuning={"session_turn_weight": 0.0})
+    out = filled.recall(
+        "dentist appointment Alvarez crown molar",
+        scope="user",
+        scope_id="u1",
+        top_sessions=1,
+        chunks_per_session=1,
+        top_k=2,
+        tuning={"session_turn_weight": 0.0},
+    )
     d = out["diagnostics"]
     assert [s["session_id"] for s in d["stage1"]] == ["s-dentist"]
     assert d["escalations"] == [STAGE2_EMPTY] and d["post_filter"] == 0
@@ -179,8 +217,9 @@ class Broken:
 def test_rerank_blends_and_reorders(filled: Any) -> None:
     base = filled.recall("dentist tax guitar", scope="user", scope_id="u1")
     last = base["results"][1]  # close enough to the top for a 0.3 neural share to lift it
-    out = filled.recall("dentist tax guitar", scope="user", scope_id="u1",
-                        reranker=KeywordReranker(last["content"]))
+    out = filled.recall(
+        "dentist tax guitar", scope="user", scope_id="u1", reranker=KeywordReranker(last["content"])
+    )
     assert out["diagnostics"]["reranked"] is True
     top = out["results"][0]
     assert top["turn_id"] == last["turn_id"] != base["results"][0]["turn_id"]
@@ -223,10 +262,17 @@ def test_flat_mode_is_one_turn_query(filled: Any) -> None:
     assert out["results"][0]["content"] == "The garden hose leaks near the tap"
 
 
-@pytest.mark.parametrize("params", [
-    {"top_k": 0}, {"top_sessions": "many"}, {"chunks_per_session": -1}, {"mode": "sideways"},
-    {"scope": 3}, {"tuning": {"nope": 1}},
-])
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"top_k": 0},
+        {"top_sessions": "many"},
+        {"chunks_per_session": -1},
+        {"mode": "sideways"},
+        {"scope": 3},
+        {"tuning": {"nope": 1}},
+    ],
+)
 def test_bad_parameters_are_invalid_argument(filled: Any, params: dict[str, Any]) -> None:
     with pytest.raises(MemviewerError) as err:
         filled.recall("dentist", **params)
@@ -240,10 +286,13 @@ def test_empty_query_is_invalid_argument(filled: Any) -> None:
 
 def _tree_digest(folder: Path) -> dict[str, str]:
     """Every file's hash; SQLite's shared-memory file and an empty WAL are not data."""
-    return {str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
-            for p in sorted(folder.rglob("*"))
-            if p.is_file() and not p.name.endswith("-shm")
-            and not (p.name.endswith("-wal") and p.stat().st_size == 0)}
+    return {
+        str(p.relative_to(folder)): hashlib.sha256(p.read_bytes()).hexdigest()
+        for p in sorted(folder.rglob("*"))
+        if p.is_file()
+        and not p.name.endswith("-shm")
+        and not (p.name.endswith("-wal") and p.stat().st_size == 0)
+    }
 
 
 def test_recall_does_not_mutate_memory(filled: Any) -> None:
@@ -287,17 +336,19 @@ def test_archived_turns_are_recalled_and_flagged(settings: Any) -> None:
         svc.close()
 
 
-@pytest.mark.parametrize(("query", "expected"), [
-    ("What did I buy for my sister?", "user"),
-    ("Can you recommend a hotel for my trip?", "user"),  # a request, not a past reply
-    ("Remind me which book you recommended last week", "assistant"),
-    ("Which hotel did you suggest for Lisbon?", "assistant"),
-    ("I remember you told me to dilute tea tree oil. What ratio?", "assistant"),
-    ("What was your suggestion for the garden?", "assistant"),
-    ("Lisbon hotel near the river", None),
-])
-def test_addressed_speaker_reads_whose_words_the_query_asks_about(query: str,
-                                                                   expected: str | None) -> None:
+@pytest.mark.parametrize(
+    ("query", "expected"),
+    [
+        ("What did I buy for my sister?", "user"),
+        ("Can you recommend a hotel for my trip?", "user"),  # a request, not a past reply
+        ("Remind me which book you recommended last week", "assistant"),
+        ("Which hotel did you suggest for Lisbon?", "assistant"),
+        ("I remember you told me to dilute tea tree oil. What ratio?", "assistant"),
+        ("What was your suggestion for the garden?", "assistant"),
+        ("Lisbon hotel near the river", None),
+    ],
+)
+def test_addressed_speaker_reads_whose_words_the_query_asks_about(query: str, expected: str | None) -> None:
     from memviewer.recall.scoring import addressed_speaker
 
     assert addressed_speaker(query) == expected
@@ -305,11 +356,15 @@ def test_addressed_speaker_reads_whose_words_the_query_asks_about(query: str,
 
 def _speaker_session(service: Any) -> None:
     service.open_session(session_id="s-pets", agent="agent", scope="user", scope_id="u1")
-    ep = service.start_episode("s-pets", "Kiwi my parrot eats sunflower seeds every single morning "
-                                         "before breakfast at home")
-    service.add_turn(ep["episode_id"], "assistant",
-                     "Seeds for a parrot: sunflower seeds are what a parrot like Kiwi eats most, "
-                     "and parrot seeds should be mixed with pellets")
+    ep = service.start_episode(
+        "s-pets", "Kiwi my parrot eats sunflower seeds every single morning before breakfast at home"
+    )
+    service.add_turn(
+        ep["episode_id"],
+        "assistant",
+        "Seeds for a parrot: sunflower seeds are what a parrot like Kiwi eats most, "
+        "and parrot seeds should be mixed with pellets",
+    )
     service.finalize_episode(ep["episode_id"])
     service.sync_index()
 
@@ -317,10 +372,10 @@ def _speaker_session(service: Any) -> None:
 def test_speaker_part_favours_the_turns_of_the_addressed_speaker(service: Any) -> None:
     _speaker_session(service)
     mine = service.recall("What seeds does my parrot Kiwi eat?", scope="user", scope_id="u1")
-    off = service.recall("What seeds does my parrot Kiwi eat?", scope="user", scope_id="u1",
-                         weights={"speaker": 0})
-    yours = service.recall("Which seeds did you recommend for parrot Kiwi?", scope="user",
-                           scope_id="u1")
+    off = service.recall(
+        "What seeds does my parrot Kiwi eat?", scope="user", scope_id="u1", weights={"speaker": 0}
+    )
+    yours = service.recall("Which seeds did you recommend for parrot Kiwi?", scope="user", scope_id="u1")
     by_role = {r["role"]: r for r in mine["results"]}
     assert by_role["user"]["score_breakdown"]["speaker"] == 1.0
     assert by_role["assistant"]["score_breakdown"]["speaker"] == 0.0
@@ -330,7 +385,9 @@ def test_speaker_part_favours_the_turns_of_the_addressed_speaker(service: Any) -
     assert all("speaker" not in r["score_breakdown"] for r in off["results"])
     assert yours["results"][0]["role"] == "assistant"
     assert {r["role"]: r["score_breakdown"]["speaker"] for r in yours["results"]} == {
-        "assistant": 1.0, "user": 0.0}
+        "assistant": 1.0,
+        "user": 0.0,
+    }
     assert mine["diagnostics"]["params"]["w_speaker"] == 0.2
 
 
@@ -361,15 +418,17 @@ def test_relative_date_in_the_query_favours_sessions_from_then(service: Any) -> 
     assert out["results"][0]["score_breakdown"]["time"] == 1.0
     assert all(r["score_breakdown"]["time"] < 1.0 for r in out["results"] if r["session_id"] != "s-week")
     # Asked 23 days earlier, "a week ago" is the month-old session's date.
-    earlier = service.recall("What did I cook a week ago?", scope="user", scope_id="u1",
-                             as_of=ASKED - 23 * DAY_S)
+    earlier = service.recall(
+        "What did I cook a week ago?", scope="user", scope_id="u1", as_of=ASKED - 23 * DAY_S
+    )
     assert earlier["diagnostics"]["stage1"][0]["session_id"] == "s-month"
 
 
 def test_as_of_accepts_iso_dates_and_rejects_garbage(service: Any) -> None:
     cooking_sessions(service)
-    out = service.recall("what did I cook yesterday", scope="user", scope_id="u1",
-                         as_of="2023-02-07T09:00:00Z")
+    out = service.recall(
+        "what did I cook yesterday", scope="user", scope_id="u1", as_of="2023-02-07T09:00:00Z"
+    )
     assert out["diagnostics"]["stage1"][0]["session_id"] == "s-day"
     for bad in ("next tuesday", True, [1]):
         with pytest.raises(MemviewerError) as err:
@@ -380,8 +439,9 @@ def test_as_of_accepts_iso_dates_and_rejects_garbage(service: Any) -> None:
 def test_no_date_or_zero_share_means_no_time_part(service: Any) -> None:
     cooking_sessions(service)
     plain = service.recall("What did I cook?", scope="user", scope_id="u1", as_of=ASKED)
-    off = service.recall("What did I cook a week ago?", scope="user", scope_id="u1", as_of=ASKED,
-                         weights={"time": 0})
+    off = service.recall(
+        "What did I cook a week ago?", scope="user", scope_id="u1", as_of=ASKED, weights={"time": 0}
+    )
     for out in (plain, off):
         assert out["diagnostics"]["time_window"] is None
         assert all("time" not in r["score_breakdown"] for r in out["results"])
@@ -393,13 +453,21 @@ def test_no_date_or_zero_share_means_no_time_part(service: Any) -> None:
 def test_a_bare_tool_call_gets_no_speaker_share(service: Any) -> None:
     service.open_session(session_id="s-tools", agent="agent", scope="user", scope_id="u1")
     ep = service.start_episode("s-tools", "Check the weather in Oslo for the ferry trip")
-    service.add_turn(ep["episode_id"], "assistant", "",
-                     tool_calls=[{"id": "c1", "type": "function",
-                                  "function": {"name": "get_weather", "arguments": "{}"}}])
+    service.add_turn(
+        ep["episode_id"],
+        "assistant",
+        "",
+        tool_calls=[{"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{}"}}],
+    )
     service.add_turn(ep["episode_id"], "assistant", "Oslo: rain, 8 degrees; the ferry runs.")
     service.sync_index()
-    out = service.recall("What did you tell me about the Oslo ferry weather?", scope="user",
-                         scope_id="u1", chunks_per_session=10, mode="flat")
+    out = service.recall(
+        "What did you tell me about the Oslo ferry weather?",
+        scope="user",
+        scope_id="u1",
+        chunks_per_session=10,
+        mode="flat",
+    )
     speaker = {r["content"]: r["score_breakdown"]["speaker"] for r in out["results"]}
     assert speaker[""] == 0.0
     assert speaker["Oslo: rain, 8 degrees; the ferry runs."] == 1.0
@@ -407,9 +475,15 @@ def test_a_bare_tool_call_gets_no_speaker_share(service: Any) -> None:
 
 def test_a_long_lived_session_is_dated_by_its_turns_not_its_span(service: Any) -> None:
     """A month-long session overlaps every window; only a turn inside one makes it 'then'."""
-    add_dated_session(service, "s-long", [
-        (ASKED - 30 * DAY_S, "user", "I cooked lasagne for dinner tonight"),
-        (ASKED - DAY_S, "user", "I cooked risotto for dinner tonight")], status="open")
+    add_dated_session(
+        service,
+        "s-long",
+        [
+            (ASKED - 30 * DAY_S, "user", "I cooked lasagne for dinner tonight"),
+            (ASKED - DAY_S, "user", "I cooked risotto for dinner tonight"),
+        ],
+        status="open",
+    )
     add_dated_session(service, "s-short", [(ASKED - 7 * DAY_S, "user", "I cooked paella for dinner tonight")])
     service.sync_index()
     out = service.recall("What did I cook a week ago?", scope="user", scope_id="u1", as_of=ASKED)

@@ -24,19 +24,38 @@ SESSIONS = {
         "updated_at": 1_700_000_600,
         "metadata": {},
         "archived_messages": [
-            {"role": "user", "content": "My passport renewal appointment is at the Lisbon consulate "
-                                        "on March 3rd at 10am.", "timestamp": 1_700_000_000,
-             "metadata": ARCHIVED_META},
-            {"role": "assistant", "content": "Noted: Lisbon consulate, March 3rd, 10am.",
-             "timestamp": 1_700_000_010, "metadata": {}},
+            {
+                "role": "user",
+                "content": "My passport renewal appointment is at the Lisbon consulate on March 3rd at 10am.",
+                "timestamp": 1_700_000_000,
+                "metadata": ARCHIVED_META,
+            },
+            {
+                "role": "assistant",
+                "content": "Noted: Lisbon consulate, March 3rd, 10am.",
+                "timestamp": 1_700_000_010,
+                "metadata": {},
+            },
         ],
         "messages": [
-            {"role": "system", "content": "Summary of 2 earlier messages.", "timestamp": 1_700_000_020,
-             "metadata": {"compaction": True, "compacted_count": 2}},
-            {"role": "user", "content": "Can you suggest a packing list for a rainy week?",
-             "timestamp": 1_700_000_030, "metadata": {}},
-            {"role": "assistant", "content": "Umbrella, waterproof jacket and quick-dry shoes.",
-             "timestamp": 1_700_000_040, "metadata": {}},
+            {
+                "role": "system",
+                "content": "Summary of 2 earlier messages.",
+                "timestamp": 1_700_000_020,
+                "metadata": {"compaction": True, "compacted_count": 2},
+            },
+            {
+                "role": "user",
+                "content": "Can you suggest a packing list for a rainy week?",
+                "timestamp": 1_700_000_030,
+                "metadata": {},
+            },
+            {
+                "role": "assistant",
+                "content": "Umbrella, waterproof jacket and quick-dry shoes.",
+                "timestamp": 1_700_000_040,
+                "metadata": {},
+            },
         ],
     },
     "alice-cooking": {
@@ -44,10 +63,16 @@ SESSIONS = {
         "user_id": "alice",
         "created_at": 1_700_100_000,
         "messages": [
-            {"role": "user", "content": "How long should I proof sourdough overnight in the fridge?",
-             "timestamp": 1_700_100_000},
-            {"role": "assistant", "content": "Twelve to sixteen hours works well for a cold proof.",
-             "timestamp": 1_700_100_010},
+            {
+                "role": "user",
+                "content": "How long should I proof sourdough overnight in the fridge?",
+                "timestamp": 1_700_100_000,
+            },
+            {
+                "role": "assistant",
+                "content": "Twelve to sixteen hours works well for a cold proof.",
+                "timestamp": 1_700_100_010,
+            },
         ],
     },
     "bob-car": {
@@ -55,8 +80,11 @@ SESSIONS = {
         "user_id": "bob",
         "created_at": 1_700_200_000,
         "messages": [
-            {"role": "user", "content": "My passport appointment is at the Porto office next week.",
-             "timestamp": 1_700_200_000},
+            {
+                "role": "user",
+                "content": "My passport appointment is at the Porto office next week.",
+                "timestamp": 1_700_200_000,
+            },
             {"role": "assistant", "content": "Bring two photos.", "timestamp": 1_700_200_010},
         ],
     },
@@ -65,15 +93,19 @@ SESSIONS = {
 QUESTION = "when is my passport appointment at the consulate?"
 
 
-def run_cli(home: Path, *args: str, env_extra: dict[str, str] | None = None,
-            stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    home: Path, *args: str, env_extra: dict[str, str] | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMVIEWER_")}
-    env.update({"MEMVIEWER_CONFIG": os.devnull,
-                "MEMVIEWER_SOCKET": str(home / "no-hub.sock")})
+    env.update({"MEMVIEWER_CONFIG": os.devnull, "MEMVIEWER_SOCKET": str(home / "no-hub.sock")})
     env.update(env_extra or {})
     return subprocess.run(
         [sys.executable, "-m", "memviewer.cli", "--home", str(home), *args],
-        capture_output=True, text=True, env=env, input=stdin, timeout=240,
+        capture_output=True,
+        text=True,
+        env=env,
+        input=stdin,
+        timeout=240,
     )
 
 
@@ -128,13 +160,18 @@ def test_recall_human_output(imported: Path) -> None:
 
 def test_batch_keeps_order_and_reports_bad_lines(imported: Path) -> None:
     batch = imported.parent / "queries.jsonl"
-    batch.write_text("\n".join([
-        json.dumps({"query": QUESTION, "scope": "user", "scope_id": "alice", "top_k": 2}),
-        "{not json",
-        json.dumps({"query": "sourdough proofing time", "scope_id": "alice", "top_k": 1}),
-        json.dumps({"query": "passport", "scope_id": "bob", "top_sessions": "lots"}),
-        json.dumps({"query": "passport office", "scope_id": "bob", "top_sessions": 1}),
-    ]) + "\n")
+    batch.write_text(
+        "\n".join(
+            [
+                json.dumps({"query": QUESTION, "scope": "user", "scope_id": "alice", "top_k": 2}),
+                "{not json",
+                json.dumps({"query": "sourdough proofing time", "scope_id": "alice", "top_k": 1}),
+                json.dumps({"query": "passport", "scope_id": "bob", "top_sessions": "lots"}),
+                json.dumps({"query": "passport office", "scope_id": "bob", "top_sessions": 1}),
+            ]
+        )
+        + "\n"
+    )
     proc = run_cli(imported, "recall", "--batch", str(batch), "--json")
     assert proc.returncode != 0
     lines = [json.loads(x) for x in proc.stdout.splitlines()]
@@ -151,16 +188,33 @@ def test_batch_answers_undecodable_and_surrogate_lines_and_goes_on(imported: Pat
     batch = imported.parent / "bytes.jsonl"
     batch.write_bytes(b'{"query": "passport"}\n\xff\xfe\n{"query": "\\ud800 deploy"}\n{"query": "pasta"}\n')
     proc = subprocess.run(
-        [sys.executable, "-m", "memviewer.cli", "--home", str(imported), "recall", "--batch", str(batch),
-         "--json"],
-        capture_output=True, env={**{k: v for k, v in os.environ.items() if not k.startswith("MEMVIEWER_")},
-                                  "MEMVIEWER_CONFIG": os.devnull,
-                                  "MEMVIEWER_SOCKET": str(imported / "no-hub.sock")}, timeout=240,
+        [
+            sys.executable,
+            "-m",
+            "memviewer.cli",
+            "--home",
+            str(imported),
+            "recall",
+            "--batch",
+            str(batch),
+            "--json",
+        ],
+        capture_output=True,
+        env={
+            **{k: v for k, v in os.environ.items() if not k.startswith("MEMVIEWER_")},
+            "MEMVIEWER_CONFIG": os.devnull,
+            "MEMVIEWER_SOCKET": str(imported / "no-hub.sock"),
+        },
+        timeout=240,
     )
     lines = [json.loads(x) for x in proc.stdout.decode().splitlines()]
     assert proc.returncode == 1 and b"Traceback" not in proc.stderr
-    assert [sorted(x)[:2] for x in lines] == [["diagnostics", "query"], ["error", "line"], ["error", "line"],
-                                              ["diagnostics", "query"]]
+    assert [sorted(x)[:2] for x in lines] == [
+        ["diagnostics", "query"],
+        ["error", "line"],
+        ["error", "line"],
+        ["diagnostics", "query"],
+    ]
     assert lines[1] == {"error": "not valid UTF-8 (byte 0xff at column 1)", "line": 2}
     assert "lone UTF-16 surrogate" in lines[2]["error"] and lines[2]["line"] == 3
     assert lines[3]["query"] == "pasta"
@@ -170,8 +224,7 @@ def test_batch_answers_undecodable_and_surrogate_lines_and_goes_on(imported: Pat
 def test_missing_model_is_a_clear_error(imported: Path, tmp_path: Path) -> None:
     empty = tmp_path / "empty-model"
     empty.mkdir()
-    proc = run_cli(imported, "recall", QUESTION, "--json",
-                   env_extra={"MEMVIEWER_MODEL_DIR": str(empty)})
+    proc = run_cli(imported, "recall", QUESTION, "--json", env_extra={"MEMVIEWER_MODEL_DIR": str(empty)})
     assert proc.returncode != 0
     error = json.loads(proc.stdout)["error"]  # --json: the error is a JSON object too
     assert "model.onnx" in error and str(empty) in error
@@ -196,24 +249,45 @@ def test_reindex_rebuilds_from_sqlite(imported: Path) -> None:
     assert json.loads(after.stdout)["results"][0]["archived"] is True
 
 
-WEATHER_CALL = {"id": "call_w", "type": "function",
-                "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'}}
+WEATHER_CALL = {
+    "id": "call_w",
+    "type": "function",
+    "function": {"name": "get_weather", "arguments": '{"city": "Oslo"}'},
+}
 
 
 def test_tool_call_only_turn_shows_its_calls(tmp_path: Path) -> None:
     folder = tmp_path / "praisonai"
     folder.mkdir()
-    (folder / "carol-weather.json").write_text(json.dumps({
-        "session_id": "carol-weather", "user_id": "carol", "created_at": 1_700_300_000,
-        "messages": [
-            {"role": "user", "content": "What is the weather in Oslo today?", "timestamp": 1_700_300_000},
-            {"role": "assistant", "content": None, "tool_calls": [WEATHER_CALL],
-             "timestamp": 1_700_300_001},
-            {"role": "tool", "content": '{"temp_c": 3}', "tool_call_id": "call_w",
-             "timestamp": 1_700_300_002},
-            {"role": "assistant", "content": "It is 3 °C in Oslo.", "timestamp": 1_700_300_003},
-        ],
-    }))
+    (folder / "carol-weather.json").write_text(
+        json.dumps(
+            {
+                "session_id": "carol-weather",
+                "user_id": "carol",
+                "created_at": 1_700_300_000,
+                "messages": [
+                    {
+                        "role": "user",
+                        "content": "What is the weather in Oslo today?",
+                        "timestamp": 1_700_300_000,
+                    },
+                    {
+                        "role": "assistant",
+                        "content": None,
+                        "tool_calls": [WEATHER_CALL],
+                        "timestamp": 1_700_300_001,
+                    },
+                    {
+                        "role": "tool",
+                        "content": '{"temp_c": 3}',
+                        "tool_call_id": "call_w",
+                        "timestamp": 1_700_300_002,
+                    },
+                    {"role": "assistant", "content": "It is 3 °C in Oslo.", "timestamp": 1_700_300_003},
+                ],
+            }
+        )
+    )
     home = tmp_path / "home"
     assert run_cli(home, "import", "praisonai", str(folder)).returncode == 0
     args = ("recall", "weather in Oslo", "--scope-id", "carol", "--chunks-per-session", "10")
@@ -234,15 +308,27 @@ def test_tool_call_only_turn_shows_its_calls(tmp_path: Path) -> None:
 
 
 def test_as_of_sets_the_moment_relative_dates_count_from(imported: Path) -> None:
-    proc = run_cli(imported, "recall", "what did I plan a week ago?", "--scope-id", "alice",
-                   "--as-of", "2023-11-21T22:13:20Z", "--json")
+    proc = run_cli(
+        imported,
+        "recall",
+        "what did I plan a week ago?",
+        "--scope-id",
+        "alice",
+        "--as-of",
+        "2023-11-21T22:13:20Z",
+        "--json",
+    )
     assert proc.returncode == 0, proc.stderr
     window = json.loads(proc.stdout)["diagnostics"]["time_window"]
     assert window["phrase"] == "a week ago"
     assert window["start"] <= "2023-11-14 22:13" <= window["end"]  # the travel session's day
     batch = imported.parent / "dated.jsonl"
-    batch.write_text(json.dumps({"query": "what did I plan a week ago?", "as_of": 1_700_604_800})
-                     + "\n" + json.dumps({"query": "x a week ago", "as_of": "someday"}) + "\n")
+    batch.write_text(
+        json.dumps({"query": "what did I plan a week ago?", "as_of": 1_700_604_800})
+        + "\n"
+        + json.dumps({"query": "x a week ago", "as_of": "someday"})
+        + "\n"
+    )
     proc = run_cli(imported, "recall", "--batch", str(batch), "--json")
     first, second = (json.loads(x) for x in proc.stdout.splitlines())
     assert first["diagnostics"]["time_window"]["phrase"] == "a week ago"

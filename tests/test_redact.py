@@ -86,9 +86,7 @@ POSITIVE = {
 }
 
 
-@pytest.mark.parametrize(
-    ("cls", "text"), [(cls, text) for cls, texts in POSITIVE.items() for text in texts]
-)
+@pytest.mark.parametrize(("cls", "text"), [(cls, text) for cls, texts in POSITIVE.items() for text in texts])
 def test_standard_classes_mask(cls: str, text: str) -> None:
     only_mask(text, cls)
     only_mask(text, cls, "strict")  # strict is a superset

@@ -66,8 +66,13 @@ def test_scroll_and_browse(home: Path) -> None:
 
 @pytest.mark.parametrize(
     "args",
-    [("--session", "ghost"), ("--session", "billing-review-8c1e", "--around", "x"),
-     ("--session", "billing-review-8c1e", "--around", "99"), ("***",), ("x", "--limit", "0")],
+    [
+        ("--session", "ghost"),
+        ("--session", "billing-review-8c1e", "--around", "x"),
+        ("--session", "billing-review-8c1e", "--around", "99"),
+        ("***",),
+        ("x", "--limit", "0"),
+    ],
 )
 def test_errors_exit_non_zero(home: Path, args: tuple[str, ...]) -> None:
     r = _run(home, *args, "--json")

@@ -53,16 +53,26 @@ def _counts(store: Store) -> tuple[int, int]:
 
 
 def _turns(eid: str, prefix: str, n: int, size: int = 3000) -> list[dict[str, Any]]:
-    return [{"op": "add_turn", "episode_id": eid, "role": "user", "turn_id": f"{prefix}-{i}",
-             "content": f"{prefix} {i} " + "lorem ipsum " * (size // 12)} for i in range(n)]
+    return [
+        {
+            "op": "add_turn",
+            "episode_id": eid,
+            "role": "user",
+            "turn_id": f"{prefix}-{i}",
+            "content": f"{prefix} {i} " + "lorem ipsum " * (size // 12),
+        }
+        for i in range(n)
+    ]
 
 
 def test_a_full_disk_refuses_the_whole_batch_and_the_retry_stores_it_once(service) -> None:  # noqa: ANN001
     store = service.store
-    service.apply_batch([
-        {"op": "open_session", "session_id": "s-1", "agent": "a"},
-        {"op": "start_episode", "session_id": "s-1", "episode_id": "e-1", "user_message": "go"},
-    ])
+    service.apply_batch(
+        [
+            {"op": "open_session", "session_id": "s-1", "agent": "a"},
+            {"op": "start_episode", "session_id": "s-1", "episode_id": "e-1", "user_message": "go"},
+        ]
+    )
     cap = DiskCap(store)
     before = _counts(store)
     last_seq = store.last_seq
@@ -92,11 +102,13 @@ def test_a_full_disk_refuses_the_whole_batch_and_the_retry_stores_it_once(servic
 
 def test_a_bad_command_still_fails_alone(service) -> None:  # noqa: ANN001
     """The storage rule must not turn an ordinary bad command into a batch failure."""
-    results = service.apply_batch([
-        {"op": "open_session", "session_id": "s-2", "agent": "a"},
-        {"op": "add_turn", "episode_id": "nope", "role": "user", "content": "x"},
-        {"op": "start_episode", "session_id": "s-2", "episode_id": "e-2", "user_message": "go"},
-    ])
+    results = service.apply_batch(
+        [
+            {"op": "open_session", "session_id": "s-2", "agent": "a"},
+            {"op": "add_turn", "episode_id": "nope", "role": "user", "content": "x"},
+            {"op": "start_episode", "session_id": "s-2", "episode_id": "e-2", "user_message": "go"},
+        ]
+    )
     assert "ok" in results[0] and "ok" in results[2]
     assert results[1]["error"]["code"] == "episode_not_found"
 
@@ -204,7 +216,8 @@ def test_a_dead_publishers_spool_is_kept_until_the_disk_has_room(service, short_
     report = spool.ingest(spool_dir, service.apply_batch)
     assert report["commands"] == 22 and report["errors"] == 0
     assert [t["content"].split(" ")[1] for t in service.session("s-gone")["turns"][1:]] == [
-        str(i) for i in range(20)]
+        str(i) for i in range(20)
+    ]
     assert list(spool_dir.glob("*.ndjson")) == []
 
 

@@ -75,9 +75,7 @@ def test_upgrade_from_version_1_keeps_data_and_flags_summaries(tmp_path):
             text("SELECT id, is_compaction_summary, replaced_count, meta FROM turns ORDER BY idx")
         ).fetchall()
         session = conn.execute(text("SELECT retention, active_window FROM sessions")).one()
-    assert [(r[0], bool(r[1]), r[2]) for r in rows] == [
-        ("t0", False, 0), ("t1", True, 3), ("t2", False, 0)
-    ]
+    assert [(r[0], bool(r[1]), r[2]) for r in rows] == [("t0", False, 0), ("t1", True, 3), ("t2", False, 0)]
     assert json.loads(rows[2][3]) == {"k": [1, 2]}
     assert tuple(session) == ("compact", 100)
     assert mgr.open_session(session_id="s1")["title"] == "old one"
@@ -120,8 +118,10 @@ def test_seq_is_gap_free_under_interleaved_writers(tmp_path):
             for i in range(25):
                 mgr.add_turn(eid, "assistant", f"{n}-{i}")
             mgr.apply_batch(
-                [{"op": "add_turn", "episode_id": eid, "role": "tool", "content": "x"},
-                 {"op": "add_turn", "episode_id": "bad", "role": "tool", "content": "x"}]
+                [
+                    {"op": "add_turn", "episode_id": eid, "role": "tool", "content": "x"},
+                    {"op": "add_turn", "episode_id": "bad", "role": "tool", "content": "x"},
+                ]
             )
             mgr.finalize_episode(eid)
         except Exception as exc:  # pragma: no cover - reported below

@@ -24,12 +24,21 @@ from memviewer.index.summarizer import (
 from memviewer.llm import LlmEndpoint
 
 TURNS = [
-    {"role": "user", "content": "I need to renew my passport before the trip to Reykjavik. "
-                                "What documents do I need?", "timestamp": 1_684_569_600.0},
-    {"role": "assistant", "content": "Bring the old passport, a photo and the renewal form DS-82.",
-     "timestamp": 1_684_569_660.0},
-    {"role": "user", "content": "My appointment at the Boston Passport Agency is on 2023-06-14.",
-     "timestamp": 1_684_569_720.0},
+    {
+        "role": "user",
+        "content": "I need to renew my passport before the trip to Reykjavik. What documents do I need?",
+        "timestamp": 1_684_569_600.0,
+    },
+    {
+        "role": "assistant",
+        "content": "Bring the old passport, a photo and the renewal form DS-82.",
+        "timestamp": 1_684_569_660.0,
+    },
+    {
+        "role": "user",
+        "content": "My appointment at the Boston Passport Agency is on 2023-06-14.",
+        "timestamp": 1_684_569_720.0,
+    },
 ]
 
 
@@ -98,11 +107,12 @@ def test_service_uses_llm_summaries_when_configured(summary_llm: FakeLlm, settin
     from memviewer.index.lance import SUMMARIES
     from memviewer.service import MemoryService
 
-    s = settings.with_overrides(summary_llm=True, llm_base_url=summary_llm.base_url,
-                                llm_model="fake-model")
+    s = settings.with_overrides(summary_llm=True, llm_base_url=summary_llm.base_url, llm_model="fake-model")
     with MemoryService(s, embedder=HashEmbedder()) as svc:
-        svc.import_session({"id": "p1", "scope": "user", "scope_id": "u"},
-                           [{"id": f"t{i}", **t} for i, t in enumerate(TURNS)])
+        svc.import_session(
+            {"id": "p1", "scope": "user", "scope_id": "u"},
+            [{"id": f"t{i}", **t} for i, t in enumerate(TURNS)],
+        )
         svc.sync_index()
         rows = lance_index_for(svc).rows(SUMMARIES, None, ["summary", "method"])
         assert rows == [{"summary": SUMMARY, "method": "llm:fake-model"}]
@@ -121,18 +131,23 @@ def test_refresh_rule() -> None:
 
 def test_sentences_do_not_end_at_abbreviations() -> None:
     text = "I saw Dr. Patel at St. Mary's, e.g. for the sinus check. Then I went home!  Done?"
-    assert sentences(text) == ["I saw Dr. Patel at St. Mary's, e.g. for the sinus check.",
-                               "Then I went home!", "Done?"]
-    assert sentences("My answer was no. I moved to Berlin.") == ["My answer was no.",
-                                                                 "I moved to Berlin."]
+    assert sentences(text) == [
+        "I saw Dr. Patel at St. Mary's, e.g. for the sinus check.",
+        "Then I went home!",
+        "Done?",
+    ]
+    assert sentences("My answer was no. I moved to Berlin.") == ["My answer was no.", "I moved to Berlin."]
     assert sentences("It was plan B. Then we left.") == ["It was plan B.", "Then we left."]
 
 
 def test_informative_sentence_skips_filler_for_the_users_fact() -> None:
-    turn = ("That's really helpful, thanks! I just got diagnosed with chronic sinusitis by an ENT "
-            "specialist, Dr. Patel. Any tips?")
-    assert informative_sentence(turn) == ("I just got diagnosed with chronic sinusitis by an ENT "
-                                          "specialist, Dr. Patel.")
+    turn = (
+        "That's really helpful, thanks! I just got diagnosed with chronic sinusitis by an ENT "
+        "specialist, Dr. Patel. Any tips?"
+    )
+    assert informative_sentence(turn) == (
+        "I just got diagnosed with chronic sinusitis by an ENT specialist, Dr. Patel."
+    )
     # the opening request stays when it is the informative one
     ask = "I need to renew my passport before the trip to Reykjavik. Thanks so much."
     assert informative_sentence(ask) == "I need to renew my passport before the trip to Reykjavik."
@@ -142,8 +157,13 @@ def test_informative_sentence_skips_filler_for_the_users_fact() -> None:
 
 
 def test_extractive_summary_leads_with_each_turns_fact() -> None:
-    turns = [{"role": "user", "content": "Great, thanks! My sister Ana and I adopted a beagle.",
-              "timestamp": 1_684_540_800},
-             {"role": "assistant", "content": "Congratulations on the beagle!", "timestamp": 1_684_540_900}]
+    turns = [
+        {
+            "role": "user",
+            "content": "Great, thanks! My sister Ana and I adopted a beagle.",
+            "timestamp": 1_684_540_800,
+        },
+        {"role": "assistant", "content": "Congratulations on the beagle!", "timestamp": 1_684_540_900},
+    ]
     summary, _ = extractive(turns)
     assert summary.startswith("User: My sister Ana and I adopted a beagle.")

@@ -118,8 +118,14 @@ def test_frame_over_the_limit_gets_an_error_then_the_connection_closes(
     # 12x the limit is far more than a socket buffer holds: the hub must read the
     # rest of the frame away, or a client still writing it gets a broken pipe
     # instead of the error (a CI flake until the hub drained).
-    big = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "publish",
-                      "params": {"commands": [{"op": "open_session", "agent": "x" * (FRAME_LIMIT * times)}]}})
+    big = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "publish",
+            "params": {"commands": [{"op": "open_session", "agent": "x" * (FRAME_LIMIT * times)}]},
+        }
+    )
     raw.send(big.encode() + b"\n")
     out = raw.read()
     assert out is not None
@@ -220,8 +226,18 @@ def test_publish_isolates_bad_commands(hub: HubProcess, raw: Raw) -> None:
     results = out["result"]["results"]
     assert len(results) == len(commands)
     codes = [r["error"]["code"] if "error" in r else "ok" for r in results]
-    assert codes == ["ok", "episode_not_found", "invalid_argument", "ok", "invalid_argument", "ok",
-                     "invalid_argument", "invalid_argument", "ok", "conflict"]
+    assert codes == [
+        "ok",
+        "episode_not_found",
+        "invalid_argument",
+        "ok",
+        "invalid_argument",
+        "ok",
+        "invalid_argument",
+        "invalid_argument",
+        "ok",
+        "conflict",
+    ]
     session = RemoteService(hub.socket_path).session(sid)
     assert [t["content"] for t in session["turns"]] == ["fix it", "done"]
     assert session["episodes"][0]["status"] == "closed"
@@ -232,12 +248,25 @@ def test_read_methods_match_the_service(hub: HubProcess) -> None:
     from memviewer.service import MemoryService
 
     with RemoteService(hub.socket_path) as remote:
-        remote.publish([
-            {"op": "open_session", "session_id": "s-read-1", "agent": "reader", "scope": "user",
-             "scope_id": "u9", "ts": 1_700_000_000},
-            {"op": "start_episode", "session_id": "s-read-1", "user_message": "hello 世界",
-             "episode_id": "e-read-1", "ts": 1_700_000_001},
-        ])
+        remote.publish(
+            [
+                {
+                    "op": "open_session",
+                    "session_id": "s-read-1",
+                    "agent": "reader",
+                    "scope": "user",
+                    "scope_id": "u9",
+                    "ts": 1_700_000_000,
+                },
+                {
+                    "op": "start_episode",
+                    "session_id": "s-read-1",
+                    "user_message": "hello 世界",
+                    "episode_id": "e-read-1",
+                    "ts": 1_700_000_001,
+                },
+            ]
+        )
         settings = load_settings(None, env={}, home=str(hub.home), socket=str(hub.socket_path))
         local = MemoryService(settings, readonly=True)
         try:
@@ -263,11 +292,17 @@ def test_search_through_the_hub_equals_in_process(hub: HubProcess) -> None:
     from memviewer.service import MemoryService
 
     with RemoteService(hub.socket_path) as remote:
-        remote.publish([
-            {"op": "open_session", "session_id": "s-search-1", "agent": "searcher"},
-            {"op": "start_episode", "session_id": "s-search-1", "episode_id": "e-search-1",
-             "user_message": "rotate the deploy token XZ99 please"},
-        ])
+        remote.publish(
+            [
+                {"op": "open_session", "session_id": "s-search-1", "agent": "searcher"},
+                {
+                    "op": "start_episode",
+                    "session_id": "s-search-1",
+                    "episode_id": "e-search-1",
+                    "user_message": "rotate the deploy token XZ99 please",
+                },
+            ]
+        )
         settings = load_settings(None, env={}, home=str(hub.home), socket=str(hub.socket_path))
         local = MemoryService(settings, readonly=True)
         try:
@@ -297,8 +332,10 @@ def test_probe(hub: HubProcess, tmp_path: Path) -> None:
 
 def _publish_frame(metadata: str, req_id: int) -> bytes:
     """A raw publish whose one add_turn carries ``metadata`` (raw JSON text) verbatim."""
-    return (b'{"jsonrpc":"2.0","id":%d,"method":"publish","params":{"commands":[{"op":"open_session",'
-            b'"session_id":"s-poison","agent":"x","meta":%s}]}}\n' % (req_id, metadata.encode()))
+    return (
+        b'{"jsonrpc":"2.0","id":%d,"method":"publish","params":{"commands":[{"op":"open_session",'
+        b'"session_id":"s-poison","agent":"x","meta":%s}]}}\n' % (req_id, metadata.encode())
+    )
 
 
 @pytest.mark.parametrize(
@@ -349,6 +386,11 @@ def test_an_event_that_cannot_be_encoded_still_arrives_in_order() -> None:
     deep: Any = []
     for _ in range(5000):
         deep = [deep]
-    frame = json.loads(_event_frame(EventRecord(seq=7, kind="session.started", ts=1.0, session_id="s",
-                                                episode_id=None, payload={"meta": deep})))
+    frame = json.loads(
+        _event_frame(
+            EventRecord(
+                seq=7, kind="session.started", ts=1.0, session_id="s", episode_id=None, payload={"meta": deep}
+            )
+        )
+    )
     assert frame["params"]["seq"] == 7 and "RecursionError" in frame["params"]["payload"]["unencodable"]

@@ -48,8 +48,9 @@ def error_object(message: str, hint: str | None = None, code: str | None = None)
     return out
 
 
-def fail_maybe_json(as_json: bool, message: str, *, hint: str | None = None,
-                    code: str | None = None) -> NoReturn:
+def fail_maybe_json(
+    as_json: bool, message: str, *, hint: str | None = None, code: str | None = None
+) -> NoReturn:
     """``fail`` that keeps stdout parseable for a ``--json`` caller: ``{"error", "code", "hint"}``."""
     fail(message, hint=hint, data=error_object(message, hint, code) if as_json else None)
 
@@ -69,14 +70,18 @@ def check_text(value: str | None, what: str, *, as_json: bool = False) -> None:
             shown = value.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
         except UnicodeEncodeError:
             shown = value.encode("utf-8", "backslashreplace").decode("utf-8")
-        fail_maybe_json(as_json, f"{what} is not valid UTF-8 text: '{shown}'",
-                        hint="check the terminal's encoding or the bytes the argument came from",
-                        code="invalid_argument")
+        fail_maybe_json(
+            as_json,
+            f"{what} is not valid UTF-8 text: '{shown}'",
+            hint="check the terminal's encoding or the bytes the argument came from",
+            code="invalid_argument",
+        )
 
 
 @contextmanager
-def open_service(ctx: click.Context, *, readonly: bool = False, json_errors: bool = False,
-                 **kwargs: Any) -> Iterator[Any]:
+def open_service(
+    ctx: click.Context, *, readonly: bool = False, json_errors: bool = False, **kwargs: Any
+) -> Iterator[Any]:
     """An in-process ``MemoryService`` for this command's duration.
 
     ``json_errors``: the command prints ``--json``, so a failure is a JSON error object too.
@@ -92,15 +97,16 @@ def open_service(ctx: click.Context, *, readonly: bool = False, json_errors: boo
     except MemviewerError as exc:
         fail_maybe_json(json_errors, exc.message, hint=(exc.data or {}).get("hint"), code=exc.code)
     if home_was_missing:  # a mistyped --home would otherwise just look like an empty store
-        click.echo(f"note: {settings.home_path} did not exist; started a new, empty store there",
-                   err=True)
+        click.echo(f"note: {settings.home_path} did not exist; started a new, empty store there", err=True)
     try:
         yield service
     except MemviewerError as exc:  # the last net: a clear message, never a traceback
         hint = None
         if (exc.data or {}).get("reason") == "storage_full":
-            hint = (f"free space on the disk holding {settings.home_path}, then run the command "
-                    "again (what was stored stays; imports and replays are idempotent)")
+            hint = (
+                f"free space on the disk holding {settings.home_path}, then run the command "
+                "again (what was stored stays; imports and replays are idempotent)"
+            )
         fail_maybe_json(json_errors, exc.message, hint=hint or (exc.data or {}).get("hint"), code=exc.code)
     finally:
         service.close()

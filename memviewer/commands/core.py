@@ -36,8 +36,15 @@ def sessions_cmd(ctx: click.Context, scope, scope_id, text_filter, limit, as_jso
         return
     rows = [
         (
-            s["session_id"], short(s["title"], 40), s["agent"], f"{s['scope']}:{s['scope_id']}",
-            s["last_seen_at"], s["episodes"], s["active_turns"], s["archived_turns"], s["status"],
+            s["session_id"],
+            short(s["title"], 40),
+            s["agent"],
+            f"{s['scope']}:{s['scope_id']}",
+            s["last_seen_at"],
+            s["episodes"],
+            s["active_turns"],
+            s["archived_turns"],
+            s["status"],
         )
         for s in page["sessions"]
     ]
@@ -54,8 +61,11 @@ def import_group() -> None:
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("--no-index", is_flag=True, help="skip embedding (keyword search only)")
 @click.option("--json", "as_json", is_flag=True, help="print the import report as JSON")
-@click.option("--replace", is_flag=True,
-              help="let a file replace a session that exists from elsewhere (published live, another file)")
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="let a file replace a session that exists from elsewhere (published live, another file)",
+)
 @click.pass_context
 def import_praisonai(ctx: click.Context, paths, no_index, as_json, replace) -> None:
     """PraisonAI session JSON files or folders of them (.json.lock files are ignored).
@@ -71,8 +81,10 @@ def import_praisonai(ctx: click.Context, paths, no_index, as_json, replace) -> N
         try:
             report = svc.import_praisonai(paths, update, index=not no_index, replace=replace)
         except (ModelNotFoundError, ModelChecksumError) as exc:
-            fail(f"sessions were stored, but embedding them failed: {exc}",
-                 hint="fix the model, then run `memviewer reindex` (keyword search works already)")
+            fail(
+                f"sessions were stored, but embedding them failed: {exc}",
+                hint="fix the model, then run `memviewer reindex` (keyword search works already)",
+            )
         finally:
             close()
     if as_json:

@@ -42,8 +42,11 @@ def _apply_in_process(ctx: click.Context, commands: list[dict[str, Any]], index:
                     click.echo("indexing the demo sessions for recall…", err=True)
                     svc.sync_index()
             except Exception as exc:  # the index is derived: `memviewer reindex` can rebuild it
-                click.echo(f"warning: vector index not updated ({type(exc).__name__}: {exc}); "
-                           "run `memviewer reindex` later", err=True)
+                click.echo(
+                    f"warning: vector index not updated ({type(exc).__name__}: {exc}); "
+                    "run `memviewer reindex` later",
+                    err=True,
+                )
     return _created(before, after), results
 
 
@@ -55,8 +58,15 @@ def _apply_in_process(ctx: click.Context, commands: list[dict[str, Any]], index:
 @click.option("--no-index", is_flag=True, help="do not update the vector index after loading")
 @click.option("--json", "as_json", is_flag=True, help="print what was created as JSON")
 @click.pass_context
-def demo_cmd(ctx: click.Context, live: bool, rate: float, duration: float | None, seed: int | None,
-             no_index: bool, as_json: bool) -> None:
+def demo_cmd(
+    ctx: click.Context,
+    live: bool,
+    rate: float,
+    duration: float | None,
+    seed: int | None,
+    no_index: bool,
+    as_json: bool,
+) -> None:
     """Load a realistic two-week demo history (idempotent), or --live: publish as an agent would.
 
     Without --live the data goes through the hub when one runs on the socket,
@@ -76,19 +86,27 @@ def demo_cmd(ctx: click.Context, live: bool, rate: float, duration: float | None
     else:
         created, results = _apply_in_process(ctx, commands, index=not no_index)
     errors = [(c, r["error"]) for c, r in zip(commands, results, strict=True) if "error" in r]
-    report = {"scenario": describe(commands), "created": created, "errors": len(errors),
-              "via": f"hub at {settings.socket_path}" if via_hub else "in-process store",
-              "home": str(settings.home_path)}
+    report = {
+        "scenario": describe(commands),
+        "created": created,
+        "errors": len(errors),
+        "via": f"hub at {settings.socket_path}" if via_hub else "in-process store",
+        "home": str(settings.home_path),
+    }
     if as_json:
         emit_json(report)
     else:
         sc = report["scenario"]
-        click.echo(f"demo scenario: {sc['sessions']} sessions, {sc['episodes']} episodes, "
-                   f"{sc['turns']} turns (via {report['via']})")
+        click.echo(
+            f"demo scenario: {sc['sessions']} sessions, {sc['episodes']} episodes, "
+            f"{sc['turns']} turns (via {report['via']})"
+        )
         if any(created.values()):
-            click.echo(f"created: {created['sessions']} sessions, {created['episodes']} episodes, "
-                       f"{created['turns']} turns ({created['archived_turns']} archived), "
-                       f"{created['events']} events")
+            click.echo(
+                f"created: {created['sessions']} sessions, {created['episodes']} episodes, "
+                f"{created['turns']} turns ({created['archived_turns']} archived), "
+                f"{created['events']} events"
+            )
         else:
             click.echo("nothing new: the demo data is already loaded")
         click.echo("try:")
@@ -113,30 +131,47 @@ def _run_live(settings: Any, rate: float, duration: float | None, seed: int | No
     if not (math.isfinite(rate) and rate > 0):
         fail(f"--rate must be a positive number of turns per second, not {rate}")
     if duration is not None and not (math.isfinite(duration) and duration > 0):
-        fail(f"--duration must be a positive number of seconds, not {duration}",
-             hint="leave --duration out to run until Ctrl-C")
+        fail(
+            f"--duration must be a positive number of seconds, not {duration}",
+            hint="leave --duration out to run until Ctrl-C",
+        )
     if probe_hub(settings.socket_path) is None:
-        click.echo(f"no hub on {settings.socket_path} yet: spooling until one starts "
-                   "(run `memviewer serve` or `memviewer`)", err=True)
+        click.echo(
+            f"no hub on {settings.socket_path} yet: spooling until one starts "
+            "(run `memviewer serve` or `memviewer`)",
+            err=True,
+        )
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     pub = Publisher(settings.socket_path, paths.spool_dir(settings.home_path), client_name="memviewer.demo")
-    agent = LiveAgent(pub, rate=rate, seed=seed, stop=stop,
-                      out=(lambda _m: None) if as_json else (lambda m: click.echo(m, err=True)))
+    agent = LiveAgent(
+        pub,
+        rate=rate,
+        seed=seed,
+        stop=stop,
+        out=(lambda _m: None) if as_json else (lambda m: click.echo(m, err=True)),
+    )
     try:
         counts = agent.run(duration)
     finally:
         delivered = pub.flush(timeout=10.0)
         pub.close(timeout=2.0)
-    report = {**counts, "delivered": delivered, "errors": pub.errors, **{
-        k: v for k, v in pub.stats().items() if k in ("acked_commands", "spooled_commands")}}
+    report = {
+        **counts,
+        "delivered": delivered,
+        "errors": pub.errors,
+        **{k: v for k, v in pub.stats().items() if k in ("acked_commands", "spooled_commands")},
+    }
     if as_json:
         emit_json(report)
     else:
-        click.echo(f"live demo stopped: {counts['sessions']} sessions, {counts['episodes']} episodes, "
-                   f"{counts['turns']} turns; " + ("all delivered" if delivered else
-                                                   "the rest is spooled until a hub starts"), err=True)
+        click.echo(
+            f"live demo stopped: {counts['sessions']} sessions, {counts['episodes']} episodes, "
+            f"{counts['turns']} turns; "
+            + ("all delivered" if delivered else "the rest is spooled until a hub starts"),
+            err=True,
+        )
 
 
 COMMANDS = (demo_cmd,)

@@ -12,14 +12,28 @@ from memviewer.io import json_import  # noqa: F401 - registers `memviewer import
 @click.command("export")
 @click.argument("session_ids", nargs=-1)
 @click.option("--all", "all_sessions", is_flag=True, help="export every session")
-@click.option("--format", "fmt", type=click.Choice(["json", "jsonl", "md", "praisonai"]), required=True,
-              help="json: full fidelity (re-importable); jsonl: one turn per line; md: transcript; "
-                   "praisonai: one PraisonAI session file per session")
-@click.option("-o", "--output", "output", default=None,
-              help="file (json/jsonl/md; '-' or absent = stdout) or folder (praisonai); never inside "
-                   "the memviewer home. A pipe or device (/dev/stdout) is written through")
-@click.option("--redact", type=click.Choice(["standard", "strict"]), default=None,
-              help="mask secrets and personal data in content, metadata and titles")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["json", "jsonl", "md", "praisonai"]),
+    required=True,
+    help="json: full fidelity (re-importable); jsonl: one turn per line; md: transcript; "
+    "praisonai: one PraisonAI session file per session",
+)
+@click.option(
+    "-o",
+    "--output",
+    "output",
+    default=None,
+    help="file (json/jsonl/md; '-' or absent = stdout) or folder (praisonai); never inside "
+    "the memviewer home. A pipe or device (/dev/stdout) is written through",
+)
+@click.option(
+    "--redact",
+    type=click.Choice(["standard", "strict"]),
+    default=None,
+    help="mask secrets and personal data in content, metadata and titles",
+)
 @click.option("--force", is_flag=True, help="praisonai: replace session files already in the folder")
 @click.pass_context
 def export_cmd(ctx: click.Context, session_ids, all_sessions, fmt, output, redact, force) -> None:
@@ -36,7 +50,11 @@ def export_cmd(ctx: click.Context, session_ids, all_sessions, fmt, output, redac
     with open_service(ctx, readonly=True) as svc:
         try:
             result = svc.export(
-                None if all_sessions else list(session_ids), fmt, output, redact=redact, progress=update,
+                None if all_sessions else list(session_ids),
+                fmt,
+                output,
+                redact=redact,
+                progress=update,
                 force=force,
             )
         except MemviewerError as exc:

@@ -13,9 +13,12 @@ from memviewer.commands.common import dumps, fail, settings_of, short
 
 @click.command("serve")
 @click.option("--no-index", is_flag=True, help="do not start the background vector indexer")
-@click.option("--keep-open", is_flag=True,
-              help="leave open episodes open when stopping (a restart: agents' spooled turns "
-                   "land in the same episodes instead of getting conflict)")
+@click.option(
+    "--keep-open",
+    is_flag=True,
+    help="leave open episodes open when stopping (a restart: agents' spooled turns "
+    "land in the same episodes instead of getting conflict)",
+)
 @click.pass_context
 def serve_cmd(ctx: click.Context, no_index: bool, keep_open: bool) -> None:
     """Run the hub in the foreground (Ctrl-C or SIGTERM stops it cleanly).
@@ -37,31 +40,46 @@ def serve_cmd(ctx: click.Context, no_index: bool, keep_open: bool) -> None:
 
     running = probe_hub(sock)
     if running is not None:
-        fail(f"a memviewer hub ({running}) is already running on {sock}",
-             hint="stop it first, or pass --socket PATH to run another one")
+        fail(
+            f"a memviewer hub ({running}) is already running on {sock}",
+            hint="stop it first, or pass --socket PATH to run another one",
+        )
     service = MemoryService(settings)
 
     async def main() -> dict[str, Any]:
-        hub = Hub(service, sock, frame_limit=settings.frame_limit,
-                  subscriber_queue=settings.subscriber_queue, start_indexer=not no_index,
-                  abandon_on_stop=not keep_open)
+        hub = Hub(
+            service,
+            sock,
+            frame_limit=settings.frame_limit,
+            subscriber_queue=settings.subscriber_queue,
+            start_indexer=not no_index,
+            abandon_on_stop=not keep_open,
+        )
         await hub.start()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, hub.request_stop)
-        click.echo(f"memviewer hub {__version__} listening on {sock} (home {settings.home_path}); "
-                   "Ctrl-C to stop", err=True)
+        click.echo(
+            f"memviewer hub {__version__} listening on {sock} (home {settings.home_path}); Ctrl-C to stop",
+            err=True,
+        )
         await hub.serve_forever()
-        return {"abandoned": hub.last_close_report.get("abandoned_episodes", []),
-                "open": hub.last_close_report.get("open_episodes", [])}
+        return {
+            "abandoned": hub.last_close_report.get("abandoned_episodes", []),
+            "open": hub.last_close_report.get("open_episodes", []),
+        }
 
     try:
         report = asyncio.run(main())
     except HubError as exc:
         service.close()
         same_home = "already running for" in str(exc)
-        fail(str(exc), hint="one hub serves a home: connect to it, or stop it first" if same_home
-             else "pass --socket PATH to run a hub on another socket")
+        fail(
+            str(exc),
+            hint="one hub serves a home: connect to it, or stop it first"
+            if same_home
+            else "pass --socket PATH to run a hub on another socket",
+        )
     service.close()
     if keep_open:
         click.echo(f"hub stopped; {len(report['open'])} open episodes left open", err=True)
@@ -111,8 +129,9 @@ def _write(line: str) -> None:
     sys.stdout.flush()
 
 
-def _stored_events(settings: Any, from_seq: int, kinds: list[str] | None, session: str | None,
-                   limit: int | None) -> tuple[int, Any]:
+def _stored_events(
+    settings: Any, from_seq: int, kinds: list[str] | None, session: str | None, limit: int | None
+) -> tuple[int, Any]:
     """(last_seq, page reader) from the hub if one answers, else the store read-only."""
     from memviewer.wire.probe import probe_hub
 
@@ -136,16 +155,27 @@ def _stored_events(settings: Any, from_seq: int, kinds: list[str] | None, sessio
 
 
 @click.command("tail")
-@click.option("--from-seq", type=int, default=None,
-              help="print events after this seq (0 = from the start; default: the last 10)")
+@click.option(
+    "--from-seq",
+    type=int,
+    default=None,
+    help="print events after this seq (0 = from the start; default: the last 10)",
+)
 @click.option("--no-follow", is_flag=True, help="print what is stored and exit")
-@click.option("--json", "as_json", is_flag=True,
-              help="NDJSON lines {seq, kind, ts, session_id, episode_id, payload}")
+@click.option(
+    "--json", "as_json", is_flag=True, help="NDJSON lines {seq, kind, ts, session_id, episode_id, payload}"
+)
 @click.option("--kind", "kinds", multiple=True, help="only this event kind (repeatable)")
 @click.option("--session", "session_id", default=None, help="only events of this session")
 @click.pass_context
-def tail_cmd(ctx: click.Context, from_seq: int | None, no_follow: bool, as_json: bool,
-             kinds: tuple[str, ...], session_id: str | None) -> None:
+def tail_cmd(
+    ctx: click.Context,
+    from_seq: int | None,
+    no_follow: bool,
+    as_json: bool,
+    kinds: tuple[str, ...],
+    session_id: str | None,
+) -> None:
     """Events as they happen (resumes by seq after a hub restart, no gaps, no duplicates).
 
     With --no-follow and no hub running, the store is read directly (read-only).
@@ -181,8 +211,9 @@ def tail_cmd(ctx: click.Context, from_seq: int | None, no_follow: bool, as_json:
         pass
 
 
-def _follow(settings: Any, from_seq: int, kinds: list[str] | None, session_id: str | None,
-            as_json: bool) -> None:
+def _follow(
+    settings: Any, from_seq: int, kinds: list[str] | None, session_id: str | None, as_json: bool
+) -> None:
     import asyncio
 
     from memviewer.wire.subscriber import ConnectionState, Subscriber
@@ -190,14 +221,24 @@ def _follow(settings: Any, from_seq: int, kinds: list[str] | None, session_id: s
     def note(st: ConnectionState) -> None:
         if st.status == "reconnecting" and st.attempt > 1:
             return  # one line per outage is enough
-        msg = {"connected": f"connected to {settings.socket_path}", "resumed": "resumed",
-               "lagged": "lagged behind", "reconnecting": "waiting for the hub",
-               "closed": "closed"}.get(st.status, st.status)
+        msg = {
+            "connected": f"connected to {settings.socket_path}",
+            "resumed": "resumed",
+            "lagged": "lagged behind",
+            "reconnecting": "waiting for the hub",
+            "closed": "closed",
+        }.get(st.status, st.status)
         click.echo(f"# {msg} (seq {st.last_seq}){': ' + st.detail if st.detail else ''}", err=True)
 
     async def run() -> None:
-        sub = Subscriber(settings.socket_path, from_seq=from_seq, kinds=kinds, session_id=session_id,
-                         on_state=note, client="memviewer.tail")
+        sub = Subscriber(
+            settings.socket_path,
+            from_seq=from_seq,
+            kinds=kinds,
+            session_id=session_id,
+            on_state=note,
+            client="memviewer.tail",
+        )
         async for ev in sub.stream():
             _write(format_event(ev, as_json))
 

@@ -26,8 +26,7 @@ from memviewer.commands.common import (
     short,
 )
 
-BATCH_KEYS = ("query", "scope", "scope_id", "top_sessions", "chunks_per_session", "top_k", "mode",
-              "as_of")
+BATCH_KEYS = ("query", "scope", "scope_id", "top_sessions", "chunks_per_session", "top_k", "mode", "as_of")
 
 
 def _hub_running(ctx: click.Context) -> bool:
@@ -64,19 +63,32 @@ def _human(out: dict[str, Any]) -> None:
 
     d = out["diagnostics"]
     rows = [
-        (i, f"{r['score']:.3f}", short(r["session_id"], 24), r["role"], r["index"],
-         "archived" if r["archived"] else "active",
-         short(text_or_tool_calls(r["content"], r.get("tool_calls")), 70))
+        (
+            i,
+            f"{r['score']:.3f}",
+            short(r["session_id"], 24),
+            r["role"],
+            r["index"],
+            "archived" if r["archived"] else "active",
+            short(text_or_tool_calls(r["content"], r.get("tool_calls")), 70),
+        )
         for i, r in enumerate(out["results"], 1)
     ]
     scope = f"{out['scope'] or '*'}:{out['scope_id'] or '*'}"
-    print_table(("#", "score", "session", "role", "idx", "state", "snippet"), rows,
-                title=f"recall ({d['mode']}) in {scope}: {len(rows)} results")
+    print_table(
+        ("#", "score", "session", "role", "idx", "state", "snippet"),
+        rows,
+        title=f"recall ({d['mode']}) in {scope}: {len(rows)} results",
+    )
     if d["stage1"]:
-        click.echo("stage 1 sessions: " + ", ".join(
-            f"{short(s['session_id'], 24)} ({s['score']:.3f})" for s in d["stage1"]))
-    click.echo(f"stage 2 candidates: {d['stage2_candidates']}, kept by post-filter: {d['post_filter']}, "
-               f"reranked: {'yes' if d['reranked'] else 'no'}, {d['timings_ms'].get('total', 0):.0f} ms")
+        click.echo(
+            "stage 1 sessions: "
+            + ", ".join(f"{short(s['session_id'], 24)} ({s['score']:.3f})" for s in d["stage1"])
+        )
+    click.echo(
+        f"stage 2 candidates: {d['stage2_candidates']}, kept by post-filter: {d['post_filter']}, "
+        f"reranked: {'yes' if d['reranked'] else 'no'}, {d['timings_ms'].get('total', 0):.0f} ms"
+    )
     if d["escalations"]:
         click.echo("escalations: " + ", ".join(d["escalations"]))
 
@@ -137,22 +149,51 @@ def _run_batch(svc: Any, path: str, flat: bool) -> int:
 @click.argument("query", required=False)
 @click.option("--scope", default=None, help="scope to search (user, agent, …); default: every scope")
 @click.option("--scope-id", default=None, help="scope id to search; default: every id")
-@click.option("--top-sessions", type=click.IntRange(1, 1000), default=5, show_default=True,
-              help="K: sessions kept by Stage 1")
-@click.option("--chunks-per-session", type=click.IntRange(1, 1000), default=3, show_default=True,
-              help="M: turns kept per session")
-@click.option("--top-k", type=click.IntRange(1, 1000), default=10, show_default=True,
-              help="results returned")
+@click.option(
+    "--top-sessions",
+    type=click.IntRange(1, 1000),
+    default=5,
+    show_default=True,
+    help="K: sessions kept by Stage 1",
+)
+@click.option(
+    "--chunks-per-session",
+    type=click.IntRange(1, 1000),
+    default=3,
+    show_default=True,
+    help="M: turns kept per session",
+)
+@click.option("--top-k", type=click.IntRange(1, 1000), default=10, show_default=True, help="results returned")
 @click.option("--flat", is_flag=True, help="one turn query without Stage 1 (for comparison)")
-@click.option("--as-of", default=None, metavar="WHEN",
-              help="when the question is asked (ISO 8601 or epoch seconds; default now): "
-                   "'a week ago' in the query counts from it")
-@click.option("--batch", "batch", type=click.Path(dir_okay=False, allow_dash=True), default=None,
-              help="JSONL file of queries ('-' for stdin); one JSON result line per input line")
+@click.option(
+    "--as-of",
+    default=None,
+    metavar="WHEN",
+    help="when the question is asked (ISO 8601 or epoch seconds; default now): "
+    "'a week ago' in the query counts from it",
+)
+@click.option(
+    "--batch",
+    "batch",
+    type=click.Path(dir_okay=False, allow_dash=True),
+    default=None,
+    help="JSONL file of queries ('-' for stdin); one JSON result line per input line",
+)
 @click.option("--json", "as_json", is_flag=True, help="print the JSON result")
 @click.pass_context
-def recall_cmd(ctx: click.Context, query, scope, scope_id, top_sessions, chunks_per_session, top_k,
-               flat, as_of, batch, as_json) -> None:
+def recall_cmd(
+    ctx: click.Context,
+    query,
+    scope,
+    scope_id,
+    top_sessions,
+    chunks_per_session,
+    top_k,
+    flat,
+    as_of,
+    batch,
+    as_json,
+) -> None:
     """Two-stage hierarchical recall with its explain trace (DESIGN §5.2).
 
     With --json every failure is a JSON object ``{"error", "code", "hint"}`` on
@@ -163,12 +204,20 @@ def recall_cmd(ctx: click.Context, query, scope, scope_id, top_sessions, chunks_
 
     json_out = as_json or batch is not None  # a batch prints JSON lines whether or not --json is given
     if batch is None and not query:
-        fail_maybe_json(json_out, "give a QUERY or --batch FILE.jsonl",
-                        hint="memviewer recall 'what did I say about X'", code=INVALID_ARGUMENT)
+        fail_maybe_json(
+            json_out,
+            "give a QUERY or --batch FILE.jsonl",
+            hint="memviewer recall 'what did I say about X'",
+            code=INVALID_ARGUMENT,
+        )
     if batch is not None and query:
         fail_maybe_json(json_out, "give either a QUERY or --batch, not both", code=INVALID_ARGUMENT)
-    for value, what in ((query, "the query"), (scope, "--scope"), (scope_id, "--scope-id"),
-                        (as_of, "--as-of")):
+    for value, what in (
+        (query, "the query"),
+        (scope, "--scope"),
+        (scope_id, "--scope-id"),
+        (as_of, "--as-of"),
+    ):
         check_text(value, what, as_json=json_out)
     if batch not in (None, "-") and not Path(batch).is_file():
         fail_maybe_json(json_out, f"batch file {batch} does not exist", code=INVALID_ARGUMENT)
@@ -185,12 +234,20 @@ def recall_cmd(ctx: click.Context, query, scope, scope_id, top_sessions, chunks_
                 ctx.exit(1)
             return
         try:
-            out = svc.recall(query, scope=scope, scope_id=scope_id, top_sessions=top_sessions,
-                             chunks_per_session=chunks_per_session, top_k=top_k,
-                             mode="flat" if flat else "hierarchical", as_of=as_of)
+            out = svc.recall(
+                query,
+                scope=scope,
+                scope_id=scope_id,
+                top_sessions=top_sessions,
+                chunks_per_session=chunks_per_session,
+                top_k=top_k,
+                mode="flat" if flat else "hierarchical",
+                as_of=as_of,
+            )
         except MemviewerError as exc:
-            fail_maybe_json(as_json, exc.message, hint=exc.data.get("hint") if exc.data else None,
-                            code=exc.code)
+            fail_maybe_json(
+                as_json, exc.message, hint=exc.data.get("hint") if exc.data else None, code=exc.code
+            )
         if not as_json:
             from memviewer.recall.snippets import attach_tool_calls
 
@@ -207,8 +264,10 @@ def recall_cmd(ctx: click.Context, query, scope, scope_id, top_sessions, chunks_
 def reindex_cmd(ctx: click.Context, as_json: bool) -> None:
     """Rebuild the LanceDB vector index and session summaries from SQLite."""
     if _hub_running(ctx):
-        fail("a hub is running and owns the index", hint="stop the hub (it catches up on start) "
-             "or run reindex with the hub stopped")
+        fail(
+            "a hub is running and owns the index",
+            hint="stop the hub (it catches up on start) or run reindex with the hub stopped",
+        )
     update, close = progress_callback("reindexing")
     with open_service(ctx) as svc:
         try:
@@ -226,8 +285,10 @@ def reindex_cmd(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         emit_json(report)
     else:
-        click.echo(f"reindexed {report['indexed_turns']} turns and {report['summaries']} session "
-                   f"summaries with {report['model']} in {report['seconds']:.1f}s")
+        click.echo(
+            f"reindexed {report['indexed_turns']} turns and {report['summaries']} session "
+            f"summaries with {report['model']} in {report['seconds']:.1f}s"
+        )
 
 
 @click.group("eval")
@@ -238,12 +299,25 @@ def eval_group() -> None:
 @eval_group.command("longmemeval")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
 @click.option("--limit", type=click.IntRange(1), default=None, help="only the first N questions")
-@click.option("--split", type=click.IntRange(0), default=50, show_default=True,
-              help="report the first N questions (tuning) and the rest (hold-out) separately")
-@click.option("--cache-dir", type=click.Path(file_okay=False), default=None,
-              help="embedding cache folder (default: <tmp>/memviewer-eval-cache)")
-@click.option("--keep-home", type=click.Path(file_okay=False), default=None,
-              help="ingest into this folder and keep it (re-runs skip ingestion)")
+@click.option(
+    "--split",
+    type=click.IntRange(0),
+    default=50,
+    show_default=True,
+    help="report the first N questions (tuning) and the rest (hold-out) separately",
+)
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="embedding cache folder (default: <tmp>/memviewer-eval-cache)",
+)
+@click.option(
+    "--keep-home",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="ingest into this folder and keep it (re-runs skip ingestion)",
+)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def eval_longmemeval(ctx: click.Context, file, limit, split, cache_dir, keep_home, as_json) -> None:
@@ -255,8 +329,15 @@ def eval_longmemeval(ctx: click.Context, file, limit, split, cache_dir, keep_hom
     try:
         from memviewer.index.embedder import OnnxEmbedder
 
-        report = run(file, limit=limit, home=keep_home, cache_dir=cache_dir, split=split,
-                     embedder=OnnxEmbedder(settings.model_dir), progress=update)
+        report = run(
+            file,
+            limit=limit,
+            home=keep_home,
+            cache_dir=cache_dir,
+            split=split,
+            embedder=OnnxEmbedder(settings.model_dir),
+            progress=update,
+        )
     except ValueError as exc:
         fail(str(exc))
     except _model_errors() as exc:

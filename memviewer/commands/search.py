@@ -32,8 +32,13 @@ def search_cmd(
     """Keyword search across sessions (QUERY), scroll one (--session), or browse recent ones."""
     with open_service(ctx, readonly=True) as svc:
         result = svc.search(
-            query, session_id=session_id, around=around, limit=limit, window=window,
-            scope=scope, scope_id=scope_id,
+            query,
+            session_id=session_id,
+            around=around,
+            limit=limit,
+            window=window,
+            scope=scope,
+            scope_id=scope_id,
         )
         if not as_json and result.get("success") and result.get("mode") == "scroll":
             from memviewer.recall.snippets import attach_tool_calls_by_index
@@ -55,12 +60,19 @@ def _print_human(result: dict[str, Any]) -> None:
     mode = result["mode"]
     if mode == "discovery":
         rows = [
-            (h["session_id"], short(h["title"], 32), f"{h['score']:.3f}", short(h["snippet"], 90),
-             h["when"], h["anchor_index"])
+            (
+                h["session_id"],
+                short(h["title"], 32),
+                f"{h['score']:.3f}",
+                short(h["snippet"], 90),
+                h["when"],
+                h["anchor_index"],
+            )
             for h in result["results"]
         ]
         print_table(
-            ("id", "title", "score", "snippet", "when", "anchor"), rows,
+            ("id", "title", "score", "snippet", "when", "anchor"),
+            rows,
             title=f"{result['total_found']} sessions match {result['query']!r}",
         )
         if result["results"]:
@@ -71,19 +83,29 @@ def _print_human(result: dict[str, Any]) -> None:
             )
     elif mode == "scroll":
         rows = [
-            (m["index"], "archived" if m["archived"] else "active", m["role"], m["timestamp"],
-             short(text_or_tool_calls(m["content"], m.get("tool_calls")), 100))
+            (
+                m["index"],
+                "archived" if m["archived"] else "active",
+                m["role"],
+                m["timestamp"],
+                short(text_or_tool_calls(m["content"], m.get("tool_calls")), 100),
+            )
             for m in result["messages"]
         ]
         print_table(
-            ("#", "state", "role", "timestamp", "content"), rows,
+            ("#", "state", "role", "timestamp", "content"),
+            rows,
             title=f"{result['session_id']} around {result['around_message_id']}",
         )
     else:
-        rows = [(r["session_id"], short(r["title"], 48), r["when"], r["message_count"])
-                for r in result["results"]]
-        print_table(("id", "title", "when", "messages"), rows,
-                    title=f"{result['total_found']} sessions, most recent first")
+        rows = [
+            (r["session_id"], short(r["title"], 48), r["when"], r["message_count"]) for r in result["results"]
+        ]
+        print_table(
+            ("id", "title", "when", "messages"),
+            rows,
+            title=f"{result['total_found']} sessions, most recent first",
+        )
 
 
 COMMANDS = (search_cmd,)

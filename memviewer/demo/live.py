@@ -21,8 +21,15 @@ LIVE_WINDOW = 30
 
 
 class LiveAgent:
-    def __init__(self, publisher: Any, *, rate: float = 2.0, seed: int | None = None,
-                 out: Callable[[str], None] = print, stop: threading.Event | None = None) -> None:
+    def __init__(
+        self,
+        publisher: Any,
+        *,
+        rate: float = 2.0,
+        seed: int | None = None,
+        out: Callable[[str], None] = print,
+        stop: threading.Event | None = None,
+    ) -> None:
         if rate <= 0:
             raise ValueError("rate must be > 0 turns per second")
         self.pub = publisher
@@ -44,9 +51,15 @@ class LiveAgent:
         if self.session is not None:
             self.pub.close_session(self.session)
         self.session = self.pub.open_session(
-            agent="live-coder", scope="user", scope_id="u-live",
-            title=f"Live demo session (part {part})", active_window=LIVE_WINDOW, retention="compact",
-            lineage_id=self.lineage, root_session_id=self.root, meta={"demo": "live", "part": part},
+            agent="live-coder",
+            scope="user",
+            scope_id="u-live",
+            title=f"Live demo session (part {part})",
+            active_window=LIVE_WINDOW,
+            retention="compact",
+            lineage_id=self.lineage,
+            root_session_id=self.root,
+            meta={"demo": "live", "part": part},
         )
         if self.root is None:
             self.root = self.session
@@ -61,8 +74,14 @@ class LiveAgent:
         for turn in script.turns:
             if not self._tick(speed):
                 return False
-            self.pub.add_turn(self.episode, turn.role, turn.content, metadata=turn.metadata,
-                              tool_calls=turn.tool_calls, tool_call_id=turn.tool_call_id)
+            self.pub.add_turn(
+                self.episode,
+                turn.role,
+                turn.content,
+                metadata=turn.metadata,
+                tool_calls=turn.tool_calls,
+                tool_call_id=turn.tool_call_id,
+            )
             self.counts["turns"] += 1
         if script.outcome == "abandon":
             self.pub.abandon_episode(self.episode, reason=script.abandon_reason)
@@ -72,8 +91,9 @@ class LiveAgent:
         return True
 
     def _automated(self, night: int) -> bool:
-        sid = self.pub.open_session(agent="nightly-audit", scope="agent", scope_id="ops", source="cron",
-                                    meta={"demo": "live"})
+        sid = self.pub.open_session(
+            agent="nightly-audit", scope="agent", scope_id="ops", source="cron", meta={"demo": "live"}
+        )
         self.counts["sessions"] += 1
         self.counts["automated_sessions"] += 1
         self.out(f"[live] automated session {sid} (source=cron)")

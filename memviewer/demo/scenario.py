@@ -60,50 +60,143 @@ class _SessionPlan:
 
 def _plans() -> list[_SessionPlan]:
     return [
-        _SessionPlan("alice-scheduler", "coder", "u-alice", 13.2,
-                     [S.MORNING, S.FLAKY_TEST, S.THANKS], meta={"repo": "acme/scheduler"}),
-        _SessionPlan("alice-scheduler-changelog", "coder", "u-alice", 13.1, [S.CHANGELOG],
-                     parent_of="alice-scheduler", meta={"subagent": "changelog-writer"}),
-        _SessionPlan("alice-scheduler-docs", "coder", "u-alice", 13.1, [S.DOCS_FAKECLOCK],
-                     parent_of="alice-scheduler", meta={"subagent": "docs-writer"}),
-        _SessionPlan("nightly-1", "nightly-audit", "ops", 12.6, [S.nightly_audit(1)], scope="agent",
-                     source="cron", turn_gap=(2.0, 9.0)),
-        _SessionPlan("alice-webhooks", "coder", "u-alice", 11.4, [S.WEBHOOK_BACKOFF, S.STRUCTLOG],
-                     meta={"repo": "acme/notify"}),
-        _SessionPlan("bob-billing-1", "coder", "u-bob", 10.3, [S.ADYEN_PLAN], lineage_of="bob-billing-1",
-                     title="Billing migration to Adyen"),
+        _SessionPlan(
+            "alice-scheduler",
+            "coder",
+            "u-alice",
+            13.2,
+            [S.MORNING, S.FLAKY_TEST, S.THANKS],
+            meta={"repo": "acme/scheduler"},
+        ),
+        _SessionPlan(
+            "alice-scheduler-changelog",
+            "coder",
+            "u-alice",
+            13.1,
+            [S.CHANGELOG],
+            parent_of="alice-scheduler",
+            meta={"subagent": "changelog-writer"},
+        ),
+        _SessionPlan(
+            "alice-scheduler-docs",
+            "coder",
+            "u-alice",
+            13.1,
+            [S.DOCS_FAKECLOCK],
+            parent_of="alice-scheduler",
+            meta={"subagent": "docs-writer"},
+        ),
+        _SessionPlan(
+            "nightly-1",
+            "nightly-audit",
+            "ops",
+            12.6,
+            [S.nightly_audit(1)],
+            scope="agent",
+            source="cron",
+            turn_gap=(2.0, 9.0),
+        ),
+        _SessionPlan(
+            "alice-webhooks",
+            "coder",
+            "u-alice",
+            11.4,
+            [S.WEBHOOK_BACKOFF, S.STRUCTLOG],
+            meta={"repo": "acme/notify"},
+        ),
+        _SessionPlan(
+            "bob-billing-1",
+            "coder",
+            "u-bob",
+            10.3,
+            [S.ADYEN_PLAN],
+            lineage_of="bob-billing-1",
+            title="Billing migration to Adyen",
+        ),
         _SessionPlan("chen-research-1", "research-agent", "u-chen", 9.5, [S.ZH_SUMMARY, S.ZH_THANKS]),
-        _SessionPlan("nightly-2", "nightly-audit", "ops", 9.6, [S.nightly_audit(2)], scope="agent",
-                     source="cron", turn_gap=(2.0, 9.0)),
-        _SessionPlan("bob-billing-2", "coder", "u-bob", 8.2, [S.ADYEN_WEBHOOKS], lineage_of="bob-billing-1",
-                     title="Billing migration to Adyen (webhooks)"),
+        _SessionPlan(
+            "nightly-2",
+            "nightly-audit",
+            "ops",
+            9.6,
+            [S.nightly_audit(2)],
+            scope="agent",
+            source="cron",
+            turn_gap=(2.0, 9.0),
+        ),
+        _SessionPlan(
+            "bob-billing-2",
+            "coder",
+            "u-bob",
+            8.2,
+            [S.ADYEN_WEBHOOKS],
+            lineage_of="bob-billing-1",
+            title="Billing migration to Adyen (webhooks)",
+        ),
         _SessionPlan("support-staging", "support-bot", "u-bob", 6.9, [S.DEPLOY_TOKEN, S.THANKS]),
-        _SessionPlan("bob-exporters", "coder", "u-bob", 5.4, S.csv_exporter_rounds(5), active_window=30,
-                     title="Streaming CSV exporters", meta={"repo": "acme/exports"}),
-        _SessionPlan("alice-orders", "coder", "u-alice", 4.1,
-                     [S.ORDERS_SLOW, S.BACKOFF_PROBE, S.EXPORT_META]),
-        _SessionPlan("bob-billing-3", "coder", "u-bob", 3.0, [S.ADYEN_BACKFILL, S.ADYEN_PROBE],
-                     lineage_of="bob-billing-1", title="Billing migration to Adyen (backfill)"),
-        _SessionPlan("nightly-3", "nightly-audit", "ops", 1.6, [S.nightly_audit(3)], scope="agent",
-                     source="cron", turn_gap=(2.0, 9.0)),
-        _SessionPlan("chen-research-2", "research-agent", "u-chen", 0.7,
-                     [S.ZH_BATCH, S.ZH_CACHE_PROBE], close=False),
+        _SessionPlan(
+            "bob-exporters",
+            "coder",
+            "u-bob",
+            5.4,
+            S.csv_exporter_rounds(5),
+            active_window=30,
+            title="Streaming CSV exporters",
+            meta={"repo": "acme/exports"},
+        ),
+        _SessionPlan(
+            "alice-orders", "coder", "u-alice", 4.1, [S.ORDERS_SLOW, S.BACKOFF_PROBE, S.EXPORT_META]
+        ),
+        _SessionPlan(
+            "bob-billing-3",
+            "coder",
+            "u-bob",
+            3.0,
+            [S.ADYEN_BACKFILL, S.ADYEN_PROBE],
+            lineage_of="bob-billing-1",
+            title="Billing migration to Adyen (backfill)",
+        ),
+        _SessionPlan(
+            "nightly-3",
+            "nightly-audit",
+            "ops",
+            1.6,
+            [S.nightly_audit(3)],
+            scope="agent",
+            source="cron",
+            turn_gap=(2.0, 9.0),
+        ),
+        _SessionPlan(
+            "chen-research-2", "research-agent", "u-chen", 0.7, [S.ZH_BATCH, S.ZH_CACHE_PROBE], close=False
+        ),
     ]
 
 
-def _episode_commands(sid: str, ep_key: str, script: EpisodeScript, t: float, rng: random.Random,
-                      turn_gap: tuple[float, float]) -> tuple[list[dict[str, Any]], float]:
+def _episode_commands(
+    sid: str, ep_key: str, script: EpisodeScript, t: float, rng: random.Random, turn_gap: tuple[float, float]
+) -> tuple[list[dict[str, Any]], float]:
     eid = stable_id("e-", ep_key)
-    cmds: list[dict[str, Any]] = [{
-        "op": "start_episode", "session_id": sid, "user_message": script.user, "episode_id": eid,
-        "turn_id": stable_id("t-", f"{ep_key}/0"), "ts": round(t, 3),
-    }]
+    cmds: list[dict[str, Any]] = [
+        {
+            "op": "start_episode",
+            "session_id": sid,
+            "user_message": script.user,
+            "episode_id": eid,
+            "turn_id": stable_id("t-", f"{ep_key}/0"),
+            "ts": round(t, 3),
+        }
+    ]
     for i, turn in enumerate(script.turns, start=1):
         gap = rng.uniform(*turn_gap) if turn.role != "tool" else rng.uniform(0.3, 4.0)
         t += gap
-        cmd: dict[str, Any] = {"op": "add_turn", "episode_id": eid, "role": turn.role,
-                               "content": turn.content, "turn_id": stable_id("t-", f"{ep_key}/{i}"),
-                               "ts": round(t, 3)}
+        cmd: dict[str, Any] = {
+            "op": "add_turn",
+            "episode_id": eid,
+            "role": turn.role,
+            "content": turn.content,
+            "turn_id": stable_id("t-", f"{ep_key}/{i}"),
+            "ts": round(t, 3),
+        }
         if turn.metadata is not None:
             cmd["metadata"] = turn.metadata
         if turn.tool_calls is not None:
@@ -115,8 +208,9 @@ def _episode_commands(sid: str, ep_key: str, script: EpisodeScript, t: float, rn
     if script.outcome == "finalize":
         cmds.append({"op": "finalize_episode", "episode_id": eid, "r_task": script.r_task, "ts": round(t, 3)})
     elif script.outcome == "abandon":
-        cmds.append({"op": "abandon_episode", "episode_id": eid, "reason": script.abandon_reason,
-                     "ts": round(t, 3)})
+        cmds.append(
+            {"op": "abandon_episode", "episode_id": eid, "reason": script.abandon_reason, "ts": round(t, 3)}
+        )
     return cmds, t
 
 
@@ -130,8 +224,13 @@ def build_scenario(now: float | None = None, seed: int = SEED) -> list[dict[str,
         sid = stable_id("s-", plan.key)
         t = now - plan.days_ago * DAY + rng.uniform(0, 600)
         open_cmd: dict[str, Any] = {
-            "op": "open_session", "session_id": sid, "agent": plan.agent, "scope": plan.scope,
-            "scope_id": plan.scope_id, "ts": round(t, 3), "meta": {"demo": True, **plan.meta},
+            "op": "open_session",
+            "session_id": sid,
+            "agent": plan.agent,
+            "scope": plan.scope,
+            "scope_id": plan.scope_id,
+            "ts": round(t, 3),
+            "meta": {"demo": True, **plan.meta},
         }
         if plan.title:
             open_cmd["title"] = plan.title

@@ -49,9 +49,9 @@ ROLES = ("user", "assistant", "system", "tool")
 
 
 def _kind(value: Any) -> str:
-    return {dict: "an object", list: "a list", str: "a string", bool: "true/false",
-            type(None): "null"}.get(type(value), "a number" if isinstance(value, int | float) else
-                                    type(value).__name__)
+    return {dict: "an object", list: "a list", str: "a string", bool: "true/false", type(None): "null"}.get(
+        type(value), "a number" if isinstance(value, int | float) else type(value).__name__
+    )
 
 
 def _is_id(value: Any) -> bool:
@@ -78,8 +78,9 @@ def _check_question(p: Path, i: int, q: dict[str, Any], seen: dict[str, int]) ->
     answers, dates = q.get("answer_session_ids"), q.get("haystack_dates")
     if answers is not None and not (isinstance(answers, list) and all(_is_id(a) for a in answers)):
         raise ValueError(f"{where}: answer_session_ids must be a list of session ids")
-    if dates is not None and not (isinstance(dates, list)
-                                  and all(d is None or isinstance(d, str) for d in dates)):
+    if dates is not None and not (
+        isinstance(dates, list) and all(d is None or isinstance(d, str) for d in dates)
+    ):
         raise ValueError(f"{where}: haystack_dates must be a list of date strings")
     if q.get("question_date") is not None and not isinstance(q["question_date"], str):
         raise ValueError(f"{where}: question_date must be a string, not {_kind(q['question_date'])}")
@@ -96,9 +97,11 @@ def _check_question(p: Path, i: int, q: dict[str, Any], seen: dict[str, int]) ->
                 raise ValueError(f"{at}: content must be a string, not {_kind(t.get('content'))}")
             role = t.get("role")
             if role is not None and role not in ROLES:
-                raise ValueError(f"{at}: role must be one of {', '.join(ROLES)}, not {_kind(role)}"
-                                 if not isinstance(role, str) else
-                                 f"{at}: role must be one of {', '.join(ROLES)}, not {role!r}")
+                raise ValueError(
+                    f"{at}: role must be one of {', '.join(ROLES)}, not {_kind(role)}"
+                    if not isinstance(role, str)
+                    else f"{at}: role must be one of {', '.join(ROLES)}, not {role!r}"
+                )
 
 
 def load_questions(path: str | Path) -> list[dict[str, Any]]:
@@ -128,8 +131,9 @@ def load_questions(path: str | Path) -> list[dict[str, Any]]:
     except json.JSONDecodeError as exc:
         raise ValueError(f"{p} is not LongMemEval JSON: {exc}") from None
     except (RecursionError, ValueError) as exc:
-        raise ValueError(f"{p} is not LongMemEval JSON: {str(exc).split(';')[0] or 'nested too deeply'}"
-                         ) from None
+        raise ValueError(
+            f"{p} is not LongMemEval JSON: {str(exc).split(';')[0] or 'nested too deeply'}"
+        ) from None
     if not isinstance(data, list) or not all(isinstance(q, dict) for q in data):
         raise ValueError(f"{p}: expected a JSON list of question objects")
     required = ("question_id", "question", "haystack_sessions", "haystack_session_ids")
@@ -171,8 +175,9 @@ class Gold:
     turns: set[str]
 
 
-def ingest(service: Any, questions: Sequence[dict[str, Any]],
-           progress: Callable[[int, int, str], None] | None = None) -> dict[str, Gold]:
+def ingest(
+    service: Any, questions: Sequence[dict[str, Any]], progress: Callable[[int, int, str], None] | None = None
+) -> dict[str, Gold]:
     """Import every haystack into its question's scope; return gold ids per question."""
     gold: dict[str, Gold] = {}
     base = datetime(2023, 1, 1, tzinfo=UTC).timestamp()
@@ -180,8 +185,9 @@ def ingest(service: Any, questions: Sequence[dict[str, Any]],
         qid = str(q["question_id"])
         dates = q.get("haystack_dates") or []
         g = Gold({session_id_of(qid, s) for s in q.get("answer_session_ids") or []}, set())
-        for j, (hsid, turns) in enumerate(zip(q["haystack_session_ids"], q["haystack_sessions"],
-                                              strict=True)):
+        for j, (hsid, turns) in enumerate(
+            zip(q["haystack_session_ids"], q["haystack_sessions"], strict=True)
+        ):
             sid = session_id_of(qid, str(hsid))
             t0 = _parse_date(dates[j] if j < len(dates) else None, base + j * 86_400)
             rows = []
@@ -189,12 +195,27 @@ def ingest(service: Any, questions: Sequence[dict[str, Any]],
                 tid = turn_id_of(qid, str(hsid), i)
                 if t.get("has_answer"):
                     g.turns.add(tid)
-                rows.append({"id": tid, "role": t.get("role") or "user", "content": str(t["content"]),
-                             "timestamp": t0 + i, "archived": False})
+                rows.append(
+                    {
+                        "id": tid,
+                        "role": t.get("role") or "user",
+                        "content": str(t["content"]),
+                        "timestamp": t0 + i,
+                        "archived": False,
+                    }
+                )
             service.import_session(
-                {"id": sid, "agent": "longmemeval", "scope": SCOPE, "scope_id": qid,
-                 "title": str(hsid), "started_at": t0, "last_seen_at": t0 + len(turns),
-                 "status": "closed", "source": "longmemeval"},
+                {
+                    "id": sid,
+                    "agent": "longmemeval",
+                    "scope": SCOPE,
+                    "scope_id": qid,
+                    "title": str(hsid),
+                    "started_at": t0,
+                    "last_seen_at": t0 + len(turns),
+                    "status": "closed",
+                    "source": "longmemeval",
+                },
                 rows,
             )
         gold[qid] = g
@@ -207,9 +228,12 @@ def gold_of(questions: Iterable[dict[str, Any]]) -> dict[str, Gold]:
     out = {}
     for q in questions:
         qid = str(q["question_id"])
-        turns = {turn_id_of(qid, str(h), i) for h, s in zip(q["haystack_session_ids"],
-                                                            q["haystack_sessions"], strict=True)
-                 for i, t in enumerate(s) if t.get("has_answer")}
+        turns = {
+            turn_id_of(qid, str(h), i)
+            for h, s in zip(q["haystack_session_ids"], q["haystack_sessions"], strict=True)
+            for i, t in enumerate(s)
+            if t.get("has_answer")
+        }
         out[qid] = Gold({session_id_of(qid, s) for s in q.get("answer_session_ids") or []}, turns)
     return out
 
@@ -244,9 +268,15 @@ def run_system(service: Any, system: str, q: dict[str, Any], **recall_kw: Any) -
         sessions = [s["session_id"] for s in out["diagnostics"]["stage1"]]
         turns = [r["turn_id"] for r in out["results"]]
     elif system == "flat":
-        out = service.recall(query, scope=SCOPE, scope_id=qid, mode="flat", top_k=SESSION_DEPTH,
-                             as_of=as_of,
-                             **{k: v for k, v in recall_kw.items() if k in ("weights", "tuning")})
+        out = service.recall(
+            query,
+            scope=SCOPE,
+            scope_id=qid,
+            mode="flat",
+            top_k=SESSION_DEPTH,
+            as_of=as_of,
+            **{k: v for k, v in recall_kw.items() if k in ("weights", "tuning")},
+        )
         turns = [r["turn_id"] for r in out["results"]]
         sessions = _distinct_sessions(turns, _session_from_turn)
     else:
@@ -284,15 +314,25 @@ class Scores:
         def mean(xs: list[float]) -> float | None:
             return round(statistics.fmean(xs), 4) if xs else None
 
-        return {"n": self.n, "session_any@5": mean(self.session_any),
-                "session_all@5": mean(self.session_all), "turn_recall@10": mean(self.turn_recall),
-                "n_turn_gold": len(self.turn_recall),
-                "p50_ms": round(statistics.median(self.ms), 2) if self.ms else None}
+        return {
+            "n": self.n,
+            "session_any@5": mean(self.session_any),
+            "session_all@5": mean(self.session_all),
+            "turn_recall@10": mean(self.turn_recall),
+            "n_turn_gold": len(self.turn_recall),
+            "p50_ms": round(statistics.median(self.ms), 2) if self.ms else None,
+        }
 
 
-def evaluate(service: Any, questions: Sequence[dict[str, Any]], gold: dict[str, Gold], *,
-             systems: Sequence[str] = SYSTEMS, split: int | None = None,
-             **recall_kw: Any) -> dict[str, Any]:
+def evaluate(
+    service: Any,
+    questions: Sequence[dict[str, Any]],
+    gold: dict[str, Gold],
+    *,
+    systems: Sequence[str] = SYSTEMS,
+    split: int | None = None,
+    **recall_kw: Any,
+) -> dict[str, Any]:
     """Scores per system, per question type, overall (and per split half when ``split``)."""
     table: dict[str, dict[str, Scores]] = {s: defaultdict(Scores) for s in systems}
     per_question: list[dict[str, Any]] = []
@@ -310,8 +350,7 @@ def evaluate(service: Any, questions: Sequence[dict[str, Any]], gold: dict[str, 
                 row[system] = len(set(ranked.turns) & gold[qid].turns) / len(gold[qid].turns)
         per_question.append(row)
     return {
-        "systems": {s: {g: sc.summary() for g, sc in sorted(groups.items())}
-                    for s, groups in table.items()},
+        "systems": {s: {g: sc.summary() for g, sc in sorted(groups.items())} for s, groups in table.items()},
         "questions": per_question,
     }
 
@@ -334,8 +373,10 @@ def check_eval_home(home: Path) -> None:
     db = paths.db_path(home)
     if not db.is_file():
         if any(home.iterdir()):
-            raise ValueError(f"--keep-home {home} is not empty and holds no memviewer store; "
-                             "use a new folder (or one an earlier --keep-home run made)")
+            raise ValueError(
+                f"--keep-home {home} is not empty and holds no memviewer store; "
+                "use a new folder (or one an earlier --keep-home run made)"
+            )
         return
     try:
         conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
@@ -346,14 +387,24 @@ def check_eval_home(home: Path) -> None:
     except sqlite3.Error as exc:
         raise ValueError(f"--keep-home {home}: {db} is not a readable memviewer store ({exc})") from None
     if others:
-        raise ValueError(f"--keep-home {home} is a memviewer home with {others} sessions that are not "
-                         "from an evaluation; use a separate folder for evaluations")
+        raise ValueError(
+            f"--keep-home {home} is a memviewer home with {others} sessions that are not "
+            "from an evaluation; use a separate folder for evaluations"
+        )
 
 
-def run(path: str | Path, *, limit: int | None = None, home: str | Path | None = None,
-        cache_dir: str | Path | None = None, embedder: Any = None, split: int | None = 50,
-        systems: Sequence[str] = SYSTEMS, progress: Callable[[int, int, str], None] | None = None,
-        **recall_kw: Any) -> dict[str, Any]:
+def run(
+    path: str | Path,
+    *,
+    limit: int | None = None,
+    home: str | Path | None = None,
+    cache_dir: str | Path | None = None,
+    embedder: Any = None,
+    split: int | None = 50,
+    systems: Sequence[str] = SYSTEMS,
+    progress: Callable[[int, int, str], None] | None = None,
+    **recall_kw: Any,
+) -> dict[str, Any]:
     """Load, ingest into ``home`` (a temporary folder by default), index and evaluate."""
     import shutil
     import tempfile
@@ -370,8 +421,9 @@ def run(path: str | Path, *, limit: int | None = None, home: str | Path | None =
     try:  # now, not when the cache is first saved after the whole ingest
         cache_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise ValueError(f"cannot use {cache_dir} as the embedding cache folder: {exc.strerror or exc}"
-                         ) from None
+        raise ValueError(
+            f"cannot use {cache_dir} as the embedding cache folder: {exc.strerror or exc}"
+        ) from None
     if home is not None:
         check_eval_home(Path(home))
     tmp = None
@@ -392,18 +444,26 @@ def run(path: str | Path, *, limit: int | None = None, home: str | Path | None =
         service.sync_index()
         cache.save()
         t_index = time.perf_counter() - t0 - t_ingest
-        report = evaluate(service, questions, gold_of(questions), systems=systems,
-                          split=split if limit is None or (split or 0) < len(questions) else None,
-                          **recall_kw)
+        report = evaluate(
+            service,
+            questions,
+            gold_of(questions),
+            systems=systems,
+            split=split if limit is None or (split or 0) < len(questions) else None,
+            **recall_kw,
+        )
     finally:
         cache.save()  # query embeddings too
         service.close()
         if tmp is not None:
             shutil.rmtree(tmp, ignore_errors=True)
     report["meta"] = {
-        "file": str(path), "questions": len(questions), "model": inner.name,
+        "file": str(path),
+        "questions": len(questions),
+        "model": inner.name,
         "turns": sum(len(s) for q in questions for s in q["haystack_sessions"]),
-        "ingest_s": round(t_ingest, 1), "index_s": round(t_index, 1),
+        "ingest_s": round(t_ingest, 1),
+        "index_s": round(t_index, 1),
         "embed_cache": {"hits": cache.hits, "misses": cache.misses},
         "split": split,
     }
@@ -413,10 +473,15 @@ def run(path: str | Path, *, limit: int | None = None, home: str | Path | None =
 def markdown_table(report: dict[str, Any], groups: Sequence[str] | None = None) -> str:
     systems = report["systems"]
     first = next(iter(systems.values()))
-    groups = list(groups or [g for g in ("all", "tune", "holdout") if g in first] +
-                  sorted(g for g in first if g not in ("all", "tune", "holdout")))
-    lines = ["| group | n | system | session any@5 | session all@5 | turn recall@10 | p50 ms |",
-             "|---|---:|---|---:|---:|---:|---:|"]
+    groups = list(
+        groups
+        or [g for g in ("all", "tune", "holdout") if g in first]
+        + sorted(g for g in first if g not in ("all", "tune", "holdout"))
+    )
+    lines = [
+        "| group | n | system | session any@5 | session all@5 | turn recall@10 | p50 ms |",
+        "|---|---:|---|---:|---:|---:|---:|",
+    ]
     for g in groups:
         for s, table in systems.items():
             row = table.get(g)
@@ -426,6 +491,8 @@ def markdown_table(report: dict[str, Any], groups: Sequence[str] | None = None) 
             def f(v: float | None) -> str:
                 return "–" if v is None else f"{v:.3f}"
 
-            lines.append(f"| {g} | {row['n']} | {s} | {f(row['session_any@5'])} | "
-                         f"{f(row['session_all@5'])} | {f(row['turn_recall@10'])} | {row['p50_ms']} |")
+            lines.append(
+                f"| {g} | {row['n']} | {s} | {f(row['session_any@5'])} | "
+                f"{f(row['session_all@5'])} | {f(row['turn_recall@10'])} | {row['p50_ms']} |"
+            )
     return "\n".join(lines)

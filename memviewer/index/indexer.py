@@ -81,9 +81,11 @@ Progress = Callable[[int, int, str], None]
 
 def _tty_notice(message: str) -> Callable[[], None]:
     """A callback printing ``message`` on stderr when it is a terminal (lock waits)."""
+
     def notice() -> None:
         if sys.stderr.isatty():
             print(message, file=sys.stderr, flush=True)
+
     return notice
 
 
@@ -98,15 +100,22 @@ def lance_index_for(service: Any) -> LanceIndex:
     """The service's one ``LanceIndex`` (shared by the indexer and recall)."""
     from memviewer.index.lance import LanceIndex
 
-    return service._get(
-        "lance", lambda: LanceIndex(paths.lance_dir(service.home), readonly=service.readonly)
-    )
+    return service._get("lance", lambda: LanceIndex(paths.lance_dir(service.home), readonly=service.readonly))
 
 
 def _turn_query() -> Any:
     return select(
-        T.c.num, T.c.id, T.c.session_id, T.c.episode_id, T.c.role, T.c.content, T.c.timestamp,
-        T.c.archived, T.c.is_compaction_summary, S.c.scope, S.c.scope_id,
+        T.c.num,
+        T.c.id,
+        T.c.session_id,
+        T.c.episode_id,
+        T.c.role,
+        T.c.content,
+        T.c.timestamp,
+        T.c.archived,
+        T.c.is_compaction_summary,
+        S.c.scope,
+        S.c.scope_id,
     ).select_from(T.join(S, S.c.id == T.c.session_id))
 
 
@@ -136,8 +145,9 @@ class Indexer:
         self._last_state: dict[str, Any] | None = None  # what this process last saved
 
     # -- public API --------------------------------------------------------------------
-    def sync(self, session_ids: Sequence[str] | None = None, *,
-             progress: Progress | None = None) -> dict[str, Any]:
+    def sync(
+        self, session_ids: Sequence[str] | None = None, *, progress: Progress | None = None
+    ) -> dict[str, Any]:
         """Blocking catch-up; ``session_ids`` are also reconciled and re-summarised.
 
         When another process's background indexer (a hub) owns the index, this
@@ -162,8 +172,9 @@ class Indexer:
 
         batch = getattr(self.settings, "embed_batch", 1)
         if isinstance(batch, int) and batch < 1:
-            raise ModelLoadError(f"embed_batch must be >= 1, not {batch} "
-                                 "(the embed_batch setting or MEMVIEWER_EMBED_BATCH)")
+            raise ModelLoadError(
+                f"embed_batch must be >= 1, not {batch} (the embed_batch setting or MEMVIEWER_EMBED_BATCH)"
+            )
         try:
             embedder = self._embedder()
         except ValueError as exc:
@@ -171,8 +182,10 @@ class Indexer:
         probe_embedder(embedder)
         if self._thread is None and (owner := self.index.owner()) is not None:
             raise MemviewerError(
-                CONFLICT, f"a background indexer (pid {owner.get('pid', '?')}) owns the vector index",
-                data={"hint": "stop the hub that serves this home, then run reindex again"})
+                CONFLICT,
+                f"a background indexer (pid {owner.get('pid', '?')}) owns the vector index",
+                data={"hint": "stop the hub that serves this home, then run reindex again"},
+            )
         with self._sync_lock, self.index.write_lock(_tty_notice(_LOCK_NOTICE)):
             live = self.index
             staged = live.staging()
@@ -195,8 +208,9 @@ class Indexer:
         if self._thread is not None or self.service.readonly:
             return
         if not self.index.claim_owner():
-            log.warning("another process's indexer already serves %s; both will take turns writing",
-                        self.index.folder)
+            log.warning(
+                "another process's indexer already serves %s; both will take turns writing", self.index.folder
+            )
         self._stop.clear()
         self._unsubscribe = self.service.bus.on_any(self._on_event)
         self._thread = threading.Thread(target=self._run, name="memviewer-indexer", daemon=True)
@@ -220,9 +234,11 @@ class Indexer:
             if not self._wake.is_set() and self._sync_lock.acquire(blocking=False):
                 try:  # holding the lock: no catch-up is half done
                     state = self.index.load_state()
-                    idle = (not self._wake.is_set()
-                            and int(state.get("event_seq", 0)) >= self.service.store.last_seq
-                            and self.status()["lag"] == 0)
+                    idle = (
+                        not self._wake.is_set()
+                        and int(state.get("event_seq", 0)) >= self.service.store.last_seq
+                        and self.status()["lag"] == 0
+                    )
                 finally:
                     self._sync_lock.release()
                 if idle:
@@ -236,8 +252,12 @@ class Indexer:
         state = self.index.load_state()
         with self.service.store.read() as conn:
             sql_turns = int(conn.execute(select(func.count()).select_from(T)).scalar() or 0)
-            behind = int(conn.execute(select(func.count()).select_from(T).where(
-                T.c.num > int(state.get("turn_num", 0)))).scalar() or 0)
+            behind = int(
+                conn.execute(
+                    select(func.count()).select_from(T).where(T.c.num > int(state.get("turn_num", 0)))
+                ).scalar()
+                or 0
+            )
         return {
             "indexed_turns": self.index.count(TURNS),
             "summaries": self.index.count(SUMMARIES),
@@ -314,8 +334,9 @@ class Indexer:
             seq = int(conn.execute(text("SELECT COALESCE(MAX(seq), 0) FROM events")).scalar() or 0)
         return num, seq
 
-    def _wait_for_owner(self, owner: dict[str, Any], session_ids: list[str],
-                        progress: Progress | None) -> dict[str, Any]:
+    def _wait_for_owner(
+        self, owner: dict[str, Any], session_ids: list[str], progress: Progress | None
+    ) -> dict[str, Any]:
         """Wait until another process's background indexer covers every committed row.
 
         Its watermark in ``state.json`` must reach the current heads; then taking the
@@ -339,9 +360,14 @@ class Indexer:
                 with self.index.write_lock():
                     pass
                 self.index.refresh()
-                return {"added_turns": 0, "updated_turns": 0, "summaries": 0,
-                        "indexed_by": f"background indexer (pid {pid})", "turn_num": num,
-                        "seconds": round(time.monotonic() - started, 3)}
+                return {
+                    "added_turns": 0,
+                    "updated_turns": 0,
+                    "summaries": 0,
+                    "indexed_by": f"background indexer (pid {pid})",
+                    "turn_num": num,
+                    "seconds": round(time.monotonic() - started, 3),
+                }
             if progress is not None and target_num > first:
                 progress(max(0, min(num, target_num) - first), target_num - first, "turns")
             now = time.monotonic()
@@ -350,19 +376,26 @@ class Indexer:
             error = owner_now.get("error")
             if error and now - last_move > OWNER_ERROR_GRACE_S:
                 raise MemviewerError(
-                    INTERNAL, f"the sessions are stored, but the hub's indexer (pid {pid}) fails: {error}",
-                    data={"hint": "fix the cause (see `memviewer doctor`); the hub retries on its own"})
+                    INTERNAL,
+                    f"the sessions are stored, but the hub's indexer (pid {pid}) fails: {error}",
+                    data={"hint": "fix the cause (see `memviewer doctor`); the hub retries on its own"},
+                )
             if now - last_move > OWNER_STALL_S:
                 raise MemviewerError(
-                    INTERNAL, f"the sessions are stored, but the hub's indexer (pid {pid}) has not "
+                    INTERNAL,
+                    f"the sessions are stored, but the hub's indexer (pid {pid}) has not "
                     f"indexed them in {OWNER_STALL_S:.0f} s",
-                    data={"hint": "`memviewer doctor` shows the index lag; restarting the hub catches up"})
+                    data={"hint": "`memviewer doctor` shows the index lag; restarting the hub catches up"},
+                )
             time.sleep(OWNER_WAIT_POLL_S)
 
     def _maybe_optimize(self, force: bool = False) -> None:
         due = time.monotonic() - self._last_optimize > OPTIMIZE_EVERY_S
-        if not force and not (self._rows_since_optimize and due) \
-                and self._rows_since_optimize < OPTIMIZE_AFTER_ROWS:
+        if (
+            not force
+            and not (self._rows_since_optimize and due)
+            and self._rows_since_optimize < OPTIMIZE_AFTER_ROWS
+        ):
             return
         try:
             with self._sync_lock, self.index.write_lock():
@@ -415,8 +448,12 @@ class Indexer:
 
         # 1. turns above the watermark
         with store.read() as conn:
-            total_new = int(conn.execute(select(func.count()).select_from(T).where(
-                T.c.num > int(state["turn_num"]))).scalar() or 0)
+            total_new = int(
+                conn.execute(
+                    select(func.count()).select_from(T).where(T.c.num > int(state["turn_num"]))
+                ).scalar()
+                or 0
+            )
         if not self._tail_checked or state.get("appending"):
             # Rows above the watermark exist only if a pass (of any process) died between
             # writing them and saving the watermark: drop them, then append freely.
@@ -429,9 +466,15 @@ class Indexer:
         contexts: dict[str, str] = {}
         while True:
             with store.read() as conn:
-                rows = [dict(r) for r in conn.execute(
-                    _turn_query().where(T.c.num > int(state["turn_num"])).order_by(T.c.num)
-                    .limit(READ_BATCH)).mappings()]
+                rows = [
+                    dict(r)
+                    for r in conn.execute(
+                        _turn_query()
+                        .where(T.c.num > int(state["turn_num"]))
+                        .order_by(T.c.num)
+                        .limit(READ_BATCH)
+                    ).mappings()
+                ]
             if not rows:
                 break
             if not state.get("appending"):  # marks a pass that may leave rows above the mark
@@ -439,8 +482,7 @@ class Indexer:
                 self._save_state(state)
             touched.update(r["session_id"] for r in rows)
             if contextual:
-                self._summarise(sorted({r["session_id"] for r in rows} - set(contexts)), forced,
-                                contexts)
+                self._summarise(sorted({r["session_id"] for r in rows} - set(contexts)), forced, contexts)
             self.index.add_turns(self._turn_rows(rows, embedder, contexts))
             added += len(rows)
             state["turn_num"] = int(rows[-1]["num"])
@@ -467,16 +509,19 @@ class Indexer:
                 touched.add(ev.session_id)
                 if ev.kind == "session.compacted":
                     ids = [*ev.payload.get("archived_turn_ids", []), ev.payload.get("summary_turn_id")]
-                    updated += self._reconcile(ev.session_id, [i for i in ids if i], embedder,
-                                               state["turn_num"], contexts)
+                    updated += self._reconcile(
+                        ev.session_id, [i for i in ids if i], embedder, state["turn_num"], contexts
+                    )
                 elif ev.kind == "session.imported":
                     forced.add(ev.session_id)
                     p = ev.payload
-                    wholly_new = (p.get("new_turns") == p.get("turns") and not p.get("updated_turns")
-                                  and not p.get("removed_turns"))
+                    wholly_new = (
+                        p.get("new_turns") == p.get("turns")
+                        and not p.get("updated_turns")
+                        and not p.get("removed_turns")
+                    )
                     if ev.session_id not in settled and not wholly_new:
-                        updated += self._reconcile(ev.session_id, None, embedder,
-                                                   state["turn_num"], contexts)
+                        updated += self._reconcile(ev.session_id, None, embedder, state["turn_num"], contexts)
                     settled.add(ev.session_id)
                 else:  # closed / pruned: a final summary
                     forced.add(ev.session_id)
@@ -520,8 +565,9 @@ class Indexer:
         self.index.save_state(state)
         self._last_state = json.loads(json.dumps(state))  # as ``load_state`` will read it
 
-    def _turn_rows(self, rows: list[dict[str, Any]], embedder: Any,
-                   contexts: dict[str, str]) -> list[dict[str, Any]]:
+    def _turn_rows(
+        self, rows: list[dict[str, Any]], embedder: Any, contexts: dict[str, str]
+    ) -> list[dict[str, Any]]:
         if not rows:
             return []
         texts = [self._embed_text(r, contexts) for r in rows]
@@ -552,8 +598,14 @@ class Indexer:
             "vector": vector,
         }
 
-    def _reconcile(self, session_id: str, turn_ids: list[str] | None, embedder: Any,
-                   watermark: int, contexts: dict[str, str]) -> int:
+    def _reconcile(
+        self,
+        session_id: str,
+        turn_ids: list[str] | None,
+        embedder: Any,
+        watermark: int,
+        contexts: dict[str, str],
+    ) -> int:
         """Make LanceDB's rows for these turns (or the whole session) match SQLite."""
         q = _turn_query().where(T.c.session_id == session_id)
         if turn_ids is not None:
@@ -565,8 +617,17 @@ class Indexer:
         where = f"session_id = {_lit(session_id)}"
         if turn_ids is not None:
             where += " AND " + _in("turn_id", turn_ids)
-        cols = ["turn_id", "scope", "scope_id", "role", "archived", "is_summary", "text_hash",
-                "episode_id", "timestamp"]
+        cols = [
+            "turn_id",
+            "scope",
+            "scope_id",
+            "role",
+            "archived",
+            "is_summary",
+            "text_hash",
+            "episode_id",
+            "timestamp",
+        ]
         lance = {r["turn_id"]: r for r in self.index.rows("turns", where, cols)}
         stale = [tid for tid in lance if tid not in sql]
         if stale and turn_ids is None:
@@ -595,15 +656,25 @@ class Indexer:
             self.index.upsert_turns([self._lance_row(r, vectors[r["id"]]) for r in re_flag])
         if re_embed:
             self.index.upsert_turns(self._turn_rows(re_embed, embedder, contexts))
-        return len(re_embed) + len(re_flag) + len(archive_on) + len(archive_off) + (
-            len(stale) if turn_ids is None else 0)
+        return (
+            len(re_embed)
+            + len(re_flag)
+            + len(archive_on)
+            + len(archive_off)
+            + (len(stale) if turn_ids is None else 0)
+        )
 
-    def _summarise(self, session_ids: Iterable[str], forced: set[str],
-                   contexts: dict[str, str], progress: Progress | None = None) -> int:
+    def _summarise(
+        self,
+        session_ids: Iterable[str],
+        forced: set[str],
+        contexts: dict[str, str],
+        progress: Progress | None = None,
+    ) -> int:
         ids = list(session_ids)
         done = 0
         for i in range(0, len(ids), SUMMARY_CHUNK):
-            done += self._summarise_chunk(ids[i: i + SUMMARY_CHUNK], forced, contexts)
+            done += self._summarise_chunk(ids[i : i + SUMMARY_CHUNK], forced, contexts)
             if progress is not None and len(ids) > SUMMARY_CHUNK:  # only when it takes a while
                 progress(min(i + SUMMARY_CHUNK, len(ids)), len(ids), "summaries")
         return done
@@ -613,17 +684,30 @@ class Indexer:
 
         if not ids:
             return 0
-        existing = {r["session_id"]: r for r in self.index.rows(
-            "session_summaries", _in("session_id", ids),
-            ["session_id", "turn_count", "source_hash", "summary", "scope", "scope_id"])}
+        existing = {
+            r["session_id"]: r
+            for r in self.index.rows(
+                "session_summaries",
+                _in("session_id", ids),
+                ["session_id", "turn_count", "source_hash", "summary", "scope", "scope_id"],
+            )
+        }
         out_rows: list[dict[str, Any]] = []
         texts: list[str] = []
         with self.service.store.read() as conn:
-            counts = dict(conn.execute(
-                select(T.c.session_id, func.count()).where(T.c.session_id.in_(ids))
-                .group_by(T.c.session_id)).all())
-            sessions = {r["id"]: dict(r) for r in conn.execute(
-                select(S.c.id, S.c.scope, S.c.scope_id, S.c.title).where(S.c.id.in_(ids))).mappings()}
+            counts = dict(
+                conn.execute(
+                    select(T.c.session_id, func.count())
+                    .where(T.c.session_id.in_(ids))
+                    .group_by(T.c.session_id)
+                ).all()
+            )
+            sessions = {
+                r["id"]: dict(r)
+                for r in conn.execute(
+                    select(S.c.id, S.c.scope, S.c.scope_id, S.c.title).where(S.c.id.in_(ids))
+                ).mappings()
+            }
             for sid in ids:
                 session = sessions.get(sid)
                 if session is None:
@@ -631,34 +715,51 @@ class Indexer:
                 prev = existing.get(sid)
                 count = int(counts.get(sid, 0))
                 scope_moved = prev is not None and (prev["scope"], prev["scope_id"]) != (
-                    session["scope"], session["scope_id"])
-                if not needs_refresh(prev["turn_count"] if prev else None, count,
-                                     force=sid in forced or scope_moved):
+                    session["scope"],
+                    session["scope_id"],
+                )
+                if not needs_refresh(
+                    prev["turn_count"] if prev else None, count, force=sid in forced or scope_moved
+                ):
                     if prev is not None:
                         contexts.setdefault(sid, prev["summary"][:CONTEXT_CHARS])
                     continue
-                turns = [dict(r) for r in conn.execute(
-                    select(T.c.role, func.substr(T.c.content, 1, SUMMARY_TURN_CHARS).label("content"),
-                           T.c.timestamp, T.c.is_compaction_summary)
-                    .where(T.c.session_id == sid).order_by(T.c.idx)).mappings()]
-                if prev is not None and not scope_moved \
-                        and prev["source_hash"] == self.summarizer.source_hash(turns):
+                turns = [
+                    dict(r)
+                    for r in conn.execute(
+                        select(
+                            T.c.role,
+                            func.substr(T.c.content, 1, SUMMARY_TURN_CHARS).label("content"),
+                            T.c.timestamp,
+                            T.c.is_compaction_summary,
+                        )
+                        .where(T.c.session_id == sid)
+                        .order_by(T.c.idx)
+                    ).mappings()
+                ]
+                if (
+                    prev is not None
+                    and not scope_moved
+                    and prev["source_hash"] == self.summarizer.source_hash(turns)
+                ):
                     contexts.setdefault(sid, prev["summary"][:CONTEXT_CHARS])
                     continue  # unchanged input: idempotent
                 result = self.summarizer.summarize(turns, session.get("title") or "")
                 contexts[sid] = result.summary[:CONTEXT_CHARS]
                 texts.append(result.summary or session.get("title") or sid)
-                out_rows.append({
-                    "session_id": sid,
-                    "scope": session["scope"] or "",
-                    "scope_id": session["scope_id"] or "",
-                    "summary": result.summary,
-                    "search_text": result.search_text,
-                    "turn_count": result.turn_count,
-                    "source_hash": result.source_hash,
-                    "method": result.method,
-                    "updated": time.time(),
-                })
+                out_rows.append(
+                    {
+                        "session_id": sid,
+                        "scope": session["scope"] or "",
+                        "scope_id": session["scope_id"] or "",
+                        "summary": result.summary,
+                        "search_text": result.search_text,
+                        "turn_count": result.turn_count,
+                        "source_hash": result.source_hash,
+                        "method": result.method,
+                        "updated": time.time(),
+                    }
+                )
         if out_rows:
             vectors = self._embedder().embed(texts)
             for row, vec in zip(out_rows, vectors, strict=True):
@@ -708,10 +809,15 @@ def index_status(settings: Any) -> dict[str, Any]:
         try:
             with store.engine.connect() as conn:
                 sql_turns = int(conn.execute(select(func.count()).select_from(T)).scalar() or 0)
-                behind = int(conn.execute(select(func.count()).select_from(T).where(
-                    T.c.num > int(state.get("turn_num", 0)))).scalar() or 0)
-                sql_sessions = int(conn.execute(
-                    select(func.count(func.distinct(T.c.session_id)))).scalar() or 0)
+                behind = int(
+                    conn.execute(
+                        select(func.count()).select_from(T).where(T.c.num > int(state.get("turn_num", 0)))
+                    ).scalar()
+                    or 0
+                )
+                sql_sessions = int(
+                    conn.execute(select(func.count(func.distinct(T.c.session_id)))).scalar() or 0
+                )
         finally:
             store.close()
     if not index.exists:
@@ -722,9 +828,11 @@ def index_status(settings: Any) -> dict[str, Any]:
         return {"ok": ok, "detail": detail}
     turns, summaries = index.count(TURNS), index.count(SUMMARIES)
     ann = "IVF_PQ" if index.has_vector_index() else "brute force"
-    detail = (f"{folder}: {turns} turns, {summaries} session summaries, model "
-              f"{state.get('model')} (dim {state.get('dim')}), vector search {ann}, "
-              f"lag {behind} turns")
+    detail = (
+        f"{folder}: {turns} turns, {summaries} session summaries, model "
+        f"{state.get('model')} (dim {state.get('dim')}), vector search {ann}, "
+        f"lag {behind} turns"
+    )
     ok = behind == 0
     if not ok:
         detail += " (a running hub catches up by itself; otherwise run `memviewer reindex`)"

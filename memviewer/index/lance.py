@@ -66,12 +66,29 @@ ANN_NPROBES = 20
 ANN_REFINE = 10
 
 TURN_COLUMNS = (
-    "turn_id", "num", "session_id", "episode_id", "scope", "scope_id", "role", "archived",
-    "is_summary", "timestamp", "text", "text_hash",
+    "turn_id",
+    "num",
+    "session_id",
+    "episode_id",
+    "scope",
+    "scope_id",
+    "role",
+    "archived",
+    "is_summary",
+    "timestamp",
+    "text",
+    "text_hash",
 )
 SUMMARY_COLUMNS = (
-    "session_id", "scope", "scope_id", "summary", "search_text", "turn_count", "source_hash",
-    "method", "updated",
+    "session_id",
+    "scope",
+    "scope_id",
+    "summary",
+    "search_text",
+    "turn_count",
+    "source_hash",
+    "method",
+    "updated",
 )
 
 
@@ -96,38 +113,42 @@ def in_filter(column: str, values: Iterable[str]) -> str:
 def _turn_schema(dim: int) -> Any:
     import pyarrow as pa
 
-    return pa.schema([
-        ("turn_id", pa.string()),
-        ("num", pa.int64()),
-        ("session_id", pa.string()),
-        ("episode_id", pa.string()),
-        ("scope", pa.string()),
-        ("scope_id", pa.string()),
-        ("role", pa.string()),
-        ("archived", pa.bool_()),
-        ("is_summary", pa.bool_()),
-        ("timestamp", pa.float64()),
-        ("text", pa.string()),
-        ("text_hash", pa.string()),
-        ("vector", pa.list_(pa.float32(), dim)),
-    ])
+    return pa.schema(
+        [
+            ("turn_id", pa.string()),
+            ("num", pa.int64()),
+            ("session_id", pa.string()),
+            ("episode_id", pa.string()),
+            ("scope", pa.string()),
+            ("scope_id", pa.string()),
+            ("role", pa.string()),
+            ("archived", pa.bool_()),
+            ("is_summary", pa.bool_()),
+            ("timestamp", pa.float64()),
+            ("text", pa.string()),
+            ("text_hash", pa.string()),
+            ("vector", pa.list_(pa.float32(), dim)),
+        ]
+    )
 
 
 def _summary_schema(dim: int) -> Any:
     import pyarrow as pa
 
-    return pa.schema([
-        ("session_id", pa.string()),
-        ("scope", pa.string()),
-        ("scope_id", pa.string()),
-        ("summary", pa.string()),
-        ("search_text", pa.string()),
-        ("turn_count", pa.int64()),
-        ("source_hash", pa.string()),
-        ("method", pa.string()),
-        ("updated", pa.float64()),
-        ("vector", pa.list_(pa.float32(), dim)),
-    ])
+    return pa.schema(
+        [
+            ("session_id", pa.string()),
+            ("scope", pa.string()),
+            ("scope_id", pa.string()),
+            ("summary", pa.string()),
+            ("search_text", pa.string()),
+            ("turn_count", pa.int64()),
+            ("source_hash", pa.string()),
+            ("method", pa.string()),
+            ("updated", pa.float64()),
+            ("vector", pa.list_(pa.float32(), dim)),
+        ]
+    )
 
 
 class IndexMismatchError(Exception):
@@ -143,12 +164,13 @@ class LanceIndex:
     within ``read_consistency`` s.
     """
 
-    def __init__(self, folder: str | Path, *, readonly: bool = False,
-                 read_consistency: float | None = None) -> None:
+    def __init__(
+        self, folder: str | Path, *, readonly: bool = False, read_consistency: float | None = None
+    ) -> None:
         self.folder = Path(folder)
         self.readonly = readonly
-        self.read_consistency = read_consistency if read_consistency is not None else (
-            1.0 if readonly else None
+        self.read_consistency = (
+            read_consistency if read_consistency is not None else (1.0 if readonly else None)
         )
         self._db: Any = None
         self._tables: dict[str, Any] = {}
@@ -384,8 +406,9 @@ class LanceIndex:
 
     def check_model(self, name: str, dim: int) -> None:
         state = self.load_state()
-        if state and (state.get("model") != name or state.get("dim") != dim
-                      or state.get("schema") != SCHEMA_VERSION):
+        if state and (
+            state.get("model") != name or state.get("dim") != dim or state.get("schema") != SCHEMA_VERSION
+        ):
             raise IndexMismatchError(
                 f"the vector index was built with model {state.get('model')!r} "
                 f"(dim {state.get('dim')}, layout v{state.get('schema')}) but {name!r} "
@@ -401,14 +424,19 @@ class LanceIndex:
     def upsert_turns(self, rows: list[dict[str, Any]]) -> None:
         if rows:
             with self.lock:
-                (self._require(TURNS).merge_insert("turn_id").when_matched_update_all()
-                 .when_not_matched_insert_all().execute(rows))
+                (
+                    self._require(TURNS)
+                    .merge_insert("turn_id")
+                    .when_matched_update_all()
+                    .when_not_matched_insert_all()
+                    .execute(rows)
+                )
 
     def set_archived(self, turn_ids: Sequence[str], archived: bool) -> None:
         with self.lock:
             tbl = self._require(TURNS)
             for i in range(0, len(turn_ids), 500):
-                chunk = turn_ids[i: i + 500]
+                chunk = turn_ids[i : i + 500]
                 if chunk:
                     tbl.update(where=in_filter("turn_id", chunk), values={"archived": archived})
 
@@ -416,8 +444,8 @@ class LanceIndex:
         with self.lock:
             tbl = self._require(TURNS)
             for i in range(0, len(turn_ids), 500):
-                if turn_ids[i: i + 500]:
-                    tbl.delete(in_filter("turn_id", turn_ids[i: i + 500]))
+                if turn_ids[i : i + 500]:
+                    tbl.delete(in_filter("turn_id", turn_ids[i : i + 500]))
 
     def delete_where(self, where: str, name: str = TURNS) -> None:
         with self.lock:
@@ -428,8 +456,13 @@ class LanceIndex:
     def upsert_summaries(self, rows: list[dict[str, Any]]) -> None:
         if rows:
             with self.lock:
-                (self._require(SUMMARIES).merge_insert("session_id").when_matched_update_all()
-                 .when_not_matched_insert_all().execute(rows))
+                (
+                    self._require(SUMMARIES)
+                    .merge_insert("session_id")
+                    .when_matched_update_all()
+                    .when_not_matched_insert_all()
+                    .execute(rows)
+                )
 
     def _require(self, name: str) -> Any:
         tbl = self.table(name)
@@ -453,8 +486,16 @@ class LanceIndex:
             return 0
         return int(tbl.count_rows(where) if where else tbl.count_rows())
 
-    def dense(self, name: str, vector: np.ndarray, where: str | None, limit: int,
-              columns: Sequence[str], *, use_ann: bool = False) -> list[dict[str, Any]]:
+    def dense(
+        self,
+        name: str,
+        vector: np.ndarray,
+        where: str | None,
+        limit: int,
+        columns: Sequence[str],
+        *,
+        use_ann: bool = False,
+    ) -> list[dict[str, Any]]:
         """Nearest rows by cosine; ``_distance`` is ``1 - cosine``."""
         tbl = self.table(name)
         if tbl is None or limit <= 0:
@@ -468,8 +509,9 @@ class LanceIndex:
             q = q.bypass_vector_index()
         return q.select([*columns, "_distance"]).limit(limit).to_list()
 
-    def fulltext(self, name: str, query: str, where: str | None, limit: int,
-                 columns: Sequence[str]) -> list[dict[str, Any]]:
+    def fulltext(
+        self, name: str, query: str, where: str | None, limit: int, columns: Sequence[str]
+    ) -> list[dict[str, Any]]:
         """BM25 matches (any query term); ``_score`` is the BM25 score."""
         from lancedb.query import MatchQuery
 
@@ -487,7 +529,7 @@ class LanceIndex:
 
         out: dict[str, np.ndarray] = {}
         for i in range(0, len(ids), 500):
-            chunk = ids[i: i + 500]
+            chunk = ids[i : i + 500]
             if chunk:
                 for r in self.rows(name, in_filter(key, chunk), [key, "vector"]):
                     out[r[key]] = np.asarray(r["vector"], dtype=np.float32)
@@ -520,15 +562,17 @@ class LanceIndex:
             if not force and (n < threshold or self.has_vector_index()):
                 return False
             dim = tbl.schema.field("vector").type.list_size
-            partitions = max(1, min(4096, int(n ** 0.5)))
+            partitions = max(1, min(4096, int(n**0.5)))
             sub_vectors = next(s for s in (dim // 8, dim // 4, dim // 2, dim, 1) if s and dim % s == 0)
-            tbl.create_index("vector", config=IvfPq(distance_type="cosine", num_partitions=partitions,
-                                                    num_sub_vectors=sub_vectors), replace=True)
+            tbl.create_index(
+                "vector",
+                config=IvfPq(distance_type="cosine", num_partitions=partitions, num_sub_vectors=sub_vectors),
+                replace=True,
+            )
             log.info("built IVF_PQ index over %d turns (%d partitions)", n, partitions)
             return True
 
-    def optimize(self, keep_versions_s: float = 600.0,
-                 tables: Sequence[str] = (TURNS, SUMMARIES)) -> None:
+    def optimize(self, keep_versions_s: float = 600.0, tables: Sequence[str] = (TURNS, SUMMARIES)) -> None:
         """Fold new rows into the indexes, compact small fragments, drop old versions.
 
         Versions younger than ``keep_versions_s`` survive so that readers in

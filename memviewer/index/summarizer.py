@@ -95,7 +95,9 @@ _ABBREVIATIONS = frozenset("dr mr mrs ms prof st jr sr vs etc e.g i.e approx fig
 _PERSONAL = frozenset("i i'm i've i'd i'll my me mine myself we we're we've our us".split())
 _FILLER_START = re.compile(
     r"^(?:thanks|thank you|that's|that is|great|ok|okay|sounds|awesome|perfect|wow|cool|got it|"
-    r"yes|no|sure|hi|hello|hey|alright)\b", re.IGNORECASE)
+    r"yes|no|sure|hi|hello|hey|alright)\b",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -169,7 +171,7 @@ def entities(texts: Sequence[str], k: int = 16) -> list[str]:
         for m in _CAPITALISED.finditer(text):
             phrase = m.group(1)
             start = m.start(1)
-            before = text[max(0, start - 2): start]
+            before = text[max(0, start - 2) : start]
             at_sentence_start = start == 0 or before.strip() in ("", ".", "!", "?") or before.endswith("\n")
             if at_sentence_start and " " not in phrase:
                 continue
@@ -231,8 +233,11 @@ def extractive(turns: Sequence[dict[str, Any]], title: str = "") -> tuple[str, s
 
 
 def transcript(turns: Sequence[dict[str, Any]], limit: int = LLM_INPUT_CHARS) -> str:
-    lines = [f"{t['role']}: {' '.join(str(t['content']).split())}" for t in turns
-             if str(t["content"]).strip() and not t.get("is_compaction_summary")]
+    lines = [
+        f"{t['role']}: {' '.join(str(t['content']).split())}"
+        for t in turns
+        if str(t["content"]).strip() and not t.get("is_compaction_summary")
+    ]
     text = "\n".join(lines)
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
@@ -262,8 +267,9 @@ class SummaryCache:
         path = self._path(key)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"summary": summary, "model": model, "template": TEMPLATE_VERSION}),
-                       encoding="utf-8")
+        tmp.write_text(
+            json.dumps({"summary": summary, "model": model, "template": TEMPLATE_VERSION}), encoding="utf-8"
+        )
         tmp.replace(path)
 
 
@@ -314,10 +320,11 @@ class Summarizer:
             else:
                 if llm:
                     search = llm + "\n" + search
-                    summary, method = llm[:SUMMARY_CHARS * 2], f"llm:{self.endpoint.model}"
+                    summary, method = llm[: SUMMARY_CHARS * 2], f"llm:{self.endpoint.model}"
         salt = f"llm:{self.endpoint.model}" if self.endpoint is not None else ""
-        return SessionSummary(summary, search[:SEARCH_TEXT_CHARS], method, _source_hash(turns, salt),
-                              len(turns))
+        return SessionSummary(
+            summary, search[:SEARCH_TEXT_CHARS], method, _source_hash(turns, salt), len(turns)
+        )
 
     def source_hash(self, turns: Sequence[dict[str, Any]]) -> str:
         """What ``summarize`` would record, without doing the work (idempotent re-index)."""

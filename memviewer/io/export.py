@@ -168,8 +168,9 @@ def _export_stream(items: Iterator[bundles.Bundle], fmt: str, out: Any, redact: 
             raise _write_error(path, exc) from None
         return str(path)
     if st is not None and not stat.S_ISREG(st.st_mode):
-        raise MemviewerError(INVALID_ARGUMENT, f"{path} is not a regular file, a pipe or a terminal; "
-                             "refusing to write to it")
+        raise MemviewerError(
+            INVALID_ARGUMENT, f"{path} is not a regular file, a pipe or a terminal; refusing to write to it"
+        )
     if path.is_symlink():  # replace the file the link points to and keep the link
         path = Path(os.path.realpath(path))
     if not path.parent.exists():
@@ -198,8 +199,11 @@ def _write_error(target: Path, exc: OSError) -> MemviewerError:
         hint = f"check that you may write to {target.parent if not target.is_dir() else target}"
     else:
         hint = None
-    return MemviewerError(INTERNAL, f"cannot write the export to {target}: {why}; nothing was written",
-                          data={"reason": "export_write_failed", **({"hint": hint} if hint else {})})
+    return MemviewerError(
+        INTERNAL,
+        f"cannot write the export to {target}: {why}; nothing was written",
+        data={"reason": "export_write_failed", **({"hint": hint} if hint else {})},
+    )
 
 
 def _refuse_inside_home(target: Path, home: Path | None) -> None:
@@ -230,7 +234,8 @@ def _write_all(writer: Any, items: Iterator[bundles.Bundle]) -> None:
 def _export_praisonai(items: Iterator[bundles.Bundle], out: Any, force: bool = False) -> str:
     if out is None or out == "-" or hasattr(out, "write"):
         raise MemviewerError(
-            INVALID_ARGUMENT, "the praisonai format writes one file per session",
+            INVALID_ARGUMENT,
+            "the praisonai format writes one file per session",
             data={"hint": "pass -o DIR (created if missing)"},
         )
     folder = Path(out).expanduser()
@@ -251,8 +256,10 @@ def _export_praisonai(items: Iterator[bundles.Bundle], out: Any, force: bool = F
                 CONFLICT,
                 f"{len(existing)} session file{'s' if len(existing) > 1 else ''} in {folder} would be "
                 f"overwritten ({shown}); nothing was written",
-                data={"existing": existing,
-                      "hint": "pass --force to replace them, or export into another folder"},
+                data={
+                    "existing": existing,
+                    "hint": "pass --force to replace them, or export into another folder",
+                },
             )
         moved = 0
         for name in writer.names:
@@ -262,7 +269,8 @@ def _export_praisonai(items: Iterator[bundles.Bundle], out: Any, force: bool = F
         err = _write_error(folder, exc)
         if moved:  # the moves are one rename per file: say what is already in place
             err.message = err.message.replace(
-                "nothing was written", f"{moved} of {len(writer.names)} session files were written")
+                "nothing was written", f"{moved} of {len(writer.names)} session files were written"
+            )
             err.args = (err.message,)
         raise err from None
     finally:

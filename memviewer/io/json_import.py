@@ -80,7 +80,7 @@ def session_from_record(record: Any) -> tuple[dict[str, Any], list[dict[str, Any
 
 def _check_header(head: Any) -> None:
     if not isinstance(head, dict) or head.get("format") != FORMAT:
-        raise ExportFileError(f"not a {FORMAT} file (no \"format\": \"{FORMAT}\")")
+        raise ExportFileError(f'not a {FORMAT} file (no "format": "{FORMAT}")')
     if head.get("version") != VERSION:
         raise ExportFileError(f"unsupported {FORMAT} version {head.get('version')!r} (this reads {VERSION})")
 
@@ -173,22 +173,35 @@ def import_file(
             if progress:
                 progress(i, len(seen), sid)
     except ExportFileError as exc:  # what was stored stays stored and is reported as such
-        failed.append({"path": str(p), "session_id": None,
-                       "error": f"changed while it was imported ({exc}); "
-                                f"{len(imported)} sessions before that point were stored"})
-    return {"path": str(p), "imported": imported, "failed": failed,
-            "turns": sum(r["turns"] for r in imported)}
+        failed.append(
+            {
+                "path": str(p),
+                "session_id": None,
+                "error": f"changed while it was imported ({exc}); "
+                f"{len(imported)} sessions before that point were stored",
+            }
+        )
+    return {
+        "path": str(p),
+        "imported": imported,
+        "failed": failed,
+        "turns": sum(r["turns"] for r in imported),
+    }
 
 
 @import_group.command("json")
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("--no-index", is_flag=True, help="skip embedding (keyword search only)")
 @click.option("--json", "as_json", is_flag=True, help="print the import report as JSON")
-@click.option("--replace", is_flag=True,
-              help="let a session replace one that exists from elsewhere (published live, another file)")
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="let a session replace one that exists from elsewhere (published live, another file)",
+)
 @click.pass_context
-def import_json(ctx: click.Context, paths: tuple[str, ...], no_index: bool, as_json: bool,
-                replace: bool) -> None:
+def import_json(
+    ctx: click.Context, paths: tuple[str, ...], no_index: bool, as_json: bool, replace: bool
+) -> None:
     """`memviewer export --format json` files (idempotent: re-importing changes nothing).
 
     A malformed file is reported as `failed: PATH: reason` and stores nothing; a session
@@ -213,9 +226,11 @@ def import_json(ctx: click.Context, paths: tuple[str, ...], no_index: bool, as_j
     else:
         new = sum(r["new_turns"] for r in imported)
         removed = sum(r.get("removed_turns", 0) for r in imported)
-        click.echo(f"imported {len(imported)} sessions ({sum(r['turns'] for r in imported)} turns, {new} new"
-                   + (f", {removed} no longer in the files removed)" if removed else ")")
-                   + (f"; {len(failed)} failed" if failed else ""))
+        click.echo(
+            f"imported {len(imported)} sessions ({sum(r['turns'] for r in imported)} turns, {new} new"
+            + (f", {removed} no longer in the files removed)" if removed else ")")
+            + (f"; {len(failed)} failed" if failed else "")
+        )
         for f in failed:
             click.echo(f"  failed: {f['path']}: {f['error']}", err=True)
     if failed:

@@ -111,14 +111,14 @@ def _compacted_count(value: Any, where: str) -> int:
 
 
 def turn_id_for(session_id: str, role: str, ts: float, content: str, occurrence: int) -> str:
-    h = hashlib.sha256(
-        f"{session_id}\x00{role}\x00{ts!r}\x00{content}\x00{occurrence}".encode()
-    ).hexdigest()
+    h = hashlib.sha256(f"{session_id}\x00{role}\x00{ts!r}\x00{content}\x00{occurrence}".encode()).hexdigest()
     return f"t-{h[:32]}"
 
 
 def parse_session(
-    data: Any, fallback_id: str, default_ts: float | None = None,
+    data: Any,
+    fallback_id: str,
+    default_ts: float | None = None,
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     """Map one PraisonAI session object to (session row, turns in projection order).
 
@@ -153,8 +153,9 @@ def parse_session(
         title = None  # kept verbatim in the metadata; the session's title comes from elsewhere
     turns: list[dict[str, Any]] = []
     seen: Counter[tuple[str, float, str]] = Counter()
-    projection = [(m, True, f"archived_messages[{i}]")
-                  for i, m in enumerate(data.get("archived_messages") or [])]
+    projection = [
+        (m, True, f"archived_messages[{i}]") for i, m in enumerate(data.get("archived_messages") or [])
+    ]
     projection += [(m, False, f"messages[{i}]") for i, m in enumerate(data.get("messages") or [])]
     fallback_ts = created or updated or default_ts or now()
     for msg, archived, where in projection:
@@ -187,8 +188,9 @@ def parse_session(
                 "timestamp": ts,
                 "archived": archived,
                 "is_compaction_summary": is_summary and not archived,
-                "replaced_count": _compacted_count((mmeta or {}).get("compacted_count"),
-                                                   f"{where}.metadata.compacted_count")
+                "replaced_count": _compacted_count(
+                    (mmeta or {}).get("compacted_count"), f"{where}.metadata.compacted_count"
+                )
                 if is_summary
                 else 0,
                 "tool_calls": tool_calls,
@@ -216,17 +218,30 @@ def parse_session(
         "closed_at": None,
         "status": "closed",
         **links,
-        "meta": {"praisonai": {"user_id": data.get("user_id"), "agent_name": data.get("agent_name"),
-                               "created_at": data.get("created_at"),
-                               "updated_at": data.get("updated_at")},
-                 "metadata": session_meta},
+        "meta": {
+            "praisonai": {
+                "user_id": data.get("user_id"),
+                "agent_name": data.get("agent_name"),
+                "created_at": data.get("created_at"),
+                "updated_at": data.get("updated_at"),
+            },
+            "metadata": session_meta,
+        },
     }
     return session, turns
 
 
 _KNOWN_KEYS = {
-    "session_id", "messages", "archived_messages", "created_at", "updated_at", "agent_name",
-    "user_id", "metadata", "source", *LINEAGE_KEYS,
+    "session_id",
+    "messages",
+    "archived_messages",
+    "created_at",
+    "updated_at",
+    "agent_name",
+    "user_id",
+    "metadata",
+    "source",
+    *LINEAGE_KEYS,
 }
 
 

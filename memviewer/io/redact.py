@@ -85,9 +85,7 @@ class _Pattern:
     group: str | None = None
 
 
-def _p(
-    pattern: str, accept: Callable[[str], bool] | None = None, group: str | None = None
-) -> _Pattern:
+def _p(pattern: str, accept: Callable[[str], bool] | None = None, group: str | None = None) -> _Pattern:
     return _Pattern(re.compile(pattern, _A), accept, group)
 
 
@@ -252,10 +250,7 @@ PATTERNS: dict[str, tuple[_Pattern, ...]] = {
     ),
     "home_path": (
         _p(r"(?<![A-Za-z0-9_/.~-])/(?:home|Users)/[A-Za-z0-9._-]+" + _PATH_TAIL),
-        _p(
-            r"(?<![A-Za-z0-9_])[A-Za-z]:(?:\\{1,2}|/)Users(?:\\{1,2}|/)[^\\/\s<>\"'`|:]+"
-            + _PATH_TAIL
-        ),
+        _p(r"(?<![A-Za-z0-9_])[A-Za-z]:(?:\\{1,2}|/)Users(?:\\{1,2}|/)[^\\/\s<>\"'`|:]+" + _PATH_TAIL),
         _p(r"(?<![A-Za-z0-9_/.~-])~[A-Za-z0-9._-]*/" + _PATH_BODY),
     ),
     "digits": (_p(r"(?<![0-9])[0-9]{6,}(?![0-9])"),),
@@ -321,9 +316,7 @@ class Redactor:
         if level not in LEVELS:
             raise ValueError(f"unknown redaction level {level!r}; expected one of {LEVELS}")
         self.level = level
-        self.classes: tuple[str, ...] = STANDARD_CLASSES + (
-            STRICT_CLASSES if level == "strict" else ()
-        )
+        self.classes: tuple[str, ...] = STANDARD_CLASSES + (STRICT_CLASSES if level == "strict" else ())
         self.id_classes = STANDARD_ID_CLASSES if level == "standard" else self.classes
         self.counts: dict[str, int] = dict.fromkeys(self.classes, 0)  # masks written per class
         self.ids_masked = 0  # ids replaced by a pseudonym
@@ -340,9 +333,7 @@ class Redactor:
 
     def id_is_sensitive(self, value: str) -> bool:
         """Whether an id holds data of a class this level pseudonymises ids for."""
-        return any(
-            self._matches(pattern, value) for cls in self.id_classes for pattern in PATTERNS[cls]
-        )
+        return any(self._matches(pattern, value) for cls in self.id_classes for pattern in PATTERNS[cls])
 
     def redact(self, text: str) -> str:
         """Return ``text`` with every secret replaced by its mask."""

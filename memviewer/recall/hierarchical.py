@@ -49,13 +49,13 @@ MODES = ("hierarchical", "flat")
 
 #: Defaults chosen on the first 50 LongMemEval dev questions (docs/benchmarks.md).
 TUNING_DEFAULTS: dict[str, float] = {
-    "candidate_depth": 100,       # dense and BM25 hits fetched per retriever (at least the pool)
-    "session_turn_weight": 0.0,   # Stage 1: share of the best candidate turn in a session's score
-    "session_depth": 30,          # summaries fetched per retriever in Stage 1
-    "rrf": 0.0,                   # 1: reciprocal-rank fusion instead of the score blend (measured)
-    "dense_minmax": 0.0,          # 1: min-max normalise cosine over the candidates (measured)
-    "raw_keyword_query": 1.0,     # 0: send only content words to BM25 (measured worse)
-    "session_mmr": 0.0,           # λ of a within-session redundancy penalty when picking M (measured)
+    "candidate_depth": 100,  # dense and BM25 hits fetched per retriever (at least the pool)
+    "session_turn_weight": 0.0,  # Stage 1: share of the best candidate turn in a session's score
+    "session_depth": 30,  # summaries fetched per retriever in Stage 1
+    "rrf": 0.0,  # 1: reciprocal-rank fusion instead of the score blend (measured)
+    "dense_minmax": 0.0,  # 1: min-max normalise cosine over the candidates (measured)
+    "raw_keyword_query": 1.0,  # 0: send only content words to BM25 (measured worse)
+    "session_mmr": 0.0,  # λ of a within-session redundancy penalty when picking M (measured)
 }
 
 TURN_COLUMNS = ["turn_id", "session_id", "role", "archived", "timestamp", "text", "vector"]
@@ -164,7 +164,8 @@ def recall(
     pool_size = k * m * OVERFETCH
     scope_turns = index.count(TURNS, where)
     use_ann = index.has_vector_index() and scope_turns > int(
-        getattr(service.settings, "ann_threshold", 50_000))
+        getattr(service.settings, "ann_threshold", 50_000)
+    )
     diagnostics: dict[str, Any] = {
         "mode": mode,
         "escalations": [],
@@ -173,8 +174,14 @@ def recall(
         "post_filter": 0,
         "reranked": False,
         "timings_ms": {},
-        "params": {"top_sessions": k, "chunks_per_session": m, "top_k": top_k,
-                   "pool": pool_size, **w.public(), **tune},
+        "params": {
+            "top_sessions": k,
+            "chunks_per_session": m,
+            "top_k": top_k,
+            "pool": pool_size,
+            **w.public(),
+            **tune,
+        },
         "index": {"scope_turns": scope_turns, "vector_search": "ivf_pq" if use_ann else "exact"},
         "dropped": [],
         "capped": [],
@@ -198,13 +205,13 @@ def recall(
         else:
             candidates = _turn_candidates(index, qvec, query, where, pool_size, w, tune, use_ann, window)
             clock.lap("stage2")
-            sessions = _rank_sessions(service, index, qvec, query, where, (scope, scope_id), k, w,
-                                      tune, candidates, window)
+            sessions = _rank_sessions(
+                service, index, qvec, query, where, (scope, scope_id), k, w, tune, candidates, window
+            )
             clock.lap("stage1")
             diagnostics["stage1"] = sessions
             diagnostics["stage2_candidates"] = len(candidates)
-            chosen, kept, dropped, capped = _post_filter(candidates, sessions, m,
-                                                         float(tune["session_mmr"]))
+            chosen, kept, dropped, capped = _post_filter(candidates, sessions, m, float(tune["session_mmr"]))
             diagnostics["post_filter"] = kept
             diagnostics["dropped"] = dropped
             diagnostics["capped"] = capped
@@ -226,8 +233,13 @@ def recall(
         diagnostics["stale"] = stale
     clock.lap("hydrate")
     diagnostics["timings_ms"] = clock.total()
-    return {"query": query, "scope": scope, "scope_id": scope_id, "results": results,
-            "diagnostics": diagnostics}
+    return {
+        "query": query,
+        "scope": scope,
+        "scope_id": scope_id,
+        "results": results,
+        "diagnostics": diagnostics,
+    }
 
 
 def _as_of(value: float | str | None) -> float:
@@ -240,9 +252,17 @@ def _as_of(value: float | str | None) -> float:
         raise MemviewerError(INVALID_ARGUMENT, str(exc)) from None
 
 
-def _turn_candidates(index: Any, qvec: Any, query: str, where: str | None, n: int,
-                     w: scoring.Weights, tune: dict[str, float], use_ann: bool,
-                     window: timeref.TimeWindow | None = None) -> list[dict[str, Any]]:
+def _turn_candidates(
+    index: Any,
+    qvec: Any,
+    query: str,
+    where: str | None,
+    n: int,
+    w: scoring.Weights,
+    tune: dict[str, float],
+    use_ann: bool,
+    window: timeref.TimeWindow | None = None,
+) -> list[dict[str, Any]]:
     """Stage 2: dense ∪ BM25 hits of the scope, blended, best ``n`` first."""
     import numpy as np
 
@@ -250,8 +270,7 @@ def _turn_candidates(index: Any, qvec: Any, query: str, where: str | None, n: in
 
     depth = max(n, int(tune["candidate_depth"]))
     dense = index.dense(TURNS, qvec, where, depth, TURN_COLUMNS, use_ann=use_ann)
-    keyword = lexical.turn_hits(index, query, where, depth, TURN_COLUMNS,
-                                raw=bool(tune["raw_keyword_query"]))
+    keyword = lexical.turn_hits(index, query, where, depth, TURN_COLUMNS, raw=bool(tune["raw_keyword_query"]))
     rows: dict[str, dict[str, Any]] = {}
     for r in dense:
         rows[r["turn_id"]] = r
@@ -284,8 +303,9 @@ def _turn_candidates(index: Any, qvec: Any, query: str, where: str | None, n: in
             rrf_k = 60.0 / (60.0 + k_rank[tid]) if tid in k_rank else 0.0
         parts = {
             "dense": rrf_d if tune["rrf"] else float(dense_v[i]),
-            "keyword": rrf_k if tune["rrf"] else scoring.keyword_part(
-                bm25.get(tid, 0.0), max_bm25, cov, w.coverage_share),
+            "keyword": rrf_k
+            if tune["rrf"]
+            else scoring.keyword_part(bm25.get(tid, 0.0), max_bm25, cov, w.coverage_share),
             "recency": scoring.recency(float(r["timestamp"]), newest, w.half_life_s),
         }
         score = scoring.blend(parts, w)
@@ -301,17 +321,33 @@ def _turn_candidates(index: Any, qvec: Any, query: str, where: str | None, n: in
         breakdown = {k: round(v, 6) for k, v in parts.items()}
         breakdown["bm25"] = round(bm25.get(tid, 0.0), 4)
         breakdown["coverage"] = round(cov, 4)
-        out.append({"turn_id": tid, "session_id": r["session_id"], "text": r["text"],
-                    "score": score, "score_breakdown": breakdown, "_vec": vecs[i]})
+        out.append(
+            {
+                "turn_id": tid,
+                "session_id": r["session_id"],
+                "text": r["text"],
+                "score": score,
+                "score_breakdown": breakdown,
+                "_vec": vecs[i],
+            }
+        )
     out.sort(key=lambda c: (-c["score"], c["turn_id"]))
     return out[:n]
 
 
-def _rank_sessions(service: Any, index: Any, qvec: Any, query: str, where: str | None,
-                   scope: tuple[str | None, str | None], k: int,
-                   w: scoring.Weights, tune: dict[str, float],
-                   candidates: list[dict[str, Any]],
-                   window: timeref.TimeWindow | None = None) -> list[dict[str, Any]]:
+def _rank_sessions(
+    service: Any,
+    index: Any,
+    qvec: Any,
+    query: str,
+    where: str | None,
+    scope: tuple[str | None, str | None],
+    k: int,
+    w: scoring.Weights,
+    tune: dict[str, float],
+    candidates: list[dict[str, Any]],
+    window: timeref.TimeWindow | None = None,
+) -> list[dict[str, Any]]:
     """Stage 1: sessions by summary similarity + summary BM25 (+ their best candidate turn,
     + closeness to a date the query names)."""
     import numpy as np
@@ -320,8 +356,9 @@ def _rank_sessions(service: Any, index: Any, qvec: Any, query: str, where: str |
 
     depth = max(k, int(tune["session_depth"]))
     dense = index.dense(SUMMARIES, qvec, where, depth, SUMMARY_COLUMNS)
-    keyword = lexical.summary_hits(index, query, where, depth, SUMMARY_COLUMNS,
-                                   raw=bool(tune["raw_keyword_query"]))
+    keyword = lexical.summary_hits(
+        index, query, where, depth, SUMMARY_COLUMNS, raw=bool(tune["raw_keyword_query"])
+    )
     rows: dict[str, dict[str, Any]] = {r["session_id"]: r for r in dense}
     bm25: dict[str, float] = {}
     for r in keyword:
@@ -333,8 +370,9 @@ def _rank_sessions(service: Any, index: Any, qvec: Any, query: str, where: str |
     turn_w = float(tune["session_turn_weight"])
     wanted = [sid for sid in best_turn if sid not in rows] if turn_w > 0 else []
     if window is not None:  # sessions with a turn in the window join the candidates
-        wanted += [sid for sid in _sessions_in(service, scope, window)
-                   if sid not in rows and sid not in wanted]
+        wanted += [
+            sid for sid in _sessions_in(service, scope, window) if sid not in rows and sid not in wanted
+        ]
     if wanted:
         for r in index.rows(SUMMARIES, in_filter("session_id", wanted), SUMMARY_COLUMNS):
             rows[r["session_id"]] = r
@@ -348,21 +386,26 @@ def _rank_sessions(service: Any, index: Any, qvec: Any, query: str, where: str |
     out = []
     for i, sid in enumerate(ids):
         summary_score = w.dense * max(0.0, float(cos[i])) + (w.keyword + w.recency) * (
-            bm25.get(sid, 0.0) / max_bm25 if max_bm25 > 0 else 0.0)
+            bm25.get(sid, 0.0) / max_bm25 if max_bm25 > 0 else 0.0
+        )
         turn_part = best_turn.get(sid, 0.0) / max_turn if max_turn > 0 else 0.0
         score = (1.0 - turn_w) * summary_score + turn_w * turn_part
-        breakdown = {"dense": round(max(0.0, float(cos[i])), 6),
-                     "bm25": round(bm25.get(sid, 0.0), 4),
-                     "best_turn": round(best_turn.get(sid, 0.0), 6)}
+        breakdown = {
+            "dense": round(max(0.0, float(cos[i])), 6),
+            "bm25": round(bm25.get(sid, 0.0), 4),
+            "best_turn": round(best_turn.get(sid, 0.0), 6),
+        }
         if window is not None:
             breakdown["time"] = round(closeness.get(sid, 0.0), 6)
             score = scoring.with_priors(score, [(w.time, closeness.get(sid, 0.0))])
-        out.append({
-            "session_id": sid,
-            "score": round(score, 6),
-            "summary": rows[sid]["summary"],
-            "score_breakdown": breakdown,
-        })
+        out.append(
+            {
+                "session_id": sid,
+                "score": round(score, 6),
+                "summary": rows[sid]["summary"],
+                "score_breakdown": breakdown,
+            }
+        )
     out.sort(key=lambda s: (-s["score"], s["session_id"]))
     return out[:k]
 
@@ -375,8 +418,7 @@ REACH = 5  # slack lengths around the window that still count (exp(-5) ≈ 0.007
 WINDOW_HORIZON_S = 30 * 86_400.0
 
 
-def _sessions_in(service: Any, scope: tuple[str | None, str | None],
-                 window: timeref.TimeWindow) -> list[str]:
+def _sessions_in(service: Any, scope: tuple[str | None, str | None], window: timeref.TimeWindow) -> list[str]:
     """Sessions of the scope with a turn inside ``window``, those ending nearest it first.
 
     The session span only narrows the search (indexed); the turn decides, because a
@@ -390,12 +432,18 @@ def _sessions_in(service: Any, scope: tuple[str | None, str | None],
     # Walk last_seen_at upwards from the window's start: the first sessions met are the
     # ones around it. The scope tests go through coalesce() so that a planner without
     # statistics does not pick the (unselective) scope index and sort the whole scope.
-    q = (select(s.id)
-         .where(s.last_seen_at.between(window.start, window.end + WINDOW_HORIZON_S),
-                s.started_at <= window.end,
-                exists().where(and_(t.session_id == s.id, t.timestamp >= window.start,
-                                    t.timestamp <= window.end)))
-         .order_by(s.last_seen_at.asc()).limit(WINDOW_SESSIONS))
+    q = (
+        select(s.id)
+        .where(
+            s.last_seen_at.between(window.start, window.end + WINDOW_HORIZON_S),
+            s.started_at <= window.end,
+            exists().where(
+                and_(t.session_id == s.id, t.timestamp >= window.start, t.timestamp <= window.end)
+            ),
+        )
+        .order_by(s.last_seen_at.asc())
+        .limit(WINDOW_SESSIONS)
+    )
     if scope[0]:
         q = q.where(func.coalesce(s.scope, "") == scope[0])
     if scope[1]:
@@ -404,8 +452,7 @@ def _sessions_in(service: Any, scope: tuple[str | None, str | None],
         return [r[0] for r in conn.execute(q)]
 
 
-def _time_closeness(service: Any, ids: list[str],
-                    window: timeref.TimeWindow) -> dict[str, float]:
+def _time_closeness(service: Any, ids: list[str], window: timeref.TimeWindow) -> dict[str, float]:
     """Each session's closeness to ``window``: that of its turn nearest to it (1.0 when a
     turn falls inside), read from the (session, timestamp) index; 0 beyond ``REACH``."""
     from sqlalchemy import case, func, select
@@ -416,27 +463,34 @@ def _time_closeness(service: Any, ids: list[str],
         return {}
     t = Turn.__table__.c
     ts = t.timestamp
-    q = (select(t.session_id,
-                func.sum(case((ts.between(window.start, window.end), 1), else_=0)),
-                func.max(case((ts < window.start, ts), else_=None)),
-                func.min(case((ts > window.end, ts), else_=None)))
-         .where(t.session_id.in_(ids),
-                ts.between(window.start - REACH * window.slack, window.end + REACH * window.slack))
-         .group_by(t.session_id))
+    q = (
+        select(
+            t.session_id,
+            func.sum(case((ts.between(window.start, window.end), 1), else_=0)),
+            func.max(case((ts < window.start, ts), else_=None)),
+            func.min(case((ts > window.end, ts), else_=None)),
+        )
+        .where(
+            t.session_id.in_(ids),
+            ts.between(window.start - REACH * window.slack, window.end + REACH * window.slack),
+        )
+        .group_by(t.session_id)
+    )
     out: dict[str, float] = {}
     with service.store.read() as conn:
         for sid, inside, before, after in conn.execute(q):
             if inside:
                 out[sid] = 1.0
             else:
-                out[sid] = max((window.closeness(float(x)) for x in (before, after) if x is not None),
-                               default=0.0)
+                out[sid] = max(
+                    (window.closeness(float(x)) for x in (before, after) if x is not None), default=0.0
+                )
     return out
 
 
-def _post_filter(candidates: list[dict[str, Any]], sessions: list[dict[str, Any]], m: int,
-                 mmr: float = 0.0) -> tuple[list[dict[str, Any]], int, list[dict[str, Any]],
-                                             list[dict[str, Any]]]:
+def _post_filter(
+    candidates: list[dict[str, Any]], sessions: list[dict[str, Any]], m: int, mmr: float = 0.0
+) -> tuple[list[dict[str, Any]], int, list[dict[str, Any]], list[dict[str, Any]]]:
     """Keep Stage-1 sessions' turns, top ``m`` each, grouped in Stage-1 order."""
     order = {s["session_id"]: i for i, s in enumerate(sessions)}
     members: dict[str, list[dict[str, Any]]] = {sid: [] for sid in order}
@@ -453,8 +507,11 @@ def _post_filter(candidates: list[dict[str, Any]], sessions: list[dict[str, Any]
         picked = _pick(members[sid], m, mmr)
         ids = {c["turn_id"] for c in picked}
         pool.extend(sorted(picked, key=lambda c: -c["score"]))
-        capped.extend({"turn_id": c["turn_id"], "session_id": sid, "score": round(c["score"], 6)}
-                      for c in members[sid] if c["turn_id"] not in ids)
+        capped.extend(
+            {"turn_id": c["turn_id"], "session_id": sid, "score": round(c["score"], 6)}
+            for c in members[sid]
+            if c["turn_id"] not in ids
+        )
     return pool, kept, dropped, capped
 
 
@@ -467,6 +524,7 @@ def _pick(group: list[dict[str, Any]], m: int, mmr: float) -> list[dict[str, Any
     picked: list[dict[str, Any]] = []
     rest = list(group)
     while rest and len(picked) < m:
+
         def value(c: dict[str, Any]) -> float:
             if not picked:
                 return c["score"]
@@ -491,19 +549,21 @@ def _hydrate(service: Any, chosen: list[dict[str, Any]]) -> tuple[list[dict[str,
             stale.append(c["turn_id"])
             continue
         pub = repos.turn_public(row)
-        out.append({
-            "turn_id": pub["turn_id"],
-            "session_id": pub["session_id"],
-            "episode_id": pub["episode_id"],
-            "index": pub["index"],
-            "role": pub["role"],
-            "content": pub["content"],
-            "archived": pub["archived"],
-            "timestamp": pub["timestamp"],
-            "score": round(float(c["score"]), 6),
-            "score_breakdown": c["score_breakdown"],
-            "metadata": row["meta"] if row["meta"] is not None else {},
-        })
+        out.append(
+            {
+                "turn_id": pub["turn_id"],
+                "session_id": pub["session_id"],
+                "episode_id": pub["episode_id"],
+                "index": pub["index"],
+                "role": pub["role"],
+                "content": pub["content"],
+                "archived": pub["archived"],
+                "timestamp": pub["timestamp"],
+                "score": round(float(c["score"]), 6),
+                "score_breakdown": c["score_breakdown"],
+                "metadata": row["meta"] if row["meta"] is not None else {},
+            }
+        )
     return out, stale
 
 

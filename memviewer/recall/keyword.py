@@ -101,7 +101,8 @@ def _int_arg(name: str, value: Any, lo: int, hi: int) -> int:
         value = int(value.strip())
     if not isinstance(value, int) or not lo <= value <= hi:
         raise MemviewerError(
-            INVALID_ARGUMENT, f"{name} must be an integer from {lo} to {hi}, not {value!r}",
+            INVALID_ARGUMENT,
+            f"{name} must be an integer from {lo} to {hi}, not {value!r}",
             data={"hint": f"pass --{name} N with {lo} ≤ N ≤ {hi}"},
         )
     return value
@@ -240,7 +241,8 @@ class KeywordSearch:
                 return self._scroll(session_id, around, window)
             if around not in (None, ""):
                 raise MemviewerError(
-                    INVALID_ARGUMENT, "an anchor (around) needs a session id",
+                    INVALID_ARGUMENT,
+                    "an anchor (around) needs a session id",
                     data={"hint": "pass --session ID with --around N"},
                 )
             return self._browse(limit, scope, scope_id)
@@ -248,8 +250,11 @@ class KeywordSearch:
             return _error(mode, exc.message, str(exc.data.get("hint") or _HINTS.get(exc.code, "")))
         except Exception as exc:  # the contract is an error dict, never a traceback
             log.exception("keyword search failed")
-            return _error(mode, f"internal error: {type(exc).__name__}: {exc}",
-                          "this is a bug; `memviewer doctor` checks the store and the index")
+            return _error(
+                mode,
+                f"internal error: {type(exc).__name__}: {exc}",
+                "this is a bug; `memviewer doctor` checks the store and the index",
+            )
 
     # -- discovery ---------------------------------------------------------------
     def _discovery(self, text: str, limit: int, window: int, filters: _Filters) -> dict[str, Any]:
@@ -291,7 +296,8 @@ class KeywordSearch:
         with self._reader() as db:
             if not db.all("SELECT 1 FROM sessions WHERE id = ?", (session_id,)):
                 raise MemviewerError(
-                    SESSION_NOT_FOUND, f"unknown session {session_id!r}",
+                    SESSION_NOT_FOUND,
+                    f"unknown session {session_id!r}",
                     data={"hint": "list sessions with `memviewer search` (browse) or `memviewer sessions`"},
                 )
             top = db.all("SELECT MAX(idx) FROM turns WHERE session_id = ?", (session_id,))[0][0]
@@ -306,8 +312,10 @@ class KeywordSearch:
                         INVALID_ARGUMENT,
                         f"message index {anchor} is out of range: session {session_id!r} has "
                         f"{n} messages (indexes {span})",
-                        data={"hint": "use anchor_index from a discovery hit, or omit --around "
-                                      "for the most recent messages"},
+                        data={
+                            "hint": "use anchor_index from a discovery hit, or omit --around "
+                            "for the most recent messages"
+                        },
                     )
             messages = _window(db, session_id, anchor, window) if n else []
         return {
@@ -349,7 +357,8 @@ def _anchor(around: Any) -> int:
     if isinstance(around, str) and _INT.fullmatch(around.strip()):
         return int(around.strip())
     raise MemviewerError(
-        INVALID_ARGUMENT, f"around must be a message index (an integer), not {around!r}",
+        INVALID_ARGUMENT,
+        f"around must be a message index (an integer), not {around!r}",
         data={"hint": "use anchor_index from a discovery hit, e.g. --around 12"},
     )
 
@@ -380,8 +389,18 @@ def _marks(n: int) -> str:
 
 
 # -- candidate turns ------------------------------------------------------------
-_SESSION_COLS = ("id", "title", "agent", "started_at", "last_seen_at", "source", "lineage_id",
-                 "root_session_id", "thread_id", "meta")
+_SESSION_COLS = (
+    "id",
+    "title",
+    "agent",
+    "started_at",
+    "last_seen_at",
+    "source",
+    "lineage_id",
+    "root_session_id",
+    "thread_id",
+    "meta",
+)
 _S_SELECT = ", ".join(f"s.{c}" for c in _SESSION_COLS)
 
 
@@ -449,7 +468,8 @@ def _fts_candidates(
     except Exception as exc:
         if "fts5" in str(exc).lower() or "syntax error" in str(exc).lower():
             raise MemviewerError(
-                INVALID_ARGUMENT, f"the search index could not read this query ({exc})",
+                INVALID_ARGUMENT,
+                f"the search index could not read this query ({exc})",
                 data={"hint": 'use plain words or a "quoted phrase"'},
             ) from None
         raise
@@ -471,8 +491,10 @@ def _word_match(db: _Db, pq: ParsedQuery) -> str | None:
     units = pq.word_units
     if base is None or len(units) < 2:
         return base
-    probe = (f"(SELECT count(*) FROM (SELECT 1 FROM {fts.WORD_TABLE} WHERE {fts.WORD_TABLE} MATCH ? "
-             f"LIMIT {COMMON_DF + 1}))")
+    probe = (
+        f"(SELECT count(*) FROM (SELECT 1 FROM {fts.WORD_TABLE} WHERE {fts.WORD_TABLE} MATCH ? "
+        f"LIMIT {COMMON_DF + 1}))"
+    )
     literals = [fts_query.fts_string(u.text) for u in units]
     counts = db.all("SELECT " + ", ".join([probe] * len(units)), literals)[0]
     rare = [u for u, n in zip(units, counts, strict=True) if 0 < n <= COMMON_DF]
@@ -610,17 +632,22 @@ def _hits(
     conv = "role IN ('user', 'assistant')"
     for k, (row, anchor, _) in enumerate(picks):
         sid = row["id"]
-        parts.append(f"SELECT {k}, {_WINDOW}, {_MSG_COLS} FROM turns "
-                     "WHERE session_id = ? AND idx BETWEEN ? AND ?")
+        parts.append(
+            f"SELECT {k}, {_WINDOW}, {_MSG_COLS} FROM turns WHERE session_id = ? AND idx BETWEEN ? AND ?"
+        )
         params += [sid, anchor - window, anchor + window]
         for part, order in ((_OPENING, "ASC"), (_CLOSING, "DESC")):
-            parts.append(f"SELECT * FROM (SELECT {k}, {part}, {_MSG_COLS} FROM turns "
-                         f"WHERE session_id = ? AND {conv} ORDER BY idx {order} "
-                         f"LIMIT {BOOKEND_SIZE}) AS b{len(parts)}")
+            parts.append(
+                f"SELECT * FROM (SELECT {k}, {part}, {_MSG_COLS} FROM turns "
+                f"WHERE session_id = ? AND {conv} ORDER BY idx {order} "
+                f"LIMIT {BOOKEND_SIZE}) AS b{len(parts)}"
+            )
             params.append(sid)
         if not (row.get("title") or row.get("agent")):
-            parts.append(f"SELECT * FROM (SELECT {k}, {_FIRST_USER}, {_MSG_COLS} FROM turns "
-                         "WHERE session_id = ? AND role = 'user' ORDER BY idx LIMIT 1) AS f{len(parts)}")
+            parts.append(
+                f"SELECT * FROM (SELECT {k}, {_FIRST_USER}, {_MSG_COLS} FROM turns "
+                "WHERE session_id = ? AND role = 'user' ORDER BY idx LIMIT 1) AS f{len(parts)}"
+            )
             params.append(sid)
     grouped: dict[tuple[int, int], list[Sequence[Any]]] = defaultdict(list)
     for r in db.all(" UNION ALL ".join(parts), params):
@@ -642,8 +669,10 @@ def _hits(
         closing = sorted(grouped[(k, _CLOSING)], key=lambda r: r[0])
         # More than BOOKEND_SIZE conversational messages exist iff the two ends differ.
         if len({r[0] for r in opening} | {r[0] for r in closing}) > BOOKEND_SIZE:
-            hit["bookends"] = {"opening": [_message(r) for r in opening],
-                               "closing": [_message(r) for r in closing]}
+            hit["bookends"] = {
+                "opening": [_message(r) for r in opening],
+                "closing": [_message(r) for r in closing],
+            }
         out.append(hit)
     return out
 
@@ -674,8 +703,10 @@ def fts_status(settings: Any) -> dict[str, Any]:
     from memviewer.store.db import Store
 
     support = fts.sqlite_support()
-    caps = f"SQLite {support['version']}, FTS5 {'yes' if support['fts5'] else 'no'}, " \
-           f"trigram {'yes' if support['trigram'] else 'no'}"
+    caps = (
+        f"SQLite {support['version']}, FTS5 {'yes' if support['fts5'] else 'no'}, "
+        f"trigram {'yes' if support['trigram'] else 'no'}"
+    )
     if fts.forced_off():
         return {"ok": True, "detail": f"{fts.FORCE_ENV} is set: substring scan ({caps})"}
     if not support["fts5"]:
@@ -688,8 +719,10 @@ def fts_status(settings: Any) -> dict[str, Any]:
         with store.read() as conn:
             have = fts.installed(conn)
             if not have["word"]:
-                return {"ok": False, "detail": f"keyword index missing: the next write command "
-                                               f"installs it ({caps})"}
+                return {
+                    "ok": False,
+                    "detail": f"keyword index missing: the next write command installs it ({caps})",
+                }
             n = fts.counts(conn)
     finally:
         store.close()

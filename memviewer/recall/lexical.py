@@ -33,8 +33,9 @@ def keyword_query(query: str) -> str:
     return " ".join(keep or words)
 
 
-def turn_hits(index: LanceIndex, query: str, where: str | None, limit: int,
-              columns: list[str], *, raw: bool = False) -> list[dict[str, Any]]:
+def turn_hits(
+    index: LanceIndex, query: str, where: str | None, limit: int, columns: list[str], *, raw: bool = False
+) -> list[dict[str, Any]]:
     from memviewer.index.lance import TURNS
 
     q = query if raw else keyword_query(query)
@@ -43,8 +44,9 @@ def turn_hits(index: LanceIndex, query: str, where: str | None, limit: int,
     return index.fulltext(TURNS, q, where, limit, columns)
 
 
-def summary_hits(index: LanceIndex, query: str, where: str | None, limit: int,
-                 columns: list[str], *, raw: bool = False) -> list[dict[str, Any]]:
+def summary_hits(
+    index: LanceIndex, query: str, where: str | None, limit: int, columns: list[str], *, raw: bool = False
+) -> list[dict[str, Any]]:
     from memviewer.index.lance import SUMMARIES
 
     q = query if raw else keyword_query(query)

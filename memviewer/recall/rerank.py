@@ -37,8 +37,9 @@ def _unit(value: float) -> float:
     return 1.0 / (1.0 + math.exp(-v))
 
 
-def apply(reranker: Reranker | None, query: str, pool: list[dict[str, Any]],
-          text_of: Any) -> tuple[list[dict[str, Any]], bool, str | None]:
+def apply(
+    reranker: Reranker | None, query: str, pool: list[dict[str, Any]], text_of: Any
+) -> tuple[list[dict[str, Any]], bool, str | None]:
     """Blend ``RERANK_BLEND * score + (1 - RERANK_BLEND) * neural`` and sort.
 
     Returns ``(pool, reranked, error)``. Each item gets ``score_breakdown.rerank``

@@ -137,14 +137,19 @@ class Weights:
         total = self.dense + self.keyword + self.recency
         if total <= 0:
             return replace(self, dense=1.0, keyword=0.0, recency=0.0)
-        return replace(self, dense=self.dense / total, keyword=self.keyword / total,
-                       recency=self.recency / total)
+        return replace(
+            self, dense=self.dense / total, keyword=self.keyword / total, recency=self.recency / total
+        )
 
     def public(self) -> dict[str, float]:
-        return {"w_dense": round(self.dense, 4), "w_keyword": round(self.keyword, 4),
-                "w_recency": round(self.recency, 4), "w_speaker": round(self.speaker, 4),
-                "w_time": round(self.time, 4),
-                "coverage_share": self.coverage_share}
+        return {
+            "w_dense": round(self.dense, 4),
+            "w_keyword": round(self.keyword, 4),
+            "w_recency": round(self.recency, 4),
+            "w_speaker": round(self.speaker, 4),
+            "w_time": round(self.time, 4),
+            "coverage_share": self.coverage_share,
+        }
 
 
 def recency(ts: float | None, newest: float | None, half_life_s: float) -> float:
@@ -180,7 +185,8 @@ _ASKS_ASSISTANT = re.compile(
     r"|\bdid\s+you\s+(?:\w+\s+)?(?:tell|say|mention|recommend|suggest|provide|give|write|make|list|"
     r"share|create|explain|describe|show|offer|propose|advise|name)\b"
     r"|\byour\s+(?:suggestion|recommendation|advice|answer|response|list|explanation|reply)",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 _FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|my|me|mine|myself)\b", re.IGNORECASE)
 
 

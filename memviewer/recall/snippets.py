@@ -124,8 +124,9 @@ def attach_tool_calls(service: Any, results: Iterable[MutableMapping[str, Any]])
             r["tool_calls"] = row["tool_calls"]
 
 
-def attach_tool_calls_by_index(service: Any, session_id: str,
-                               messages: Iterable[MutableMapping[str, Any]]) -> None:
+def attach_tool_calls_by_index(
+    service: Any, session_id: str, messages: Iterable[MutableMapping[str, Any]]
+) -> None:
     """``attach_tool_calls`` for messages keyed by their index in one session (search's
     scroll window, DESIGN §5.1, carries no turn ids)."""
     from memviewer.store import repos

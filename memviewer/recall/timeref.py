@@ -25,17 +25,37 @@ from datetime import UTC, datetime
 DAY = 86_400.0
 UNITS = {"day": DAY, "week": 7 * DAY, "month": 30 * DAY, "year": 365 * DAY}
 _NUMBERS = {
-    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
-    "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
-    "a couple of": 2, "a couple": 2, "couple of": 2, "a few": 3, "few": 3, "several": 4,
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "a couple of": 2,
+    "a couple": 2,
+    "couple of": 2,
+    "a few": 3,
+    "few": 3,
+    "several": 4,
 }
 _WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
-_NUM = r"(\d{1,3}|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|" \
-       r"a\s+couple(?:\s+of)?|couple\s+of|a\s+few|few|several)"
+_NUM = (
+    r"(\d{1,3}|an?|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|"
+    r"a\s+couple(?:\s+of)?|couple\s+of|a\s+few|few|several)"
+)
 _AGO = re.compile(rf"\b{_NUM}\s+(day|week|month|year)s?\s+ago\b", re.IGNORECASE)
 _PAST = re.compile(
     rf"\b(?:in\s+|over\s+|during\s+)?the\s+(?:past|last)\s+(?:{_NUM}\s+)?(day|week|month|year)s?\b",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 _LAST = re.compile(r"\blast\s+(week|month|year|weekend|" + "|".join(_WEEKDAYS) + r")\b", re.IGNORECASE)
 _YESTERDAY = re.compile(r"\byesterday\b", re.IGNORECASE)
 MIN_SLACK = 1.5 * DAY
@@ -61,8 +81,12 @@ class TimeWindow:
     def public(self) -> dict[str, object]:
         from memviewer.timeutil import utc_minutes
 
-        return {"phrase": self.phrase, "start": utc_minutes(self.start), "end": utc_minutes(self.end),
-                "slack_days": round(self.slack / DAY, 2)}
+        return {
+            "phrase": self.phrase,
+            "start": utc_minutes(self.start),
+            "end": utc_minutes(self.end),
+            "slack_days": round(self.slack / DAY, 2),
+        }
 
 
 _LME_DATE = re.compile(r"^(\d{4})/(\d{1,2})/(\d{1,2})(?:\s*\([A-Za-z]{3}\))?(?:\s+(\d{1,2}):(\d{2}))?$")

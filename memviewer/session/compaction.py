@@ -151,9 +151,7 @@ def compact(tx: WriteTx, session: dict[str, Any], ts: float, keep: int | None = 
 
 def summary_turn(conn: Connection, session_id: str) -> dict[str, Any] | None:
     row = (
-        conn.execute(
-            select(T).where(and_(T.c.session_id == session_id, T.c.is_compaction_summary.is_(True)))
-        )
+        conn.execute(select(T).where(and_(T.c.session_id == session_id, T.c.is_compaction_summary.is_(True))))
         .mappings()
         .first()
     )

@@ -83,13 +83,28 @@ class TurnBatchWriter:
 
     def add_turn(self, cmd: dict[str, Any]) -> dict[str, Any]:
         args = {k: v for k, v in cmd.items() if k not in ("op", "cid")}
-        unknown = set(args) - {"episode_id", "role", "content", "turn_id", "metadata", "tool_calls",
-                               "tool_call_id", "ts"}
+        unknown = set(args) - {
+            "episode_id",
+            "role",
+            "content",
+            "turn_id",
+            "metadata",
+            "tool_calls",
+            "tool_call_id",
+            "ts",
+        }
         if unknown or "episode_id" not in args or "role" not in args or "content" not in args:
             return self.manager.apply(cmd)  # the portable path words the argument error
-        v = self._validate(args["episode_id"], args["role"], args["content"], args.get("turn_id"),
-                           args.get("metadata"), args.get("tool_calls"), args.get("tool_call_id"),
-                           args.get("ts"))
+        v = self._validate(
+            args["episode_id"],
+            args["role"],
+            args["content"],
+            args.get("turn_id"),
+            args.get("metadata"),
+            args.get("tool_calls"),
+            args.get("tool_call_id"),
+            args.get("ts"),
+        )
         episode_id = args["episode_id"]
         if self.raw.execute("SELECT 1 FROM turns WHERE id = ?", (v.turn_id,)).fetchone():
             existing = repos.get_turn(self.tx.conn, v.turn_id)
@@ -102,8 +117,16 @@ class TurnBatchWriter:
         sid = session["id"]
         idx = self._next_idx[sid]
         row = repos.new_turn_row(
-            v.turn_id, sid, episode_id, idx, args["role"], args["content"], v.ts,
-            tool_calls=args.get("tool_calls"), tool_call_id=args.get("tool_call_id"), meta=v.metadata,
+            v.turn_id,
+            sid,
+            episode_id,
+            idx,
+            args["role"],
+            args["content"],
+            v.ts,
+            tool_calls=args.get("tool_calls"),
+            tool_call_id=args.get("tool_call_id"),
+            meta=v.metadata,
         )
         public = repos.turn_public(row)
         tx = self.tx
@@ -112,8 +135,18 @@ class TurnBatchWriter:
         try:
             self.raw.execute(
                 _INSERT_TURN,
-                (row["id"], sid, episode_id, idx, row["role"], row["content"], row["timestamp"],
-                 _json(row["tool_calls"]), row["tool_call_id"], _json(row["meta"])),
+                (
+                    row["id"],
+                    sid,
+                    episode_id,
+                    idx,
+                    row["role"],
+                    row["content"],
+                    row["timestamp"],
+                    _json(row["tool_calls"]),
+                    row["tool_call_id"],
+                    _json(row["meta"]),
+                ),
             )
             payload = {"turn": public}
             self.raw.execute(
@@ -127,8 +160,14 @@ class TurnBatchWriter:
         self.raw.execute("RELEASE mv_turn")
         tx.next_seq = seq + 1
         tx.events.append(
-            EventRecord(seq=seq, kind="episode.turn_added", ts=v.ts, session_id=sid,
-                        episode_id=episode_id, payload=payload)
+            EventRecord(
+                seq=seq,
+                kind="episode.turn_added",
+                ts=v.ts,
+                session_id=sid,
+                episode_id=episode_id,
+                payload=payload,
+            )
         )
         self._next_idx[sid] = idx + 1
         self._active[sid] += 1

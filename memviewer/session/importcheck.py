@@ -22,11 +22,25 @@ SESSION_STATUSES = ("open", "closed", "pruned")
 EPISODE_STATUSES = ("open", "closed")
 RETENTIONS = ("compact", "keep_all")
 MAX_INT = 2**63 - 1  # SQLite INTEGER
-SESSION_STRS = ("agent", "scope", "scope_id", "title", "source", "lineage_id", "root_session_id",
-                "thread_id", "parent_session_id")
+SESSION_STRS = (
+    "agent",
+    "scope",
+    "scope_id",
+    "title",
+    "source",
+    "lineage_id",
+    "root_session_id",
+    "thread_id",
+    "parent_session_id",
+)
 EPISODE_STRS = ("closed_by", "intent_kind", "intent_rule", "intent_source")
-EPISODE_DEFAULTS = {"status": "open", "intent_kind": "unknown", "intent_confidence": 0.0,
-                    "intent_rule": "none", "intent_source": "heuristic"}
+EPISODE_DEFAULTS = {
+    "status": "open",
+    "intent_kind": "unknown",
+    "intent_confidence": 0.0,
+    "intent_rule": "none",
+    "intent_source": "heuristic",
+}
 
 
 def kind(value: Any) -> str:
@@ -175,8 +189,10 @@ def prior_origin(conn: Any, session_id: str) -> str | None:
 
     ev = Event.__table__
     payload = conn.execute(
-        select(ev.c.payload).where(ev.c.session_id == session_id, ev.c.kind == "session.imported")
-        .order_by(ev.c.seq.desc()).limit(1)
+        select(ev.c.payload)
+        .where(ev.c.session_id == session_id, ev.c.kind == "session.imported")
+        .order_by(ev.c.seq.desc())
+        .limit(1)
     ).first()
     if payload is None:
         return LIVE
@@ -201,10 +217,14 @@ def live_turns_since_import(conn: Any, session_id: str) -> int:
     ).scalar()
     if last is None:
         return 0
-    return int(conn.execute(
-        select(func.count()).select_from(ev).where(
-            ev.c.session_id == session_id, ev.c.kind == "episode.turn_added", ev.c.seq > last)
-    ).scalar() or 0)
+    return int(
+        conn.execute(
+            select(func.count())
+            .select_from(ev)
+            .where(ev.c.session_id == session_id, ev.c.kind == "episode.turn_added", ev.c.seq > last)
+        ).scalar()
+        or 0
+    )
 
 
 def describe_origin(origin: str) -> str:

@@ -135,9 +135,7 @@ RULES: tuple[_Rule, ...] = (
     ),
     _rule("en.task.lets", 0.75, rf"\blet'?s\s+(?:{_EN_VERBS})\b"),
     _rule("en.task.how_do_i", 0.6, r"^(?:how\s+(?:do|can|should)\s+(?:i|we)|how\s+to)\b"),
-    _rule(
-        "en.task.error_paste", 0.6, r"Traceback \(most recent call last\)|^\w*(?:Error|Exception):"
-    ),
+    _rule("en.task.error_paste", 0.6, r"Traceback \(most recent call last\)|^\w*(?:Error|Exception):"),
     _rule("zh.task.help_me", 0.9, r"帮我|帮忙|麻烦你"),
     _rule("zh.task.write_a", 0.9, r"(?:写|做|搞|生成|建)(?:一个|个|一段|一份|一下)"),
     _rule(
@@ -260,9 +258,7 @@ class IntentClassifier:
                 heuristic.kind,
                 heuristic.rule_id,
             )
-            return IntentResult(
-                heuristic.kind, heuristic.confidence, heuristic.rule_id, "fallback", exc.code
-            )
+            return IntentResult(heuristic.kind, heuristic.confidence, heuristic.rule_id, "fallback", exc.code)
         log.info(
             "intent LLM verdict %s (%.2f); heuristic was %s/%s",
             kind,

@@ -83,8 +83,14 @@ class TurnArgs:
 
 
 def validate_turn(
-    episode_id: Any, role: Any, content: Any, turn_id: Any, metadata: Any, tool_calls: Any,
-    tool_call_id: Any, ts: Any,
+    episode_id: Any,
+    role: Any,
+    content: Any,
+    turn_id: Any,
+    metadata: Any,
+    tool_calls: Any,
+    tool_call_id: Any,
+    ts: Any,
 ) -> TurnArgs:
     """Argument checks shared by ``add_turn`` and the batch fast path."""
     _require_str("episode_id", episode_id, allow_empty=False)
@@ -202,8 +208,13 @@ class SessionManager:
                 "session.started",
                 sid,
                 None,
-                {"agent": agent, "scope": row["scope"], "scope_id": row["scope_id"],
-                 "title": row["title"], "source": source},
+                {
+                    "agent": agent,
+                    "scope": row["scope"],
+                    "scope_id": row["scope_id"],
+                    "title": row["title"],
+                    "source": source,
+                },
                 ts=t,
             )
             log_session.info("session.opened %s agent=%s", sid, agent)
@@ -249,8 +260,7 @@ class SessionManager:
         with self.store.write() as tx:
             ids = repos.open_episode_ids(tx.conn)
             for eid in ids:
-                self._close_episode(tx, repos.get_episode(tx.conn, eid), "abandoned", t,
-                                    reason="shutdown")
+                self._close_episode(tx, repos.get_episode(tx.conn, eid), "abandoned", t, reason="shutdown")
         log_session.info("session.shutdown: %d open episodes abandoned", len(ids))
         return ids
 
@@ -306,8 +316,11 @@ class SessionManager:
             }
             repos.insert_episode(tx.conn, row)
             tx.append_event(
-                "episode.started", session_id, eid,
-                {"intent": intent, "user_message": user_message}, ts=t,
+                "episode.started",
+                session_id,
+                eid,
+                {"intent": intent, "user_message": user_message},
+                ts=t,
             )
             updates: dict[str, Any] = {"last_seen_at": max(t, session["last_seen_at"])}
             if not session["title"]:
@@ -315,8 +328,16 @@ class SessionManager:
             repos.update_session(tx.conn, session_id, **updates)
             session.update(updates)
             turn = self._insert_turn(
-                tx, session, eid, "user", user_message, turn_id or new_id("t-"),
-                metadata=metadata, tool_calls=None, tool_call_id=None, t=t,
+                tx,
+                session,
+                eid,
+                "user",
+                user_message,
+                turn_id or new_id("t-"),
+                metadata=metadata,
+                tool_calls=None,
+                tool_call_id=None,
+                t=t,
             )
             log_episode.info("episode.begun %s intent=%s", eid, intent["kind"])
             out = repos.episode_public(row)
@@ -333,8 +354,7 @@ class SessionManager:
         except Exception as exc:  # classification must never block an episode
             log_session.warning("intent classifier failed: %s", exc)
             return {"kind": "unknown", "confidence": 0.0, "rule_id": "none", "source": "fallback"}
-        out = {"kind": r.kind, "confidence": float(r.confidence), "rule_id": r.rule_id,
-               "source": r.source}
+        out = {"kind": r.kind, "confidence": float(r.confidence), "rule_id": r.rule_id, "source": r.source}
         if getattr(r, "error", None):
             out["error"] = r.error
         return out
@@ -370,8 +390,16 @@ class SessionManager:
             session = self._session(tx, episode["session_id"])
             with log_context(session_id=session["id"]):
                 turn = self._insert_turn(
-                    tx, session, episode_id, role, content, tid,
-                    metadata=args.metadata, tool_calls=tool_calls, tool_call_id=tool_call_id, t=t,
+                    tx,
+                    session,
+                    episode_id,
+                    role,
+                    content,
+                    tid,
+                    metadata=args.metadata,
+                    tool_calls=tool_calls,
+                    tool_call_id=tool_call_id,
+                    t=t,
                 )
                 if t > session["last_seen_at"]:
                     repos.update_session(tx.conn, session["id"], last_seen_at=t)
@@ -392,8 +420,16 @@ class SessionManager:
         t: float,
     ) -> dict[str, Any]:
         row = repos.new_turn_row(
-            turn_id, session["id"], episode_id, repos.next_index(tx.conn, session["id"]), role,
-            content, t, tool_calls=tool_calls, tool_call_id=tool_call_id, meta=metadata,
+            turn_id,
+            session["id"],
+            episode_id,
+            repos.next_index(tx.conn, session["id"]),
+            role,
+            content,
+            t,
+            tool_calls=tool_calls,
+            tool_call_id=tool_call_id,
+            meta=metadata,
         )
         repos.insert_turn(tx.conn, row)
         public = repos.turn_public(row)
@@ -523,8 +559,9 @@ class SessionManager:
                         raise  # ...unless the store failed: then nothing is stored or acknowledged
                     op = cmd.get("op") if isinstance(cmd, dict) else None
                     if isinstance(exc, TypeError | ValueError | OverflowError):
-                        results.append({"error": {"code": INVALID_ARGUMENT,
-                                                  "message": f"{op}: {_short_error(exc)}"}})
+                        results.append(
+                            {"error": {"code": INVALID_ARGUMENT, "message": f"{op}: {_short_error(exc)}"}}
+                        )
                         continue
                     log_session.exception("command failed")
                     results.append({"error": {"code": INTERNAL, "message": _short_error(exc)}})
@@ -534,8 +571,12 @@ class SessionManager:
 
     # -- imports -------------------------------------------------------------
     def import_session(
-        self, session: dict[str, Any], turns: list[dict[str, Any]],
-        episodes: list[dict[str, Any]] | None = None, *, origin: str | None = None,
+        self,
+        session: dict[str, Any],
+        turns: list[dict[str, Any]],
+        episodes: list[dict[str, Any]] | None = None,
+        *,
+        origin: str | None = None,
         replace: bool = False,
     ) -> dict[str, Any]:
         """Store a whole session history as the importer has it; idempotent by turn id.
@@ -585,43 +626,68 @@ class SessionManager:
             # Another file's session, or one published live: an origin-less caller (the API,
             # the eval) may update origin-less imports, but never silently take a live session.
             foreign = prior is not None and prior != origin and (origin is not None or prior == LIVE)
-            result = {"session_id": sid, "created": existing is None, "turns": len(turns),
-                      "new_turns": len(plan.new_turns), "updated_turns": len(plan.turn_updates),
-                      "removed_turns": len(plan.removed_turns),
-                      "archived_turns": sum(1 for x in turns if x.get("archived"))}
+            result = {
+                "session_id": sid,
+                "created": existing is None,
+                "turns": len(turns),
+                "new_turns": len(plan.new_turns),
+                "updated_turns": len(plan.turn_updates),
+                "removed_turns": len(plan.removed_turns),
+                "archived_turns": sum(1 for x in turns if x.get("archived")),
+            }
             if foreign and not plan.changes:
                 return result  # an identical copy from elsewhere: nothing to do, origin kept
             if foreign and not replace:
                 raise MemviewerError(
-                    CONFLICT, f"session {sid} already exists (from {describe_origin(str(prior))})",
+                    CONFLICT,
+                    f"session {sid} already exists (from {describe_origin(str(prior))})",
                     data={"reason": "session_exists", "origin": prior},
                 )
             if existing is not None and not replace and plan.removed_turns:
                 live = live_turns_since_import(tx.conn, sid)
                 if live:  # the file is the record, but these turns were never in it
                     raise MemviewerError(
-                        CONFLICT, f"session {sid} has {live} turns published live since it was "
-                                  "imported; re-importing would remove them",
-                        data={"reason": "live_turns", "hint": "pass --replace to make the session "
-                              "match the file anyway"},
+                        CONFLICT,
+                        f"session {sid} has {live} turns published live since it was "
+                        "imported; re-importing would remove them",
+                        data={
+                            "reason": "live_turns",
+                            "hint": "pass --replace to make the session match the file anyway",
+                        },
                     )
             if existing is None:
                 repos.insert_session(tx.conn, row)
                 tx.append_event(
-                    "session.started", sid, None,
-                    {"agent": row["agent"], "scope": row["scope"], "scope_id": row["scope_id"],
-                     "title": row["title"], "source": row["source"], "imported": True},
+                    "session.started",
+                    sid,
+                    None,
+                    {
+                        "agent": row["agent"],
+                        "scope": row["scope"],
+                        "scope_id": row["scope_id"],
+                        "title": row["title"],
+                        "source": row["source"],
+                        "imported": True,
+                    },
                     ts=t,
                 )
             elif plan.session_changes:
                 repos.update_session(tx.conn, sid, **plan.session_changes)
             plan.apply(tx)
             tx.append_event(
-                "session.imported", sid, None,
-                {"turns": len(turns), "new_turns": len(plan.new_turns),
-                 "updated_turns": len(plan.turn_updates), "removed_turns": len(plan.removed_turns),
-                 "archived_turns": result["archived_turns"], "source": row["source"],
-                 "origin": origin, "replaced": prior if foreign else None},
+                "session.imported",
+                sid,
+                None,
+                {
+                    "turns": len(turns),
+                    "new_turns": len(plan.new_turns),
+                    "updated_turns": len(plan.turn_updates),
+                    "removed_turns": len(plan.removed_turns),
+                    "archived_turns": result["archived_turns"],
+                    "source": row["source"],
+                    "origin": origin,
+                    "replaced": prior if foreign else None,
+                },
                 ts=t,
             )
             return result
@@ -641,29 +707,45 @@ class _ImportPlan:
 
     @property
     def changes(self) -> bool:
-        return any((self.session_changes, self.new_episodes, self.episode_updates,
-                    self.removed_episodes, self.new_turns, self.turn_updates, self.removed_turns))
+        return any(
+            (
+                self.session_changes,
+                self.new_episodes,
+                self.episode_updates,
+                self.removed_episodes,
+                self.new_turns,
+                self.turn_updates,
+                self.removed_turns,
+            )
+        )
 
     @classmethod
-    def build(cls, tx: WriteTx, sid: str, existing: dict[str, Any] | None, row: dict[str, Any],
-              turns: list[dict[str, Any]], episodes: list[dict[str, Any]]) -> _ImportPlan:
+    def build(
+        cls,
+        tx: WriteTx,
+        sid: str,
+        existing: dict[str, Any] | None,
+        row: dict[str, Any],
+        turns: list[dict[str, Any]],
+        episodes: list[dict[str, Any]],
+    ) -> _ImportPlan:
         conn = tx.conn
-        session_changes = (
-            {k: v for k, v in row.items() if k != "id" and existing[k] != v} if existing else {}
-        )
+        session_changes = {k: v for k, v in row.items() if k != "id" and existing[k] != v} if existing else {}
         have_eps = {e["id"]: e for e in repos.session_episodes(conn, sid)} if existing else {}
         new_episodes: list[dict[str, Any]] = []
         episode_updates: dict[str, dict[str, Any]] = {}
         for ep in episodes:
-            values = {k: EPISODE_DEFAULTS[k] if v is None and k in EPISODE_DEFAULTS else v
-                      for k, v in ep.items()}
+            values = {
+                k: EPISODE_DEFAULTS[k] if v is None and k in EPISODE_DEFAULTS else v for k, v in ep.items()
+            }
             values = {**EPISODE_DEFAULTS, **values, "session_id": sid}  # NOT NULL columns filled
             old = have_eps.get(ep["id"])
             if old is None:
                 other = repos.get_episode(conn, ep["id"])
                 if other is not None:
                     raise MemviewerError(
-                        CONFLICT, f"episode {ep['id']} belongs to session {other['session_id']}")
+                        CONFLICT, f"episode {ep['id']} belongs to session {other['session_id']}"
+                    )
                 new_episodes.append(values)
             elif any(old.get(k) != v for k, v in values.items()):
                 episode_updates[ep["id"]] = {k: v for k, v in values.items() if k != "id"}
@@ -677,8 +759,9 @@ class _ImportPlan:
         for pos, turn in enumerate(turns):
             if turn.get("episode_id") is not None and turn["episode_id"] not in known_eps:
                 raise MemviewerError(
-                    INVALID_ARGUMENT, f"turn {turn['id']}: episode {turn['episode_id']} is not in "
-                                      f"session {sid}")
+                    INVALID_ARGUMENT,
+                    f"turn {turn['id']}: episode {turn['episode_id']} is not in session {sid}",
+                )
             values = {
                 "session_id": sid,
                 "episode_id": turn.get("episode_id"),
@@ -701,19 +784,21 @@ class _ImportPlan:
         kept = {x["id"] for x in turns}
         used_eps = {e["id"] for e in episodes} | {x.get("episode_id") for x in turns}
         return cls(
-            session_changes=session_changes, new_episodes=new_episodes,
+            session_changes=session_changes,
+            new_episodes=new_episodes,
             episode_updates=episode_updates,
             removed_episodes=[e for e in have_eps if e not in used_eps],
-            new_turns=new_turns, turn_updates=turn_updates,
+            new_turns=new_turns,
+            turn_updates=turn_updates,
             removed_turns=[tid for tid in have if tid not in kept],
         )
 
     def apply(self, tx: WriteTx) -> None:
         conn = tx.conn
         for i in range(0, len(self.removed_turns), 500):
-            conn.execute(delete(repos.T).where(repos.T.c.id.in_(self.removed_turns[i:i + 500])))
+            conn.execute(delete(repos.T).where(repos.T.c.id.in_(self.removed_turns[i : i + 500])))
         for i in range(0, len(self.removed_episodes), 500):
-            conn.execute(delete(repos.E).where(repos.E.c.id.in_(self.removed_episodes[i:i + 500])))
+            conn.execute(delete(repos.E).where(repos.E.c.id.in_(self.removed_episodes[i : i + 500])))
         for values in self.new_episodes:
             repos.insert_episode(conn, values)
         for eid, values in self.episode_updates.items():

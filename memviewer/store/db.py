@@ -35,8 +35,18 @@ EventListener = Callable[[list[EventRecord]], None]
 
 # SQLite primary result codes that mean the storage failed, not the command:
 # SQLITE_BUSY, LOCKED, NOMEM, READONLY, IOERR, CORRUPT, FULL, CANTOPEN, PROTOCOL, NOTADB.
-_SQLITE_STORAGE_CODES = {5: "busy", 6: "locked", 7: "nomem", 8: "readonly", 10: "ioerr",
-                         11: "corrupt", 13: "full", 14: "cantopen", 15: "protocol", 26: "notadb"}
+_SQLITE_STORAGE_CODES = {
+    5: "busy",
+    6: "locked",
+    7: "nomem",
+    8: "readonly",
+    10: "ioerr",
+    11: "corrupt",
+    13: "full",
+    14: "cantopen",
+    15: "protocol",
+    26: "notadb",
+}
 
 
 def storage_failure(exc: BaseException) -> MemviewerError | None:
@@ -277,9 +287,7 @@ class Store:
     def schema_version(self) -> int:
         with self.engine.connect() as conn:
             try:
-                return int(
-                    conn.execute(text("SELECT MAX(version) FROM schema_migrations")).scalar() or 0
-                )
+                return int(conn.execute(text("SELECT MAX(version) FROM schema_migrations")).scalar() or 0)
             except Exception:
                 return 0
 

@@ -166,8 +166,7 @@ def install(conn: Connection) -> dict[str, bool]:
         return have
     if not have["word"]:
         conn.exec_driver_sql(
-            f"CREATE VIRTUAL TABLE {WORD_TABLE} USING fts5("
-            f"content, content='', tokenize='{WORD_TOKENIZER}')"
+            f"CREATE VIRTUAL TABLE {WORD_TABLE} USING fts5(content, content='', tokenize='{WORD_TOKENIZER}')"
         )
         _refill_word(conn)
         _attach(conn, _TRIGGERS)
@@ -176,14 +175,13 @@ def install(conn: Connection) -> dict[str, bool]:
         conn.exec_driver_sql(
             f"CREATE VIRTUAL TABLE {CJK_TABLE} USING fts5(content, content='', tokenize='trigram')"
         )
-        conn.exec_driver_sql(
-            f"CREATE VIRTUAL TABLE {CJK_VOCAB} USING fts5vocab({CJK_TABLE}, 'row')"
-        )
+        conn.exec_driver_sql(f"CREATE VIRTUAL TABLE {CJK_VOCAB} USING fts5vocab({CJK_TABLE}, 'row')")
         _refill_cjk(conn)
         _attach(conn, _CJK_TRIGGERS)
     elif not support["trigram"]:
-        log.warning("SQLite %s has no trigram tokenizer: CJK search uses a substring scan",
-                    support["version"])
+        log.warning(
+            "SQLite %s has no trigram tokenizer: CJK search uses a substring scan", support["version"]
+        )
     return installed(conn)
 
 
@@ -208,17 +206,22 @@ def reconcile(conn: Connection) -> None:
         return
     support, have = sqlite_support(), installed(conn)
     triggers = {r[0] for r in conn.exec_driver_sql("SELECT name FROM sqlite_master WHERE type = 'trigger'")}
-    for part, runnable, ddl in (("word", support["fts5"], _TRIGGERS),
-                                ("cjk", support["trigram"], _CJK_TRIGGERS)):
+    for part, runnable, ddl in (
+        ("word", support["fts5"], _TRIGGERS),
+        ("cjk", support["trigram"], _CJK_TRIGGERS),
+    ):
         if not have[part]:
             continue
         present = set(ddl) & triggers
         if not runnable and present:
             for name in present:
                 conn.exec_driver_sql(f"DROP TRIGGER IF EXISTS {name}")
-            log.warning("SQLite %s cannot run the %s keyword index: its triggers are detached and "
-                        "keyword search scans until a SQLite with FTS5 opens this database",
-                        support["version"], part)
+            log.warning(
+                "SQLite %s cannot run the %s keyword index: its triggers are detached and "
+                "keyword search scans until a SQLite with FTS5 opens this database",
+                support["version"],
+                part,
+            )
         elif runnable and present != set(ddl):
             _attach(conn, ddl)
             (_refill_word if part == "word" else _refill_cjk)(conn)
@@ -268,9 +271,7 @@ def counts(conn: Connection) -> dict[str, int]:
 def _apply_v3(conn: Connection) -> None:
     # Automated-session demotion reads count/min/max(timestamp) per candidate
     # session; this index answers that without touching the turn rows.
-    conn.exec_driver_sql(
-        "CREATE INDEX IF NOT EXISTS ix_turns_session_ts ON turns (session_id, timestamp)"
-    )
+    conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_turns_session_ts ON turns (session_id, timestamp)")
     if not _is_sqlite(conn):
         log.info("migration 3: %s has no FTS5; keyword search will scan", conn.dialect.name)
         return

@@ -43,7 +43,8 @@ class Migration:
 def _v1_initial(conn: Connection) -> None:
     md = MetaData()
     Table(
-        "sessions", md,
+        "sessions",
+        md,
         Column("id", String, primary_key=True),
         Column("agent", String, nullable=False, index=True),
         Column("scope", String, nullable=False, index=True),
@@ -61,7 +62,8 @@ def _v1_initial(conn: Connection) -> None:
         Column("meta", JSON),
     )
     Table(
-        "episodes", md,
+        "episodes",
+        md,
         Column("id", String, primary_key=True),
         Column("session_id", String, nullable=False, index=True),
         Column("status", String, nullable=False),
@@ -76,7 +78,8 @@ def _v1_initial(conn: Connection) -> None:
         Column("meta", JSON),
     )
     Table(
-        "turns", md,
+        "turns",
+        md,
         Column("num", Integer, primary_key=True, autoincrement=True),
         Column("id", String, nullable=False, unique=True, index=True),
         Column("session_id", String, nullable=False, index=True),
@@ -91,7 +94,8 @@ def _v1_initial(conn: Connection) -> None:
         Column("meta", JSON),
     )
     Table(
-        "events", md,
+        "events",
+        md,
         Column("seq", Integer, primary_key=True, autoincrement=False),
         Column("kind", String, nullable=False, index=True),
         Column("ts", Float, nullable=False),
@@ -106,9 +110,7 @@ def _v2_compaction(conn: Connection) -> None:
     """Per-session retention and flagged compaction summaries."""
     conn.execute(text("ALTER TABLE sessions ADD COLUMN retention VARCHAR NOT NULL DEFAULT 'compact'"))
     conn.execute(text("ALTER TABLE sessions ADD COLUMN active_window INTEGER NOT NULL DEFAULT 100"))
-    conn.execute(
-        text("ALTER TABLE turns ADD COLUMN is_compaction_summary BOOLEAN NOT NULL DEFAULT FALSE")
-    )
+    conn.execute(text("ALTER TABLE turns ADD COLUMN is_compaction_summary BOOLEAN NOT NULL DEFAULT FALSE"))
     conn.execute(text("ALTER TABLE turns ADD COLUMN replaced_count INTEGER NOT NULL DEFAULT 0"))
     conn.execute(text("CREATE INDEX IF NOT EXISTS ix_turns_session_idx ON turns (session_id, idx)"))
     # Imported histories written by v1 with a summary-looking system message get flagged.
@@ -121,10 +123,7 @@ def _v2_compaction(conn: Connection) -> None:
         data = json.loads(meta) if isinstance(meta, str) else meta
         if isinstance(data, dict) and data.get("compaction") is True:
             conn.execute(
-                text(
-                    "UPDATE turns SET is_compaction_summary = TRUE, replaced_count = :n "
-                    "WHERE num = :num"
-                ),
+                text("UPDATE turns SET is_compaction_summary = TRUE, replaced_count = :n WHERE num = :num"),
                 {"n": int(data.get("compacted_count") or 0), "num": num},
             )
 
@@ -189,8 +188,11 @@ def newer_schema_error(have: int) -> MemviewerError:
     return MemviewerError(
         INTERNAL,
         f"this store was written by a newer memviewer (schema {have} > {latest_version()})",
-        data={"reason": "schema_newer", "hint": "upgrade memviewer to use this store; this version "
-              "neither reads nor writes it, so nothing was changed"},
+        data={
+            "reason": "schema_newer",
+            "hint": "upgrade memviewer to use this store; this version "
+            "neither reads nor writes it, so nothing was changed",
+        },
     )
 
 

@@ -115,11 +115,7 @@ def session_counts(conn: Connection, session_ids: Sequence[str]) -> dict[str, di
         )
         for sid, archived, n in conn.execute(q):
             out[sid]["archived_turns" if archived else "active_turns"] = int(n)
-        q2 = (
-            select(E.c.session_id, func.count())
-            .where(E.c.session_id.in_(chunk))
-            .group_by(E.c.session_id)
-        )
+        q2 = select(E.c.session_id, func.count()).where(E.c.session_id.in_(chunk)).group_by(E.c.session_id)
         for sid, n in conn.execute(q2):
             out[sid]["episodes"] = int(n)
     return out
@@ -180,10 +176,23 @@ def new_session_row(session_id: str, started_at: float, **columns: Any) -> dict[
     """A full ``sessions`` row: ``columns`` over the defaults of a closed, unlinked session
     (bulk writers such as the paging tests and the TUI benchmark fill only what varies)."""
     row: dict[str, Any] = {
-        "id": session_id, "agent": "", "scope": "agent", "scope_id": "", "title": "",
-        "started_at": started_at, "last_seen_at": started_at, "closed_at": None, "status": "closed",
-        "source": None, "lineage_id": None, "root_session_id": None, "thread_id": None,
-        "parent_session_id": None, "retention": "compact", "active_window": 100, "meta": None,
+        "id": session_id,
+        "agent": "",
+        "scope": "agent",
+        "scope_id": "",
+        "title": "",
+        "started_at": started_at,
+        "last_seen_at": started_at,
+        "closed_at": None,
+        "status": "closed",
+        "source": None,
+        "lineage_id": None,
+        "root_session_id": None,
+        "thread_id": None,
+        "parent_session_id": None,
+        "retention": "compact",
+        "active_window": 100,
+        "meta": None,
     }
     unknown = set(columns) - set(row)
     if unknown:
@@ -193,8 +202,16 @@ def new_session_row(session_id: str, started_at: float, **columns: Any) -> dict[
 
 
 def new_turn_row(
-    turn_id: str, session_id: str, episode_id: str | None, idx: int, role: str, content: str,
-    timestamp: float, *, tool_calls: list[Any] | None = None, tool_call_id: str | None = None,
+    turn_id: str,
+    session_id: str,
+    episode_id: str | None,
+    idx: int,
+    role: str,
+    content: str,
+    timestamp: float,
+    *,
+    tool_calls: list[Any] | None = None,
+    tool_call_id: str | None = None,
     meta: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The row of a freshly added (active, non-summary) turn."""

@@ -69,17 +69,32 @@ SCHEMAS: dict[str, dict[str, tuple[type, ...]]] = {
     protocol.UNSUBSCRIBE: {},
     protocol.EVENTS: {"from_seq": (int,), "limit": (int,), "kinds": (list, NONE), "session_id": OPT_STR},
     protocol.SESSIONS: {
-        "scope": OPT_STR, "scope_id": OPT_STR, "filter": OPT_STR, "sort": (str,),
-        "descending": (bool,), "limit": OPT_INT, "offset": (int,),
+        "scope": OPT_STR,
+        "scope_id": OPT_STR,
+        "filter": OPT_STR,
+        "sort": (str,),
+        "descending": (bool,),
+        "limit": OPT_INT,
+        "offset": (int,),
     },
     protocol.SESSION: {"session_id": (str,)},
     protocol.SEARCH: {
-        "query": OPT_STR, "session_id": OPT_STR, "around": (int, str, NONE), "limit": (int,),
-        "window": (int,), "scope": OPT_STR, "scope_id": OPT_STR,
+        "query": OPT_STR,
+        "session_id": OPT_STR,
+        "around": (int, str, NONE),
+        "limit": (int,),
+        "window": (int,),
+        "scope": OPT_STR,
+        "scope_id": OPT_STR,
     },
     protocol.RECALL: {
-        "query": (str,), "scope": OPT_STR, "scope_id": OPT_STR, "top_sessions": (int,),
-        "chunks_per_session": (int,), "top_k": (int,), "mode": (str,),
+        "query": (str,),
+        "scope": OPT_STR,
+        "scope_id": OPT_STR,
+        "top_sessions": (int,),
+        "chunks_per_session": (int,),
+        "top_k": (int,),
+        "mode": (str,),
     },
     protocol.STATS: {},
 }
@@ -90,8 +105,16 @@ PASS_THROUGH = {protocol.HELLO, protocol.RECALL}
 
 # Integers must fit SQLite's 64-bit INTEGER; these also have a floor.
 INT64_MAX = 2**63 - 1
-INT_FLOOR = {"from_seq": 0, "limit": 1, "offset": 0, "window": 0, "top_k": 1, "top_sessions": 1,
-             "chunks_per_session": 1, "protocol": 0}
+INT_FLOOR = {
+    "from_seq": 0,
+    "limit": 1,
+    "offset": 0,
+    "window": 0,
+    "top_k": 1,
+    "top_sessions": 1,
+    "chunks_per_session": 1,
+    "protocol": 0,
+}
 
 
 def check_params(method: str, params: dict[str, Any]) -> None:
@@ -119,8 +142,10 @@ def check_params(method: str, params: dict[str, Any]) -> None:
         if isinstance(value, int) and not isinstance(value, bool):
             floor = INT_FLOOR.get(name, -INT64_MAX)
             if not floor <= value <= INT64_MAX:
-                raise RpcError(protocol.INVALID_PARAMS,
-                               f"{method}: parameter {name!r} must be between {floor} and {INT64_MAX}")
+                raise RpcError(
+                    protocol.INVALID_PARAMS,
+                    f"{method}: parameter {name!r} must be between {floor} and {INT64_MAX}",
+                )
 
 
 def _check_kinds(kinds: list[Any] | None) -> frozenset[str] | None:
@@ -136,8 +161,9 @@ def _check_kinds(kinds: list[Any] | None) -> frozenset[str] | None:
 class _Conn:
     """One client connection: its writer, in-flight request slots and subscription."""
 
-    def __init__(self, cid: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
-                 max_inflight: int) -> None:
+    def __init__(
+        self, cid: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, max_inflight: int
+    ) -> None:
         self.id = cid
         self.reader = reader
         self.writer = writer
@@ -200,8 +226,15 @@ class _Subscription:
     Once live, a full queue means ``lagged``.
     """
 
-    def __init__(self, sid: int, conn: _Conn, from_seq: int, kinds: frozenset[str] | None,
-                 session_id: str | None, limit: int) -> None:
+    def __init__(
+        self,
+        sid: int,
+        conn: _Conn,
+        from_seq: int,
+        kinds: frozenset[str] | None,
+        session_id: str | None,
+        limit: int,
+    ) -> None:
         self.id = sid
         self.conn = conn
         self.from_seq = from_seq
@@ -248,10 +281,17 @@ class _Subscription:
 
     def info(self) -> dict[str, Any]:
         return {
-            "id": self.id, "connection": self.conn.id, "state": self.state, "from_seq": self.from_seq,
-            "last_seq_sent": self.cursor, "queued": len(self.queue), "queue_limit": self.limit,
-            "sent": self.sent, "kinds": sorted(self.kinds) if self.kinds else None,
-            "session_id": self.session_id, "client_buffer_bytes": self.conn.buffered(),
+            "id": self.id,
+            "connection": self.conn.id,
+            "state": self.state,
+            "from_seq": self.from_seq,
+            "last_seq_sent": self.cursor,
+            "queued": len(self.queue),
+            "queue_limit": self.limit,
+            "sent": self.sent,
+            "kinds": sorted(self.kinds) if self.kinds else None,
+            "session_id": self.session_id,
+            "client_buffer_bytes": self.conn.buffered(),
         }
 
 
@@ -302,10 +342,10 @@ class Hub:
         settings = getattr(service, "settings", None)
         self.service = service
         self.socket_path = Path(socket_path).expanduser()
-        self.frame_limit = int(frame_limit or getattr(settings, "frame_limit", None)
-                               or protocol.DEFAULT_FRAME_LIMIT)
-        self.subscriber_queue = int(subscriber_queue or getattr(settings, "subscriber_queue", None)
-                                    or 10_000)
+        self.frame_limit = int(
+            frame_limit or getattr(settings, "frame_limit", None) or protocol.DEFAULT_FRAME_LIMIT
+        )
+        self.subscriber_queue = int(subscriber_queue or getattr(settings, "subscriber_queue", None) or 10_000)
         home = getattr(service, "home", None) or paths.default_home()
         self.spool_dir = Path(spool_dir) if spool_dir else paths.spool_dir(Path(home))
         self.start_indexer = start_indexer
@@ -345,9 +385,16 @@ class Hub:
         self._gap_timer: asyncio.TimerHandle | None = None
 
         self.counters: dict[str, int] = {
-            "publish_requests": 0, "published_commands": 0, "group_commits": 0,
-            "command_errors": 0, "events_dispatched": 0, "lagged": 0, "connections_total": 0,
-            "protocol_errors": 0, "refused_batches": 0, "refused_connections": 0,
+            "publish_requests": 0,
+            "published_commands": 0,
+            "group_commits": 0,
+            "command_errors": 0,
+            "events_dispatched": 0,
+            "lagged": 0,
+            "connections_total": 0,
+            "protocol_errors": 0,
+            "refused_batches": 0,
+            "refused_connections": 0,
             "stalled_connections": 0,
         }
         self.last_refusal: dict[str, Any] | None = None  # the store's last failure (full disk…)
@@ -465,8 +512,11 @@ class Hub:
         self._release_socket()
         if self._stopped is not None:
             self._stopped.set()
-        log.info("hub stopped (%d open episodes abandoned, %d left open)",
-                 len(report["abandoned_episodes"]), len(report["open_episodes"]))
+        log.info(
+            "hub stopped (%d open episodes abandoned, %d left open)",
+            len(report["abandoned_episodes"]),
+            len(report["open_episodes"]),
+        )
         return report
 
     def _open_episodes(self) -> list[str]:
@@ -480,8 +530,10 @@ class Hub:
     def _prepare_socket(self) -> None:
         path = self.socket_path
         if len(os.fsencode(str(path))) > SUN_PATH_MAX:
-            raise HubError(f"socket path is too long for a Unix socket ({len(os.fsencode(str(path)))} "
-                           f"bytes, limit {SUN_PATH_MAX}): {path}")
+            raise HubError(
+                f"socket path is too long for a Unix socket ({len(os.fsencode(str(path)))} "
+                f"bytes, limit {SUN_PATH_MAX}): {path}"
+            )
         parent = path.parent
         created = not parent.exists()
         parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -618,7 +670,8 @@ class Hub:
                     if last <= seen:
                         break  # in flight from this hub's own writer: _on_commit delivers it
                     page = await self._loop.run_in_executor(
-                        self._reader_pool, self.service.events, self._dispatched, self.history_page)
+                        self._reader_pool, self.service.events, self._dispatched, self.history_page
+                    )
                     if not page:
                         break
                     self._dispatch(page)
@@ -728,8 +781,9 @@ class Hub:
             self._dispatch(missing)
             if self._pending and self._dispatched + 1 not in self._pending and self._dispatched <= lo:
                 first = min(self._pending)
-                log.error("events %d..%d are not in the store; skipping them",
-                          self._dispatched + 1, first - 1)
+                log.error(
+                    "events %d..%d are not in the store; skipping them", self._dispatched + 1, first - 1
+                )
                 self._dispatched = first - 1
                 self._dispatch([])
 
@@ -744,14 +798,27 @@ class Hub:
             # Bounded file descriptors: past the cap a client hears why and is let go, so
             # one misbehaving process cannot starve the store (SQLite, LanceDB) of fds.
             self.counters["refused_connections"] += 1
-            if self.counters["refused_connections"] in (1, 10, 100) or \
-                    self.counters["refused_connections"] % 1000 == 0:
-                log.warning("connection refused: %d open (limit %d); %d refused so far",
-                            len(self._conns), self.max_connections, self.counters["refused_connections"])
+            if (
+                self.counters["refused_connections"] in (1, 10, 100)
+                or self.counters["refused_connections"] % 1000 == 0
+            ):
+                log.warning(
+                    "connection refused: %d open (limit %d); %d refused so far",
+                    len(self._conns),
+                    self.max_connections,
+                    self.counters["refused_connections"],
+                )
             with contextlib.suppress(Exception):
-                writer.write(protocol.error_response(None, protocol.app_error(
-                    "internal", f"too many connections ({self.max_connections}); try again later",
-                    {"retry": True, "limit": self.max_connections})))
+                writer.write(
+                    protocol.error_response(
+                        None,
+                        protocol.app_error(
+                            "internal",
+                            f"too many connections ({self.max_connections}); try again later",
+                            {"retry": True, "limit": self.max_connections},
+                        ),
+                    )
+                )
                 await asyncio.wait_for(writer.drain(), 1.0)
             writer.close()
             return
@@ -772,8 +839,11 @@ class Hub:
                     held = len(getattr(reader, "_buffer", b"") or b"")
                     if held and held == partial:
                         self.counters["stalled_connections"] += 1
-                        log.warning("connection %d held half a frame for %.0f s; closing it",
-                                    conn.id, 2 * self.stall_timeout)
+                        log.warning(
+                            "connection %d held half a frame for %.0f s; closing it",
+                            conn.id,
+                            2 * self.stall_timeout,
+                        )
                         return
                     partial = held
                     continue
@@ -783,11 +853,17 @@ class Hub:
                     break
                 except asyncio.LimitOverrunError:
                     self.counters["protocol_errors"] += 1
-                    await conn.send(protocol.error_response(None, RpcError(
-                        protocol.INVALID_REQUEST,
-                        f"frame larger than the {self.frame_limit}-byte limit; closing the connection",
-                        {"reason": "frame_too_large", "limit": self.frame_limit},
-                    )))
+                    await conn.send(
+                        protocol.error_response(
+                            None,
+                            RpcError(
+                                protocol.INVALID_REQUEST,
+                                f"frame larger than the {self.frame_limit}-byte limit; "
+                                "closing the connection",
+                                {"reason": "frame_too_large", "limit": self.frame_limit},
+                            ),
+                        )
+                    )
                     await self._drain_frame(reader)
                     return
                 except (ConnectionError, OSError):
@@ -849,10 +925,16 @@ class Hub:
         if handler is None:
             self.counters["protocol_errors"] += 1
             if not is_note:
-                await conn.send(protocol.error_response(req_id, RpcError(
-                    protocol.METHOD_NOT_FOUND, f"unknown method {method!r}",
-                    {"methods": sorted(self._handlers())},
-                )))
+                await conn.send(
+                    protocol.error_response(
+                        req_id,
+                        RpcError(
+                            protocol.METHOD_NOT_FOUND,
+                            f"unknown method {method!r}",
+                            {"methods": sorted(self._handlers())},
+                        ),
+                    )
+                )
             return
         try:
             check_params(method, params)
@@ -868,8 +950,9 @@ class Hub:
         await conn.slots.acquire()  # back-pressure: stop reading when too many are in flight
         conn.spawn(self._answer(conn, req_id, is_note, fn(conn, params), release=True))
 
-    async def _answer(self, conn: _Conn, req_id: Any, is_note: bool, coro: Awaitable[Any],
-                      release: bool = False) -> None:
+    async def _answer(
+        self, conn: _Conn, req_id: Any, is_note: bool, coro: Awaitable[Any], release: bool = False
+    ) -> None:
         deferred: _Deferred | None = None
         try:
             try:
@@ -884,17 +967,22 @@ class Hub:
                 raise
             except Exception as exc:
                 log.exception("request failed")
-                out = protocol.error_response(req_id, RpcError(protocol.INTERNAL_ERROR,
-                                                               f"{type(exc).__name__}: {exc}"))
+                out = protocol.error_response(
+                    req_id, RpcError(protocol.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
+                )
             else:
                 deferred = result if isinstance(result, _Deferred) else None
                 try:  # an answer that cannot be encoded still gets an answer
                     out = protocol.response(req_id, deferred.result if deferred else result)
                 except (RecursionError, ValueError, TypeError) as exc:
                     log.error("the answer to request %r cannot be encoded: %s", req_id, exc)
-                    out = protocol.error_response(req_id, RpcError(
-                        protocol.INTERNAL_ERROR,
-                        f"the result cannot be encoded as JSON ({type(exc).__name__}: {exc})"))
+                    out = protocol.error_response(
+                        req_id,
+                        RpcError(
+                            protocol.INTERNAL_ERROR,
+                            f"the result cannot be encoded as JSON ({type(exc).__name__}: {exc})",
+                        ),
+                    )
             if not is_note:
                 await conn.send(out)
             if deferred is not None:
@@ -918,9 +1006,12 @@ class Hub:
             protocol.SESSIONS: (False, self._reader(lambda p: self.service.sessions(**p))),
             protocol.SESSION: (False, self._reader(lambda p: self.service.session(p["session_id"]))),
             protocol.SEARCH: (False, self._reader(lambda p: self.service.search(**p))),
-            protocol.RECALL: (False, self._reader(
-                lambda p: self.service.recall(p["query"], **{k: v for k, v in p.items() if k != "query"})
-            )),
+            protocol.RECALL: (
+                False,
+                self._reader(
+                    lambda p: self.service.recall(p["query"], **{k: v for k, v in p.items() if k != "query"})
+                ),
+            ),
             protocol.STATS: (False, self._m_stats),
         }
 
@@ -962,8 +1053,9 @@ class Hub:
         if not commands:
             return {"results": []}
         if self._closing:
-            raise protocol.app_error("internal", "the hub is shutting down; publish again later",
-                                     {"retry": True})
+            raise protocol.app_error(
+                "internal", "the hub is shutting down; publish again later", {"retry": True}
+            )
         assert self._write_q is not None and self._loop is not None
         fut: asyncio.Future[list[dict[str, Any]]] = self._loop.create_future()
         self._write_q.put_nowait((commands, fut))
@@ -978,8 +1070,9 @@ class Hub:
             conn.sub.stop()
             self._subs.pop(conn.sub.id, None)
         self._next_sub += 1
-        sub = _Subscription(self._next_sub, conn, from_seq, kinds, params.get("session_id"),
-                            self.subscriber_queue)
+        sub = _Subscription(
+            self._next_sub, conn, from_seq, kinds, params.get("session_id"), self.subscriber_queue
+        )
         conn.sub = sub
         self._subs[sub.id] = sub  # registered for live events before history is read
 
@@ -1009,8 +1102,9 @@ class Hub:
         kinds = _check_kinds(params.get("kinds"))
 
         def read() -> tuple[list[EventRecord], int]:  # last_seq fresh: another process may write
-            found = self.service.events(from_seq, limit, sorted(kinds) if kinds else None,
-                                        params.get("session_id"))
+            found = self.service.events(
+                from_seq, limit, sorted(kinds) if kinds else None, params.get("session_id")
+            )
             return found, self.service.store.refresh_last_seq()
 
         events, last = await self._loop.run_in_executor(self._reader_pool, read)
@@ -1056,7 +1150,11 @@ class Hub:
             while sub.state == "history":
                 drops = sub.drops
                 page = await self._loop.run_in_executor(
-                    self._reader_pool, self.service.events, sub.cursor, self.history_page, kinds,
+                    self._reader_pool,
+                    self.service.events,
+                    sub.cursor,
+                    self.history_page,
+                    kinds,
                     sub.session_id,
                 )
                 if sub.state == "stopped":
@@ -1091,10 +1189,17 @@ class Hub:
                 self._subs.pop(sub.id, None)
                 if conn.sub is sub:
                     conn.sub = None
-                await conn.send(protocol.notification(protocol.LAGGED, {
-                    "subscription": sub.id, "last_seq_sent": sub.cursor,
-                    "queue_limit": sub.limit, "dropped": sub.lagged_dropped,
-                }))
+                await conn.send(
+                    protocol.notification(
+                        protocol.LAGGED,
+                        {
+                            "subscription": sub.id,
+                            "last_seq_sent": sub.cursor,
+                            "queue_limit": sub.limit,
+                            "dropped": sub.lagged_dropped,
+                        },
+                    )
+                )
         except asyncio.CancelledError:
             pass
         except Exception:
@@ -1140,4 +1245,3 @@ def _answering_hub(path: Path, timeout: float = 0.5) -> str | None:
     from memviewer.wire.probe import probe_hub
 
     return probe_hub(path, timeout=timeout)
-

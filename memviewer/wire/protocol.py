@@ -128,11 +128,13 @@ def dumps(obj: Any, *, ensure_ascii: bool = False) -> str:
     NaN and infinities are not JSON: they are sent as ``null``.
     """
     try:
-        return json.dumps(obj, ensure_ascii=ensure_ascii, separators=(",", ":"), allow_nan=False,
-                          default=_default)
+        return json.dumps(
+            obj, ensure_ascii=ensure_ascii, separators=(",", ":"), allow_nan=False, default=_default
+        )
     except ValueError:
-        return json.dumps(_finite(obj), ensure_ascii=ensure_ascii, separators=(",", ":"),
-                          allow_nan=False, default=_default)
+        return json.dumps(
+            _finite(obj), ensure_ascii=ensure_ascii, separators=(",", ":"), allow_nan=False, default=_default
+        )
 
 
 def encode(obj: Any) -> bytes:
@@ -290,8 +292,11 @@ def parse_request(msg: Any) -> tuple[Any, str, dict[str, Any], bool]:
     Only named parameters (an object) are accepted; a missing ``params`` means ``{}``.
     """
     if isinstance(msg, list):
-        raise RpcError(INVALID_REQUEST, "batch arrays are not supported; send one request per line "
-                                        "(publish takes many commands in one request)")
+        raise RpcError(
+            INVALID_REQUEST,
+            "batch arrays are not supported; send one request per line "
+            "(publish takes many commands in one request)",
+        )
     if not isinstance(msg, dict):
         raise RpcError(INVALID_REQUEST, "a request must be a JSON object")
     req_id = msg.get("id")

@@ -20,8 +20,9 @@ from memviewer.wire.syncclient import HubUnavailable, RpcConnection
 class RemoteService:
     """A small synchronous client; thread-safe (one request at a time)."""
 
-    def __init__(self, socket_path: str | Path, *, timeout: float = 120.0,
-                 client: str = "memviewer.remote") -> None:
+    def __init__(
+        self, socket_path: str | Path, *, timeout: float = 120.0, client: str = "memviewer.remote"
+    ) -> None:
         self.socket_path = Path(socket_path)
         self.timeout = timeout
         self.client = client
@@ -89,10 +90,16 @@ class RemoteService:
     def stats(self) -> dict[str, Any]:
         return self.call(protocol.STATS)
 
-    def events(self, from_seq: int = 0, limit: int = 1000, kinds: list[str] | None = None,
-               session_id: str | None = None) -> list[EventRecord]:
-        result = self.call(protocol.EVENTS, {"from_seq": from_seq, "limit": limit, "kinds": kinds,
-                                             "session_id": session_id})
+    def events(
+        self,
+        from_seq: int = 0,
+        limit: int = 1000,
+        kinds: list[str] | None = None,
+        session_id: str | None = None,
+    ) -> list[EventRecord]:
+        result = self.call(
+            protocol.EVENTS, {"from_seq": from_seq, "limit": limit, "kinds": kinds, "session_id": session_id}
+        )
         return [EventRecord.from_dict(e) for e in result["events"]]
 
     def publish(self, commands: list[dict[str, Any]]) -> list[dict[str, Any]]:

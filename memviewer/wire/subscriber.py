@@ -108,8 +108,9 @@ class Subscriber:
     def _sub_params(self) -> dict[str, Any]:
         return {"from_seq": self.last_seq, "kinds": self.kinds, "session_id": self.session_id}
 
-    async def _call(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, method: str,
-                    params: dict[str, Any]) -> Any:
+    async def _call(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, method: str, params: dict[str, Any]
+    ) -> Any:
         req_id = next(self._ids)
         writer.write(protocol.request(method, params, req_id))
         await writer.drain()
@@ -146,9 +147,19 @@ class Subscriber:
                 continue
             self._writer = writer
             try:
-                hello = await asyncio.wait_for(self._call(reader, writer, protocol.HELLO, {
-                    "protocol": protocol.PROTOCOL_VERSION, "role": "subscriber", "client": self.client,
-                }), timeout=10)
+                hello = await asyncio.wait_for(
+                    self._call(
+                        reader,
+                        writer,
+                        protocol.HELLO,
+                        {
+                            "protocol": protocol.PROTOCOL_VERSION,
+                            "role": "subscriber",
+                            "client": self.client,
+                        },
+                    ),
+                    timeout=10,
+                )
                 await asyncio.wait_for(
                     self._call(reader, writer, protocol.SUBSCRIBE, self._sub_params()), timeout=30
                 )

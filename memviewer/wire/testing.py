@@ -26,10 +26,12 @@ def hub_env(home: Path, socket_path: Path | None, **settings: Any) -> dict[str, 
     With ``socket_path=None`` the default socket applies (``XDG_RUNTIME_DIR`` …).
     """
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMVIEWER_")}
-    env.update({
-        "MEMVIEWER_HOME": str(home),
-        "MEMVIEWER_CONFIG": os.devnull,  # a named config file must exist: an empty one
-    })
+    env.update(
+        {
+            "MEMVIEWER_HOME": str(home),
+            "MEMVIEWER_CONFIG": os.devnull,  # a named config file must exist: an empty one
+        }
+    )
     if socket_path is not None:
         env["MEMVIEWER_SOCKET"] = str(socket_path)
     for key, value in settings.items():
@@ -38,9 +40,17 @@ def hub_env(home: Path, socket_path: Path | None, **settings: Any) -> dict[str, 
 
 
 class HubProcess:
-    def __init__(self, home: Path, socket_path: Path, *, args: tuple[str, ...] = ("--no-index",),
-                 log_level: str = "INFO", extra_env: dict[str, str] | None = None,
-                 export_socket: bool = True, **settings: Any) -> None:
+    def __init__(
+        self,
+        home: Path,
+        socket_path: Path,
+        *,
+        args: tuple[str, ...] = ("--no-index",),
+        log_level: str = "INFO",
+        extra_env: dict[str, str] | None = None,
+        export_socket: bool = True,
+        **settings: Any,
+    ) -> None:
         self.home = Path(home)
         self.socket_path = Path(socket_path)
         self.args = args
@@ -62,7 +72,10 @@ class HubProcess:
         log = open(self.log_path, "ab")  # noqa: SIM115 - handed to the child
         self.proc = subprocess.Popen(
             [sys.executable, "-c", SERVE, "--log-level", self.log_level, "serve", *self.args],
-            env=self.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
         )
         log.close()
         self.starts += 1

@@ -25,22 +25,47 @@ def long_session(service: Any, *, archived: int = 0) -> None:
     from memviewer.store import repos
 
     with service.store.write() as tx:
-        repos.insert_session(tx.conn, repos.new_session_row(
-            SID, T0, agent="bulk", title="five thousand turns", last_seen_at=T0 + N, retention="keep_all",
-        ))
+        repos.insert_session(
+            tx.conn,
+            repos.new_session_row(
+                SID,
+                T0,
+                agent="bulk",
+                title="five thousand turns",
+                last_seen_at=T0 + N,
+                retention="keep_all",
+            ),
+        )
         for e in range(N // EVERY):
-            repos.insert_episode(tx.conn, {
-                "id": f"{SID}-e{e}", "session_id": SID, "status": "closed", "closed_by": "finalized",
-                "started_at": T0 + e * EVERY, "ended_at": None, "intent_kind": "task",
-                "intent_confidence": 0.9, "intent_rule": "long.task", "intent_source": "heuristic",
-                "r_task": None, "meta": None,
-            })
+            repos.insert_episode(
+                tx.conn,
+                {
+                    "id": f"{SID}-e{e}",
+                    "session_id": SID,
+                    "status": "closed",
+                    "closed_by": "finalized",
+                    "started_at": T0 + e * EVERY,
+                    "ended_at": None,
+                    "intent_kind": "task",
+                    "intent_confidence": 0.9,
+                    "intent_rule": "long.task",
+                    "intent_source": "heuristic",
+                    "r_task": None,
+                    "meta": None,
+                },
+            )
         rows = []
         for j in range(N):
             extra = " about zanzibar" if j == 300 else ""
             content = f"turn {j}{extra}\n" + "\n".join(f"line {k} of turn {j}" for k in range(2, 9))
             row = repos.new_turn_row(
-                f"{SID}-t{j}", SID, f"{SID}-e{j // EVERY}", j, ("user", "assistant")[j % 2], content, T0 + j,
+                f"{SID}-t{j}",
+                SID,
+                f"{SID}-e{j // EVERY}",
+                j,
+                ("user", "assistant")[j % 2],
+                content,
+                T0 + j,
             )
             row["archived"] = j < archived
             rows.append(row)

@@ -206,12 +206,29 @@ def bulk_sessions(service: Any, n: int, *, start: float = T0, turns_per_session:
             for i in range(base, min(n, base + 500)):
                 ts = start + i
                 sid = f"bulk-{i:06d}"
-                repos.insert_session(tx.conn, repos.new_session_row(
-                    sid, ts, agent=f"agent-{i % 7}", scope_id=f"agent-{i % 7}",
-                    title=f"bulk session {i:06d}", source="cron" if i % 10 == 0 else None,
-                ))
-                repos.insert_turns(tx.conn, [
-                    repos.new_turn_row(f"{sid}-t{j}", sid, None, j, ("user", "assistant")[j % 2],
-                                       f"message {j} of {sid}", ts + j)
-                    for j in range(turns_per_session)
-                ])
+                repos.insert_session(
+                    tx.conn,
+                    repos.new_session_row(
+                        sid,
+                        ts,
+                        agent=f"agent-{i % 7}",
+                        scope_id=f"agent-{i % 7}",
+                        title=f"bulk session {i:06d}",
+                        source="cron" if i % 10 == 0 else None,
+                    ),
+                )
+                repos.insert_turns(
+                    tx.conn,
+                    [
+                        repos.new_turn_row(
+                            f"{sid}-t{j}",
+                            sid,
+                            None,
+                            j,
+                            ("user", "assistant")[j % 2],
+                            f"message {j} of {sid}",
+                            ts + j,
+                        )
+                        for j in range(turns_per_session)
+                    ],
+                )

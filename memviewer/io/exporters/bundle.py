@@ -91,16 +91,21 @@ _KEEP_PRAISONAI = ("created_at", "updated_at")  # timestamps stay verbatim
 # Session columns holding ids, and the pseudonym prefix for each. Session references share
 # "session" so that root/parent ids keep pointing at the (pseudonymised) session id.
 _ID_COLUMNS = (
-    ("id", "session"), ("lineage_id", "lineage"), ("root_session_id", "session"),
-    ("thread_id", "thread"), ("parent_session_id", "session"),
+    ("id", "session"),
+    ("lineage_id", "lineage"),
+    ("root_session_id", "session"),
+    ("thread_id", "thread"),
+    ("parent_session_id", "session"),
 )
 
 
 def _redact_praisonai(kept: dict[str, Any], redactor: Any) -> dict[str, Any]:
     """The imported file's own fields: its ``user_id`` is the session's user scope id."""
     return {
-        k: v if k in _KEEP_PRAISONAI
-        else redactor.redact_id(v, "user") if k == "user_id"
+        k: v
+        if k in _KEEP_PRAISONAI
+        else redactor.redact_id(v, "user")
+        if k == "user_id"
         else redactor.redact_obj(v)
         for k, v in kept.items()
     }
@@ -118,14 +123,19 @@ def redact_bundle(bundle: Bundle, redactor: Any) -> Bundle:
     meta = session.get("meta")
     if isinstance(meta, dict):
         session["meta"] = {
-            k: _redact_praisonai(v, redactor) if k == "praisonai" and isinstance(v, dict)
+            k: _redact_praisonai(v, redactor)
+            if k == "praisonai" and isinstance(v, dict)
             else redactor.redact_obj(v)
             for k, v in meta.items()
         }
     sid = session["id"]
     episodes = [
-        {**e, "id": redactor.redact_id(e["id"], "episode"), "session_id": sid,
-         "meta": redactor.redact_obj(e["meta"])}
+        {
+            **e,
+            "id": redactor.redact_id(e["id"], "episode"),
+            "session_id": sid,
+            "meta": redactor.redact_obj(e["meta"]),
+        }
         for e in bundle.episodes
     ]
     turns = [

@@ -14,8 +14,20 @@ from memviewer.io.exporters.bundle import Bundle
 from memviewer.store.repos import turn_public
 
 #: The line's keys, in the order the format has always written them.
-FIELDS = ("session_id", "episode_id", "turn_id", "index", "role", "content", "timestamp",
-          "archived", "metadata", "is_compaction_summary", "tool_calls", "tool_call_id")
+FIELDS = (
+    "session_id",
+    "episode_id",
+    "turn_id",
+    "index",
+    "role",
+    "content",
+    "timestamp",
+    "archived",
+    "metadata",
+    "is_compaction_summary",
+    "tool_calls",
+    "tool_call_id",
+)
 
 
 class JsonlWriter:

@@ -120,8 +120,14 @@ class MarkdownWriter:
             lines += [f"## Archived turns ({len(archived)}, compacted out of the active window)", ""]
             lines += self._turns(archived, episodes, seen_episodes)
         for t in summary:
-            lines += [f"## Compaction summary (replaces {t['replaced_count']} turns)", "",
-                      f"*{iso(t['timestamp'])}*", "", _quote(t["content"]), ""]
+            lines += [
+                f"## Compaction summary (replaces {t['replaced_count']} turns)",
+                "",
+                f"*{iso(t['timestamp'])}*",
+                "",
+                _quote(t["content"]),
+                "",
+            ]
         if active:
             heading = "Active turns" if archived or summary else "Turns"
             lines += [f"## {heading} ({len(active)})", ""]
@@ -144,8 +150,11 @@ class MarkdownWriter:
                 ep = episodes.get(eid)
                 if ep is not None:
                     closed = ep["closed_by"] or ep["status"]
-                    out += [f"*episode `{eid}` · intent {ep['intent_kind']} "
-                            f"({ep['intent_confidence']:.2f}, {ep['intent_rule']}) · {closed}*", ""]
+                    out += [
+                        f"*episode `{eid}` · intent {ep['intent_kind']} "
+                        f"({ep['intent_confidence']:.2f}, {ep['intent_rule']}) · {closed}*",
+                        "",
+                    ]
             out += [_quote(t["content"] or ""), ""]
             out += _tool_calls(t["tool_calls"])
         return out

@@ -56,9 +56,11 @@ def _imported_origin(meta: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
     if not isinstance(meta, dict):
         return None
     origin, original = meta.get("praisonai"), meta.get("metadata")
-    if isinstance(origin, dict) and isinstance(original, dict) and set(origin) >= {
-        "user_id", "agent_name", "created_at", "updated_at"
-    }:
+    if (
+        isinstance(origin, dict)
+        and isinstance(original, dict)
+        and set(origin) >= {"user_id", "agent_name", "created_at", "updated_at"}
+    ):
         return origin, original
     return None
 

@@ -135,8 +135,9 @@ class ExportScreen(ModalScreen[None]):
         self._export(self.chosen_ids(), fmt, out, None if redact == "none" else redact, force)
 
     @work(thread=True, exclusive=True, group="export")
-    def _export(self, ids: list[str] | None, fmt: str, out: Path, redact: str | None,
-                force: bool = False) -> None:
+    def _export(
+        self, ids: list[str] | None, fmt: str, out: Path, redact: str | None, force: bool = False
+    ) -> None:
         app = self.app
 
         def progress(done: int, total: int, item: Any = "") -> None:
@@ -150,8 +151,9 @@ class ExportScreen(ModalScreen[None]):
             error = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
             data = getattr(exc, "data", None)
             if isinstance(data, dict) and data.get("existing") and not force:
-                outcome = Loaded("export", data=(fmt, out),
-                                 error=f"{error} — press Export again to replace them")
+                outcome = Loaded(
+                    "export", data=(fmt, out), error=f"{error} — press Export again to replace them"
+                )
             else:
                 outcome = Loaded("export", error=error)
         else:
