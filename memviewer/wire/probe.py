@@ -49,3 +49,18 @@ def home_hub_socket(home: str | Path, timeout: float = 0.5) -> Path | None:
         return None
     sock = Path(lines[1].strip())
     return sock if hub_hello(sock, timeout) is not None else None
+
+
+def serving_hub(settings: Any, timeout: float = 0.5) -> Path | None:
+    """The socket of the hub that serves ``settings``' home, or None when none answers.
+
+    The one place that decides which hub a command, the viewer, the MCP server or a
+    reader talks to (``memviewer.api.open_reader`` calls it). A socket that was not
+    chosen (``sources['socket'] == 'default'``) follows the hub named in the home.
+    """
+    if getattr(settings, "sources", {}).get("socket") == "default":
+        found = home_hub_socket(settings.home_path, timeout)
+        if found is not None:
+            return found
+    sock = Path(settings.socket_path)
+    return sock if hub_hello(sock, timeout) is not None else None

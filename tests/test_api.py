@@ -1,0 +1,89 @@
+"""The typed reader API: both implementations satisfy it, bounds live once, and
+``open_reader`` picks the hub serving the home or the store, never guessing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from memviewer.api import (
+    MAX_SEARCH_LIMIT,
+    MAX_TOP_K,
+    MemoryReader,
+    RecallParams,
+    SearchParams,
+    open_reader,
+)
+from memviewer.config import Settings
+from memviewer.errors import MemviewerError
+from memviewer.service import MemoryService
+from memviewer.wire.remote import RemoteService
+from memviewer.wire.testing import HubProcess
+
+
+def test_both_implementations_are_readers(service: MemoryService) -> None:
+    assert isinstance(service, MemoryReader)
+    # Checked on the class: an instance check would read ``last_seq`` and dial the hub.
+    members = [m for m in dir(MemoryReader) if not m.startswith("_")]
+    assert {"sessions", "session", "search", "recall", "stats", "events", "last_seq", "close"} <= set(members)
+    assert all(hasattr(RemoteService, m) for m in members)
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ({"query": ""}, "non-empty"),
+        ({"query": "x", "top_k": 0}, "top_k"),
+        ({"query": "x", "top_k": MAX_TOP_K + 1}, "top_k"),
+        ({"query": "x", "top_sessions": True}, "top_sessions"),
+        ({"query": "x", "mode": "sideways"}, "mode"),
+        ({"query": "x", "weights": {"w_dense": 1.0}}, "unknown recall parameters"),
+        ({"query": "x", "reranker": "mine"}, "unknown recall parameters"),
+        ({"query": "x", "as_of": [1]}, "as_of"),
+    ],
+)
+def test_recall_params_refuse(raw: dict, message: str) -> None:
+    with pytest.raises(MemviewerError, match=message) as info:
+        RecallParams.from_mapping(raw)
+    assert info.value.code == "invalid_argument"
+
+
+def test_recall_params_defaults_and_digits() -> None:
+    params = RecallParams.from_mapping({"query": "q", "top_k": "7", "scope": ""})
+    assert params.as_kwargs() == {"top_sessions": 5, "chunks_per_session": 3, "top_k": 7, "mode": "hierarchical"}
+
+
+def test_search_params_bounds() -> None:
+    assert SearchParams.from_mapping({"query": "x"}).limit == 5
+    assert SearchParams.from_mapping({"window": 0}).window == 0
+    with pytest.raises(MemviewerError, match="limit"):
+        SearchParams.from_mapping({"limit": MAX_SEARCH_LIMIT + 1})
+    with pytest.raises(MemviewerError, match="unknown search parameters"):
+        SearchParams.from_mapping({"top_k": 3})
+
+
+def test_open_reader_without_a_hub_reads_the_store(settings: Settings) -> None:
+    with MemoryService(settings) as svc:
+        svc.open_session(session_id="s-1", agent="a", scope="agent", scope_id="a")
+    reader = open_reader(settings)
+    try:
+        assert isinstance(reader, MemoryService) and reader.readonly
+        assert [s["session_id"] for s in reader.sessions()["sessions"]] == ["s-1"]
+    finally:
+        reader.close()
+
+
+@pytest.mark.integration
+def test_open_reader_talks_to_the_hub_serving_the_home(settings: Settings) -> None:
+    hub = HubProcess(settings.home_path, settings.socket_path).start()
+    try:
+        reader = open_reader(settings)
+        try:
+            assert isinstance(reader, RemoteService)
+            assert reader.sessions()["total"] == 0
+            assert reader.hello()["pid"] == hub.pid
+        finally:
+            reader.close()
+    finally:
+        hub.stop()
