@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from memviewer import __version__
-from memviewer.commands import core
+from memviewer.commands import core, demo, export, hub, recall, search
 
 
 class _Cli(click.Group):
@@ -108,13 +108,10 @@ def cli(ctx: click.Context, home, socket_path, config_file, log_level) -> None:
         run_app(settings)
 
 
-for _cmd in core.COMMANDS:
-    cli.add_command(_cmd)
-
-# Areas built in their own modules register themselves here.
-from memviewer.commands import optional_areas  # noqa: E402
-
-optional_areas.register(cli)
+# One command module per area, registered here and nowhere else.
+for _area in (core, hub, search, recall, export, demo):
+    for _cmd in _area.COMMANDS:
+        cli.add_command(_cmd)
 
 
 def main() -> None:

@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-import memviewer.store.fts  # noqa: F401 - registers migration 3
 from memviewer.cli import cli
 from memviewer.errors import MemviewerError
 from memviewer.io.export import export_sessions

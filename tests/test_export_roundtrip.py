@@ -15,7 +15,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
-import memviewer.store.fts  # noqa: F401 - registers migration 3
 from memviewer.io.export import export_sessions
 from memviewer.io.json_import import ExportFileError, import_file
 from memviewer.io.praisonai import import_paths

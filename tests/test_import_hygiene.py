@@ -55,6 +55,7 @@ def test_the_publisher_needs_only_the_standard_library() -> None:
         "memviewer.client",
         "memviewer.ids",
         "memviewer.paths",
+        "memviewer.jsonvalues",
         "memviewer.wire",
         "memviewer.wire.protocol",
         "memviewer.wire.spool",

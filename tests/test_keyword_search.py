@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-import memviewer.store.fts  # noqa: F401 - registers migration 3 (until store/migrations imports it)
 from memviewer.io.praisonai import import_paths
 from memviewer.recall.keyword import KeywordSearch
 from memviewer.session.manager import SessionManager

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import memviewer.store.fts  # noqa: F401 - registers migration 3
 from memviewer.cli import cli
 from memviewer.io.praisonai import import_paths
 from memviewer.session.manager import SessionManager

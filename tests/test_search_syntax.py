@@ -6,7 +6,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import memviewer.store.fts  # noqa: F401 - registers migration 3
 from memviewer.recall import fts_query
 from memviewer.recall.keyword import KeywordSearch
 from memviewer.session.manager import SessionManager

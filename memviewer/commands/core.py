@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import click
 
 from memviewer.commands.common import (
@@ -145,6 +148,56 @@ def doctor_cmd(ctx: click.Context, as_json: bool) -> None:
             [(c["name"], "yes" if c["ok"] else "NO", c["detail"]) for c in checks],
         )
     if not all(c["ok"] for c in checks):
+        ctx.exit(1)
+
+
+@import_group.command("json")
+@click.argument("paths", nargs=-1, required=True, type=click.Path())
+@click.option("--no-index", is_flag=True, help="skip embedding (keyword search only)")
+@click.option("--json", "as_json", is_flag=True, help="print the import report as JSON")
+@click.option(
+    "--replace",
+    is_flag=True,
+    help="let a session replace one that exists from elsewhere (published live, another file)",
+)
+@click.pass_context
+def import_json(
+    ctx: click.Context, paths: tuple[str, ...], no_index: bool, as_json: bool, replace: bool
+) -> None:
+    """`memviewer export --format json` files (idempotent: re-importing changes nothing).
+
+    A malformed file is reported as `failed: PATH: reason` and stores nothing; a session
+    that exists from elsewhere is skipped unless --replace. Exit code 1 if anything failed.
+    """
+    from memviewer.io.json_import import ExportFileError, import_file
+
+    imported: list[dict[str, Any]] = []
+    failed: list[dict[str, Any]] = []
+    with open_service(ctx) as svc:
+        for path in paths:
+            try:
+                report = import_file(svc.import_session, path, replace=replace)
+            except ExportFileError as exc:
+                where = str(Path(path).expanduser())
+                failed.append({"path": where, "error": str(exc).removeprefix(f"{where}: ")})
+                continue
+            imported += report["imported"]
+            failed += report["failed"]
+        if not no_index and imported:
+            svc.sync_index([r["session_id"] for r in imported])
+    if as_json:
+        emit_json({"imported": imported, "failed": failed, "turns": sum(r["turns"] for r in imported)})
+    else:
+        new = sum(r["new_turns"] for r in imported)
+        removed = sum(r.get("removed_turns", 0) for r in imported)
+        click.echo(
+            f"imported {len(imported)} sessions ({sum(r['turns'] for r in imported)} turns, {new} new"
+            + (f", {removed} no longer in the files removed)" if removed else ")")
+            + (f"; {len(failed)} failed" if failed else "")
+        )
+        for f in failed:
+            click.echo(f"  failed: {f['path']}: {f['error']}", err=True)
+    if failed:
         ctx.exit(1)
 
 

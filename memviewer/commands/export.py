@@ -6,7 +6,6 @@ import click
 
 from memviewer.commands.common import check_text, fail, open_service, progress_callback
 from memviewer.errors import MemviewerError
-from memviewer.io import json_import  # noqa: F401 - registers `memviewer import json`
 
 
 @click.command("export")

@@ -95,7 +95,7 @@ def _human(out: dict[str, Any]) -> None:
 
 def _batch_params(raw: bytes) -> dict[str, Any]:
     """One batch line as recall parameters, or a ``ValueError`` saying why it is unusable."""
-    from memviewer.wire.protocol import check_value, loads_strict
+    from memviewer.jsonvalues import check_value, loads_strict
 
     try:
         line = raw.decode("utf-8")

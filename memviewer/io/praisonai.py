@@ -18,10 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from memviewer.errors import MemviewerError
+from memviewer.jsonvalues import check_value, loads_strict
 from memviewer.session.importcheck import MAX_INT, kind
 from memviewer.store.db import storage_failure
 from memviewer.timeutil import now, parse_ts
-from memviewer.wire.protocol import check_value, loads_strict
 
 log = logging.getLogger("memviewer.io")
 

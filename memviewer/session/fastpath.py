@@ -3,8 +3,8 @@
 The portable path costs about a dozen SQLAlchemy statements per turn, and
 statement building, not SQLite, dominated the hub's profile. Here each turn is
 checked against per-batch caches (episode, session, next index, active count)
-and written with two prepared statements on the raw driver connection, inside
-its own SAVEPOINT, so a failing turn still fails alone. The session's
+and written by ``store.fast_turns`` (prepared statements on the driver
+connection, a SAVEPOINT per turn, so a failing turn still fails alone). The session's
 ``last_seen_at`` is touched once per batch. Semantics match
 ``SessionManager.add_turn`` (same validation helpers, same events); a turn
 that triggers compaction hands over to ``compaction.compact``.
@@ -12,46 +12,40 @@ that triggers compaction hands over to ``compaction.compact``.
 
 from __future__ import annotations
 
-import json
-import sqlite3
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any
 
 from memviewer.session import compaction
+from memviewer.session.turn_rules import closed_episode_error, replayed_turn, validate_turn
 from memviewer.store import repos
-from memviewer.store.db import WriteTx, storage_failure
+from memviewer.store.db import WriteTx
 from memviewer.store.events import EventRecord
+from memviewer.store.fast_turns import RawTurnStatements
 
-if TYPE_CHECKING:
-    from memviewer.session.manager import SessionManager
-
-_INSERT_TURN = (
-    "INSERT INTO turns (id, session_id, episode_id, idx, role, content, timestamp, archived,"
-    " is_compaction_summary, replaced_count, tool_calls, tool_call_id, meta)"
-    " VALUES (?, ?, ?, ?, ?, ?, ?, 0, 0, 0, ?, ?, ?)"
-)
-_INSERT_EVENT = (
-    "INSERT INTO events (seq, kind, ts, session_id, episode_id, payload) VALUES (?, ?, ?, ?, ?, ?)"
-)
-
-
-def _json(value: Any) -> str | None:
-    return None if value is None else json.dumps(value)
+RowLoader = Callable[[WriteTx, str], dict[str, Any]]
 
 
 class TurnBatchWriter:
-    def __init__(self, manager: SessionManager, tx: WriteTx) -> None:
-        from memviewer.session.manager import (  # local: manager imports this module lazily
-            closed_episode_error,
-            replayed_turn,
-            validate_turn,
-        )
+    """Per-batch caches over ``RawTurnStatements``.
 
-        self._validate = validate_turn
-        self._replayed = replayed_turn
-        self._closed = closed_episode_error
-        self.manager = manager
+    ``load_episode`` / ``load_session`` fetch (and check) a row the way the manager
+    does; ``portable`` applies a command the portable way (used to word argument
+    errors exactly as ``SessionManager.add_turn`` does).
+    """
+
+    def __init__(
+        self,
+        tx: WriteTx,
+        *,
+        load_episode: RowLoader,
+        load_session: RowLoader,
+        portable: Callable[[dict[str, Any]], dict[str, Any]],
+    ) -> None:
         self.tx = tx
-        self.raw: sqlite3.Connection = tx.conn.connection.driver_connection  # type: ignore[assignment]
+        self.sql = RawTurnStatements(tx)
+        self._load_episode = load_episode
+        self._load_session = load_session
+        self._portable = portable
         self._episodes: dict[str, dict[str, Any]] = {}
         self._sessions: dict[str, dict[str, Any]] = {}
         self._next_idx: dict[str, int] = {}
@@ -61,24 +55,17 @@ class TurnBatchWriter:
     def _episode(self, episode_id: str) -> dict[str, Any]:
         ep = self._episodes.get(episode_id)
         if ep is None:
-            ep = self.manager._episode(self.tx, episode_id)
+            ep = self._load_episode(self.tx, episode_id)
             self._episodes[episode_id] = ep
         return ep
 
     def _session(self, session_id: str) -> dict[str, Any]:
         s = self._sessions.get(session_id)
         if s is None:
-            s = self.manager._session(self.tx, session_id)
+            s = self._load_session(self.tx, session_id)
             self._sessions[session_id] = s
-            cur = self.raw.execute("SELECT MAX(idx) FROM turns WHERE session_id = ?", (session_id,))
-            top = cur.fetchone()[0]
-            self._next_idx[session_id] = 0 if top is None else int(top) + 1
-            cur = self.raw.execute(
-                "SELECT COUNT(*) FROM turns WHERE session_id = ? AND archived = 0"
-                " AND is_compaction_summary = 0",
-                (session_id,),
-            )
-            self._active[session_id] = int(cur.fetchone()[0])
+            self._next_idx[session_id] = self.sql.next_index(session_id)
+            self._active[session_id] = self.sql.active_count(session_id)
         return s
 
     def add_turn(self, cmd: dict[str, Any]) -> dict[str, Any]:
@@ -94,8 +81,8 @@ class TurnBatchWriter:
             "ts",
         }
         if unknown or "episode_id" not in args or "role" not in args or "content" not in args:
-            return self.manager.apply(cmd)  # the portable path words the argument error
-        v = self._validate(
+            return self._portable(cmd)  # the portable path words the argument error
+        v = validate_turn(
             args["episode_id"],
             args["role"],
             args["content"],
@@ -106,13 +93,13 @@ class TurnBatchWriter:
             args.get("ts"),
         )
         episode_id = args["episode_id"]
-        if self.raw.execute("SELECT 1 FROM turns WHERE id = ?", (v.turn_id,)).fetchone():
+        if self.sql.has_turn(v.turn_id):
             existing = repos.get_turn(self.tx.conn, v.turn_id)
             assert existing is not None
-            return self._replayed(existing, episode_id)
+            return replayed_turn(existing, episode_id)
         ep = self._episode(episode_id)
         if ep["status"] != "open":
-            raise self._closed(ep)
+            raise closed_episode_error(ep)
         session = self._session(ep["session_id"])
         sid = session["id"]
         idx = self._next_idx[sid]
@@ -131,33 +118,8 @@ class TurnBatchWriter:
         public = repos.turn_public(row)
         tx = self.tx
         seq = tx.next_seq
-        self.raw.execute("SAVEPOINT mv_turn")
-        try:
-            self.raw.execute(
-                _INSERT_TURN,
-                (
-                    row["id"],
-                    sid,
-                    episode_id,
-                    idx,
-                    row["role"],
-                    row["content"],
-                    row["timestamp"],
-                    _json(row["tool_calls"]),
-                    row["tool_call_id"],
-                    _json(row["meta"]),
-                ),
-            )
-            payload = {"turn": public}
-            self.raw.execute(
-                _INSERT_EVENT, (seq, "episode.turn_added", v.ts, sid, episode_id, json.dumps(payload))
-            )
-        except BaseException as exc:
-            if storage_failure(exc) is None:  # else the whole transaction rolls back
-                self.raw.execute("ROLLBACK TO mv_turn")
-                self.raw.execute("RELEASE mv_turn")
-            raise
-        self.raw.execute("RELEASE mv_turn")
+        payload = {"turn": public}
+        self.sql.insert_turn(row, seq=seq, kind="episode.turn_added", ts=v.ts, payload=payload)
         tx.next_seq = seq + 1
         tx.events.append(
             EventRecord(
@@ -184,9 +146,7 @@ class TurnBatchWriter:
     def flush(self) -> None:
         """Write deferred session touches and forget the caches."""
         for sid, ts in self._seen.items():
-            self.raw.execute(
-                "UPDATE sessions SET last_seen_at = ? WHERE id = ? AND last_seen_at < ?", (ts, sid, ts)
-            )
+            self.sql.touch_last_seen(sid, ts)
         self._seen.clear()
         self._episodes.clear()
         self._sessions.clear()

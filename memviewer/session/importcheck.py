@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from memviewer.errors import INVALID_ARGUMENT, MemviewerError
+from memviewer.jsonvalues import check_value
 from memviewer.timeutil import EARLIEST, LATEST
-from memviewer.wire.protocol import check_value
 
 ROLES = ("user", "assistant", "tool", "system")  # = manager.ROLES (no import: it imports us)
 SESSION_STATUSES = ("open", "closed", "pruned")

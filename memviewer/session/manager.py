@@ -26,6 +26,7 @@ from memviewer.ids import new_id
 from memviewer.logctx import log_context
 from memviewer.session import compaction
 from memviewer.session.bus import EventBus
+from memviewer.session.fastpath import TurnBatchWriter
 from memviewer.session.importcheck import (
     EPISODE_DEFAULTS,
     LIVE,
@@ -34,88 +35,28 @@ from memviewer.session.importcheck import (
     live_turns_since_import,
     prior_origin,
 )
+from memviewer.session.turn_rules import (
+    closed_episode_error,
+    replayed_turn,
+    validate_turn,
+)
+from memviewer.session.turn_rules import opt_dict as _opt_dict
+from memviewer.session.turn_rules import require_str as _require_str
+from memviewer.session.turn_rules import timestamp as _ts
 from memviewer.store import repos
 from memviewer.store.db import Store, WriteTx, storage_failure
-from memviewer.timeutil import now, parse_ts
+from memviewer.timeutil import now
 
 log_session = logging.getLogger("memviewer.session")
 log_episode = logging.getLogger("memviewer.episode")
 
-ROLES = ("user", "assistant", "tool", "system")
 RETENTIONS = ("compact", "keep_all")
 TITLE_CHARS = 80
-
-
-def _require_str(name: str, value: Any, *, allow_empty: bool = True) -> str:
-    if not isinstance(value, str):
-        raise MemviewerError(INVALID_ARGUMENT, f"{name} must be a string, not {type(value).__name__}")
-    if not allow_empty and not value.strip():
-        raise MemviewerError(INVALID_ARGUMENT, f"{name} must not be empty")
-    return value
-
-
-def _opt_dict(name: str, value: Any) -> dict[str, Any] | None:
-    if value is None:
-        return None
-    if not isinstance(value, dict):
-        raise MemviewerError(INVALID_ARGUMENT, f"{name} must be an object")
-    return value
-
-
-def _ts(value: Any) -> float:
-    try:
-        ts = parse_ts(value)
-    except ValueError as exc:
-        raise MemviewerError(INVALID_ARGUMENT, str(exc)) from None
-    return now() if ts is None else ts
 
 
 def _title_from(message: str) -> str:
     text = " ".join(message.split())
     return text if len(text) <= TITLE_CHARS else text[: TITLE_CHARS - 1] + "…"
-
-
-@dataclass(frozen=True)
-class TurnArgs:
-    turn_id: str
-    ts: float
-    metadata: dict[str, Any] | None
-
-
-def validate_turn(
-    episode_id: Any,
-    role: Any,
-    content: Any,
-    turn_id: Any,
-    metadata: Any,
-    tool_calls: Any,
-    tool_call_id: Any,
-    ts: Any,
-) -> TurnArgs:
-    """Argument checks shared by ``add_turn`` and the batch fast path."""
-    _require_str("episode_id", episode_id, allow_empty=False)
-    _require_str("role", role)
-    if role not in ROLES:
-        raise MemviewerError(INVALID_ARGUMENT, f"role must be one of {ROLES}, not {role!r}")
-    _require_str("content", content)
-    metadata = _opt_dict("metadata", metadata)
-    if tool_calls is not None and not isinstance(tool_calls, list):
-        raise MemviewerError(INVALID_ARGUMENT, "tool_calls must be a list")
-    if tool_call_id is not None:
-        _require_str("tool_call_id", tool_call_id)
-    tid = turn_id or new_id("t-")
-    _require_str("turn_id", tid, allow_empty=False)
-    return TurnArgs(turn_id=tid, ts=_ts(ts), metadata=metadata)
-
-
-def replayed_turn(existing: dict[str, Any], episode_id: str) -> dict[str, Any]:
-    if existing["episode_id"] != episode_id:
-        raise MemviewerError(CONFLICT, f"turn {existing['id']!r} belongs to another episode")
-    return repos.turn_public(existing)
-
-
-def closed_episode_error(episode: dict[str, Any]) -> MemviewerError:
-    return MemviewerError(CONFLICT, f"episode {episode['id']!r} is closed ({episode['closed_by']})")
 
 
 class SessionManager:
@@ -538,11 +479,15 @@ class SessionManager:
         command. Everything is durable when this returns. On SQLite, runs of
         ``add_turn`` take the batch fast path (``session.fastpath``).
         """
-        from memviewer.session.fastpath import TurnBatchWriter
-
         results: list[dict[str, Any]] = []
         with self.store.write() as tx:
-            fast = TurnBatchWriter(self, tx) if self.store.is_sqlite else None
+            fast = (
+                TurnBatchWriter(
+                    tx, load_episode=self._episode, load_session=self._session, portable=self.apply
+                )
+                if self.store.is_sqlite
+                else None
+            )
             for cmd in commands:
                 try:
                     if fast is not None and isinstance(cmd, dict) and cmd.get("op") == "add_turn":

@@ -39,8 +39,6 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from memviewer.store import migrations
-
 log = logging.getLogger("memviewer.store")
 
 WORD_TABLE = "turns_fts"
@@ -268,7 +266,12 @@ def counts(conn: Connection) -> dict[str, int]:
     return out
 
 
-def _apply_v3(conn: Connection) -> None:
+#: The schema version that creates the index (listed in ``memviewer.store.migrations``).
+MIGRATION_VERSION = 3
+
+
+def apply_migration(conn: Connection) -> None:
+    """Migration 3: the FTS5 turn index (SQLite with FTS5 only; other stores scan)."""
     # Automated-session demotion reads count/min/max(timestamp) per candidate
     # session; this index answers that without touching the turn rows.
     conn.exec_driver_sql("CREATE INDEX IF NOT EXISTS ix_turns_session_ts ON turns (session_id, timestamp)")
@@ -281,15 +284,12 @@ def _apply_v3(conn: Connection) -> None:
     install(conn)
 
 
-MIGRATION = migrations.Migration(3, "fts5 turn index", _apply_v3)
-migrations.register(MIGRATION)
-
-
 def ensure(store: Any) -> dict[str, bool]:
     """Install the index on a writable SQLite store where it is missing.
 
-    Covers a database migrated while this module was not imported, or while
-    ``MEMVIEWER_FORCE_NO_FTS`` was set. Read-only stores are left alone.
+    Covers a database migrated while ``MEMVIEWER_FORCE_NO_FTS`` was set, or on a
+    SQLite build without FTS5. Read-only stores are left alone. (A writable store
+    is always migrated to the latest schema when it opens.)
     """
     if not store.is_sqlite or forced_off():
         return {"word": False, "cjk": False}
@@ -301,8 +301,6 @@ def ensure(store: Any) -> dict[str, bool]:
         return {"word": have["word"] and support["fts5"], "cjk": have["cjk"] and support["trigram"]}
     log.info("installing the keyword index (backfilling existing turns)")
     with store.write() as tx:
-        if store.schema_version() < MIGRATION.version:
-            migrations.migrate(tx.conn)
         return install(tx.conn)
 
 

@@ -29,6 +29,7 @@ from sqlalchemy import (
 )
 
 from memviewer.errors import INTERNAL, MemviewerError
+from memviewer.store import fts
 
 log = logging.getLogger("memviewer.store")
 
@@ -141,17 +142,9 @@ def _v4_turn_lookup_indexes(conn: Connection) -> None:
 MIGRATIONS: list[Migration] = [
     Migration(1, "initial schema", _v1_initial),
     Migration(2, "compaction columns", _v2_compaction),
-    # 3: the FTS5 turn index, registered by memviewer.store.fts (imported below)
+    Migration(fts.MIGRATION_VERSION, "fts5 turn index", fts.apply_migration),
     Migration(4, "turn lookup indexes", _v4_turn_lookup_indexes),
 ]
-
-
-def register(migration: Migration) -> None:
-    """Add a later migration (kept sorted); used by optional layers such as FTS."""
-    if any(m.version == migration.version for m in MIGRATIONS):
-        return
-    MIGRATIONS.append(migration)
-    MIGRATIONS.sort(key=lambda m: m.version)
 
 
 def latest_version() -> int:
@@ -236,8 +229,3 @@ def migrate(conn: Connection, target: int | None = None) -> list[int]:
         )
         applied.append(m.version)
     return applied
-
-
-# Registered here so that every process (hub, CLI, TUI) agrees on the schema;
-# the module keeps its SQLite-only work behind a dialect check.
-from memviewer.store import fts as _fts  # noqa: E402,F401
