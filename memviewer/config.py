@@ -119,34 +119,61 @@ def _coerce(key: Key, value: Any, source: str = "flag") -> Any:
     return coerced
 
 
-@dataclass
+@dataclass(frozen=True)
 class Settings:
-    values: dict[str, Any] = field(default_factory=dict)
-    sources: dict[str, str] = field(default_factory=dict)
-    # Problems that do not stop loading (an unknown key in the file); the CLI prints them.
-    warnings: list[str] = field(default_factory=list)
+    """The effective settings: one typed field per key of ``KEYS``, plus where each came from.
 
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return self.__dict__["values"][name]
-        except KeyError:
-            raise AttributeError(name) from None
+    Built by ``load_settings`` (every value checked by type and range), never by hand.
+    ``tests/test_config.py`` keeps the fields and ``KEYS`` the same set.
+    """
+
+    home: str
+    socket: str
+    model_dir: str | None = None
+    embed_threads: int = 0
+    embed_batch: int = 32
+    llm_base_url: str | None = None
+    llm_model: str | None = None
+    llm_timeout: float = 5.0
+    llm_api_key: str | None = None
+    summary_llm: bool = False
+    contextual_embeddings: bool = False
+    retention: str = "compact"
+    active_window: int = 100
+    frame_limit: int = 1_048_576
+    subscriber_queue: int = 10_000
+    w_dense: float = 0.5
+    w_keyword: float = 0.5
+    w_recency: float = 0.0
+    w_speaker: float = 0.2
+    w_time: float = 0.1
+    ann_threshold: int = 50_000
+    #: key -> "default" | "file:PATH" | "env:NAME" | "flag"
+    sources: dict[str, str] = field(default_factory=dict, compare=False)
+    #: Problems that do not stop loading (an unknown key in the file); the CLI prints them.
+    warnings: list[str] = field(default_factory=list, compare=False)
+
+    @property
+    def values(self) -> dict[str, Any]:
+        """Every key's effective value, in ``KEYS`` order (``memviewer config``)."""
+        return {k.name: getattr(self, k.name) for k in KEYS}
 
     @property
     def home_path(self) -> Path:
-        return Path(self.values["home"]).expanduser()
+        return Path(self.home).expanduser()
 
     @property
     def socket_path(self) -> Path:
-        return Path(self.values["socket"]).expanduser()
+        return Path(self.socket).expanduser()
 
     def with_overrides(self, **overrides: Any) -> Settings:
-        values, sources = dict(self.values), dict(self.sources)
+        """A copy with ``overrides`` applied as flags (checked like any flag)."""
+        values, sources = self.values, dict(self.sources)
         for name, value in overrides.items():
             if value is not None:
                 values[name] = _coerce(KEY_BY_NAME[name], value)
                 sources[name] = "flag"
-        return Settings(values, sources, list(self.warnings))
+        return Settings(**values, sources=sources, warnings=list(self.warnings))
 
 
 def _read_file(path: Path, required: bool) -> dict[str, Any]:
@@ -234,4 +261,4 @@ def load_settings(
             f"retention must be 'compact' or 'keep_all', not {values['retention']!r} ({sources['retention']})"
         )
     _check_ranges(values, sources)
-    return Settings(values, sources, _unknown_key_warnings(file_values, path))
+    return Settings(**values, sources=sources, warnings=_unknown_key_warnings(file_values, path))

@@ -144,10 +144,8 @@ class MemoryService:
 
     # -- wiring -------------------------------------------------------------
     def _make_classifier(self) -> Callable[[str], Any] | None:
-        try:
-            from memviewer.session.intent import IntentClassifier
-        except ImportError:  # pragma: no cover - module is part of the package
-            return None
+        from memviewer.session.intent import IntentClassifier
+
         endpoint = self.llm_endpoint()
         return IntentClassifier(endpoint).classify
 
@@ -252,10 +250,8 @@ class MemoryService:
         return indexer.sync(session_ids)
 
     def indexer(self) -> Any:
-        try:
-            from memviewer.index.indexer import Indexer
-        except ImportError:
-            return None
+        from memviewer.index.indexer import Indexer
+
         return self._get("indexer", lambda: Indexer(self))
 
     # -- reads ----------------------------------------------------------------

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from pathlib import Path
 
 import pytest
 
@@ -147,3 +149,31 @@ def test_a_non_utf8_config_file_is_named(tmp_path) -> None:
         ValueError, match=re.escape(f"cannot read config file {cfg}: not UTF-8 text (byte 0xe9 at offset 16)")
     ):
         load_settings(cfg, env={})
+
+
+def test_settings_has_one_typed_field_per_key() -> None:
+    """A key added to KEYS without a typed field (or the reverse) is caught here."""
+    import dataclasses
+    import typing
+
+    from memviewer.config import KEYS, Settings
+
+    fields = {f.name: f for f in dataclasses.fields(Settings)}
+    hints = typing.get_type_hints(Settings)
+    assert set(fields) - {"sources", "warnings"} == {k.name for k in KEYS}
+    for key in KEYS:
+        hint = hints[key.name]
+        allowed = set(typing.get_args(hint)) or {hint}
+        assert key.type in allowed, f"{key.name}: field type {hint} vs key type {key.type}"
+        if key.name not in ("home", "socket"):  # resolved to the platform's folders
+            assert fields[key.name].default == key.default, key.name
+
+
+def test_settings_are_typed_attributes_not_a_lookup(tmp_path: Path) -> None:
+    settings = load_settings(tmp_path / "none.toml", env={"MEMVIEWER_W_DENSE": "0.25"})
+    assert settings.w_dense == 0.25 and settings.sources["w_dense"] == "env:MEMVIEWER_W_DENSE"
+    with pytest.raises(AttributeError):
+        settings.no_such_key  # noqa: B018 - a typo is an error, not None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        settings.w_dense = 1.0  # type: ignore[misc]
+    assert settings.with_overrides(w_dense=0.75).w_dense == 0.75

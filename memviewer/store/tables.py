@@ -7,13 +7,20 @@ stable integer key for index tables (FTS rowids); ``Turn.id`` is the public id.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
-from sqlalchemy import JSON, Column
+from sqlalchemy import JSON, Column, Table
 from sqlmodel import Field, SQLModel
 
 
-class Session(SQLModel, table=True):
+class _Table(SQLModel):
+    """Base of every table model: says that SQLModel's metaclass gives each a ``__table__``
+    (the SQLAlchemy Core table the store's SQL is written against), for the type checker."""
+
+    __table__: ClassVar[Table]
+
+
+class Session(_Table, table=True):
     __tablename__ = "sessions"
 
     id: str = Field(primary_key=True)
@@ -35,7 +42,7 @@ class Session(SQLModel, table=True):
     meta: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
 
 
-class Episode(SQLModel, table=True):
+class Episode(_Table, table=True):
     __tablename__ = "episodes"
 
     id: str = Field(primary_key=True)
@@ -52,7 +59,7 @@ class Episode(SQLModel, table=True):
     meta: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
 
 
-class Turn(SQLModel, table=True):
+class Turn(_Table, table=True):
     __tablename__ = "turns"
 
     num: int | None = Field(default=None, primary_key=True)
@@ -71,7 +78,7 @@ class Turn(SQLModel, table=True):
     meta: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
 
 
-class Event(SQLModel, table=True):
+class Event(_Table, table=True):
     __tablename__ = "events"
 
     seq: int = Field(primary_key=True)

@@ -30,11 +30,8 @@ def describe_state(status: str, last_seq: int, detail: str = "") -> str:
 
 async def follow_hub(socket_path: Path, from_seq: int, on_event: OnEvent, on_state: OnState) -> None:
     """Subscribe from ``from_seq`` until cancelled; states go to ``on_state(status, detail)``."""
-    try:
-        from memviewer.wire.subscriber import ConnectionState, Subscriber
-    except ImportError as exc:
-        on_state("failed", f"live stream not available: memviewer.wire.subscriber missing ({exc})")
-        return
+    from memviewer.wire.subscriber import ConnectionState, Subscriber
+
     on_state("connecting", str(socket_path))
     sub = Subscriber(socket_path, from_seq=from_seq, client="memviewer.tui")
     try:

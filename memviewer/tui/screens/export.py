@@ -145,8 +145,6 @@ class ExportScreen(ModalScreen[None]):
 
         try:
             result = app.service.export(ids, fmt, out, redact=redact, progress=progress, force=force)
-        except ImportError as exc:
-            outcome = Loaded("export", error=f"export not available: {exc}")
         except Exception as exc:
             error = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
             data = getattr(exc, "data", None)

@@ -257,9 +257,6 @@ class RecallScreen(Screen):
             for res in (result, flat):
                 if res:  # tool-call-only turns show their calls instead of a blank cell
                     attach_tool_calls(service, res.get("results") or [])
-        except ImportError as exc:
-            self.post_message(Loaded("recall", error=f"recall not available: {exc}", token=token))
-            return
         except Exception as exc:
             message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
             hint = (

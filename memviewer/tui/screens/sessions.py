@@ -285,9 +285,6 @@ class SessionsScreen(Screen):
     def _search(self, token: int, query: str) -> None:
         try:
             result = self.app.service.search(query=query, limit=20)
-        except ImportError as exc:
-            self.post_message(Loaded("hits", error=f"search not available: {exc}", token=token))
-            return
         except Exception as exc:
             self.post_message(Loaded("hits", error=f"{type(exc).__name__}: {exc}", token=token))
             return
