@@ -37,7 +37,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from memviewer.config import load_settings  # noqa: E402
-from memviewer.index.indexer import lance_index_for  # noqa: E402
 from memviewer.service import MemoryService  # noqa: E402
 
 PER_SESSION = 50
@@ -103,7 +102,7 @@ def build(home: str, n: int) -> tuple[MemoryService, dict[str, float]]:
     t0 = time.perf_counter()
     svc.sync_index()
     t_sync = time.perf_counter() - t0
-    index = lance_index_for(svc)
+    index = svc.parts.lance
     t0 = time.perf_counter()
     index.optimize(keep_versions_s=0)
     t_opt = time.perf_counter() - t0
@@ -172,7 +171,7 @@ def main() -> None:
                     f"{pct(exact_t, 99):.1f} | 1.00 |",
                     flush=True,
                 )
-                if lance_index_for(svc).has_vector_index():
+                if svc.parts.lance.has_vector_index():
                     measure(svc, qs[:5], mode=mode, ann=True)
                     ann_t, ann_ids = measure(svc, qs, mode=mode, ann=True)
                     overlap = statistics.fmean(

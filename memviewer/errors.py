@@ -30,7 +30,7 @@ ERROR_CODES = (
 
 
 class MemviewerError(Exception):
-    """An expected failure with a stable code (see DESIGN §4)."""
+    """An expected failure with a stable code (the table in docs/cli.md, "Errors")."""
 
     def __init__(self, code: str, message: str, *, data: dict[str, Any] | None = None) -> None:
         super().__init__(message)

@@ -19,13 +19,18 @@ from typing import TYPE_CHECKING, Any
 from memviewer import __version__, paths
 from memviewer.config import Settings
 from memviewer.errors import INTERNAL, INVALID_ARGUMENT, NOT_FOUND, MemviewerError
+from memviewer.index.parts import IndexParts
 from memviewer.session.manager import SessionManager
 from memviewer.store import repos
 from memviewer.store.db import Store
 from memviewer.store.events import EventRecord
 
 if TYPE_CHECKING:
+    from memviewer.index.embedder import Embedder
+    from memviewer.index.indexer import Indexer
     from memviewer.io.praisonai import ImportReport
+    from memviewer.llm import LlmEndpoint
+    from memviewer.recall.rerank import Reranker
 
 log = logging.getLogger("memviewer")
 
@@ -123,24 +128,24 @@ class MemoryService:
         settings: Settings,
         *,
         readonly: bool = False,
-        embedder: Any = None,
+        embedder: Embedder | None = None,
         store_url: str | None = None,
     ) -> None:
         self.settings = settings
         self.home = settings.home_path
         self.readonly = readonly
         self.store = open_store(self.home, store_url, readonly)
+        self.parts = IndexParts(self.store, settings, readonly=readonly, embedder=embedder)
         self.manager = SessionManager(
             self.store,
             classify=self._make_classifier(),
             retention=settings.retention,
             active_window=settings.active_window,
         )
-        self._embedder = embedder
         self._lazy: dict[str, Any] = {}
-        # An optional neural reranker (``memviewer.recall.rerank.Reranker``) that
-        # every recall blends in as 0.7 * score + 0.3 * neural; none ships by default.
-        self.reranker: Any = None
+        # An optional neural reranker that every recall blends in as
+        # 0.7 * score + 0.3 * neural; none ships by default.
+        self.reranker: Reranker | None = None
 
     # -- wiring -------------------------------------------------------------
     def _make_classifier(self) -> Callable[[str], Any] | None:
@@ -149,34 +154,16 @@ class MemoryService:
         endpoint = self.llm_endpoint()
         return IntentClassifier(endpoint).classify
 
-    def llm_endpoint(self) -> Any:
-        s = self.settings
-        if not (s.llm_base_url and s.llm_model):
-            return None
-        from memviewer.llm import LlmEndpoint
-
-        return LlmEndpoint(
-            base_url=s.llm_base_url,
-            model=s.llm_model,
-            timeout=s.llm_timeout,
-            api_key=s.llm_api_key,
-        )
+    def llm_endpoint(self) -> LlmEndpoint | None:
+        return self.parts.llm_endpoint()
 
     @property
     def bus(self):  # noqa: ANN201 - EventBus, kept import-light
         return self.manager.bus
 
     @property
-    def embedder(self) -> Any:
-        if self._embedder is None:
-            from memviewer.index.embedder import OnnxEmbedder
-
-            self._embedder = OnnxEmbedder(
-                self.settings.model_dir,
-                threads=self.settings.embed_threads or None,
-                batch_size=self.settings.embed_batch,
-            )
-        return self._embedder
+    def embedder(self) -> Embedder:
+        return self.parts.embedder
 
     def _get(self, name: str, factory: Callable[[], Any]) -> Any:
         if name not in self._lazy:
@@ -249,10 +236,11 @@ class MemoryService:
             return {"indexed": 0}
         return indexer.sync(session_ids)
 
-    def indexer(self) -> Any:
+    def indexer(self) -> Indexer:
         from memviewer.index.indexer import Indexer
 
-        return self._get("indexer", lambda: Indexer(self))
+        indexer: Indexer = self._get("indexer", lambda: Indexer(self.parts, bus=self.manager.bus))
+        return indexer
 
     # -- reads ----------------------------------------------------------------
     @property
@@ -363,7 +351,7 @@ class MemoryService:
         scope: str | None = None,
         scope_id: str | None = None,
     ) -> dict[str, Any]:
-        """DESIGN §5.1: discovery (query), scroll (session_id) or browse (neither)."""
+        """Discovery (query), scroll (session_id) or browse (neither); see docs/cli.md."""
         return self.keyword().search(
             query=query,
             session_id=session_id,
@@ -375,15 +363,16 @@ class MemoryService:
         )
 
     def recall(self, query: str, **params: Any) -> dict[str, Any]:
-        """DESIGN §5.2 two-stage recall (or ``mode='flat'``) with diagnostics."""
+        """Two-stage recall (or ``mode='flat'``) with diagnostics; see docs/cli.md."""
         from memviewer.recall.hierarchical import recall as run_recall
 
-        return run_recall(self, query, **params)
+        params.setdefault("reranker", self.reranker)
+        return run_recall(self.parts, query, **params)
 
     def export(self, session_ids: list[str] | None, fmt: str, out: Any, **kw: Any) -> dict:
         from memviewer.io.export import export_sessions
 
-        return export_sessions(self, session_ids, fmt, out, **kw)
+        return export_sessions(self.store, session_ids, fmt, out, home=self.home, **kw)
 
     def close(self) -> None:
         for name in ("indexer", "keyword"):

@@ -12,7 +12,6 @@ import json
 import os
 import re
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -127,10 +126,10 @@ def golden_sessions(mgr: SessionManager) -> None:
 
 
 @pytest.fixture
-def service(tmp_path: Path):
+def golden_store(tmp_path: Path):
     store = Store.open(tmp_path / "g.db")
     golden_sessions(SessionManager(store))
-    yield SimpleNamespace(store=store)
+    yield store
     store.close()
 
 
@@ -143,16 +142,16 @@ def _check_golden(name: str, actual: str) -> None:
 
 
 @pytest.mark.parametrize("fmt,ext", [("json", "json"), ("jsonl", "jsonl"), ("md", "md")])
-def test_stream_formats_match_golden(service, fmt: str, ext: str) -> None:
+def test_stream_formats_match_golden(golden_store, fmt: str, ext: str) -> None:
     buf = io.StringIO()
-    result = export_sessions(service, None, fmt, buf)
+    result = export_sessions(golden_store, None, fmt, buf)
     assert result["sessions"] == 2 and result["turns"] == 7 + 11
     _check_golden(f"export.{ext}", buf.getvalue())
 
 
-def test_praisonai_folder_matches_golden(service, tmp_path: Path) -> None:
+def test_praisonai_folder_matches_golden(golden_store, tmp_path: Path) -> None:
     out = tmp_path / "pa"
-    result = export_sessions(service, None, "praisonai", out)
+    result = export_sessions(golden_store, None, "praisonai", out)
     assert result["path"] == str(out)
     names = sorted(p.name for p in out.iterdir())
     assert names == ["billing-review-8c1e.json", "s-live.json"]  # no staging folder left behind
@@ -160,9 +159,9 @@ def test_praisonai_folder_matches_golden(service, tmp_path: Path) -> None:
         _check_golden(f"praisonai/{name}", (out / name).read_text(encoding="utf-8"))
 
 
-def test_json_export_is_valid_and_complete(service) -> None:
+def test_json_export_is_valid_and_complete(golden_store) -> None:
     buf = io.StringIO()
-    export_sessions(service, ["s-live"], "json", buf)
+    export_sessions(golden_store, ["s-live"], "json", buf)
     doc = json.loads(buf.getvalue())
     assert doc["format"] == "memviewer.export" and doc["version"] == 1
     (entry,) = doc["sessions"]
@@ -175,10 +174,10 @@ def test_json_export_is_valid_and_complete(service) -> None:
     assert turns[1]["tool_calls"][0]["function"]["name"] == "deploy"
 
 
-def test_redaction_masks_consistently_and_leaves_the_store_alone(service) -> None:
-    before = _dump(service)
+def test_redaction_masks_consistently_and_leaves_the_store_alone(golden_store) -> None:
+    before = _dump(golden_store)
     buf = io.StringIO()
-    result = export_sessions(service, ["s-live"], "json", buf, redact="standard")
+    result = export_sessions(golden_store, ["s-live"], "json", buf, redact="standard")
     text = buf.getvalue()
     assert SECRET not in text and "ops@example.com" not in text
     doc = json.loads(text)
@@ -195,34 +194,34 @@ def test_redaction_masks_consistently_and_leaves_the_store_alone(service) -> Non
     assert [t["turn_id"] for t in entry["turns"]][:2] == ["t-0", "t-1"]
     assert entry["turns"][0]["timestamp"] == T0
     assert result["redactions"] == {"api_key": 3, "email": 3}
-    assert _dump(service) == before
+    assert _dump(golden_store) == before
 
 
-def test_redaction_reaches_titles_and_praisonai_metadata(service, tmp_path: Path) -> None:
+def test_redaction_reaches_titles_and_praisonai_metadata(golden_store, tmp_path: Path) -> None:
     from sqlalchemy import text
 
-    with service.store.write() as tx:
+    with golden_store.write() as tx:
         tx.conn.execute(
             text("UPDATE sessions SET title = :t, agent = :a WHERE id = 's-live'"),
             {"t": f"key {SECRET}", "a": "bot for ops@example.com"},
         )
     buf = io.StringIO()
-    export_sessions(service, ["s-live"], "md", buf, redact="strict")
+    export_sessions(golden_store, ["s-live"], "md", buf, redact="strict")
     assert SECRET not in buf.getvalue() and "# key [REDACTED:api_key:1]" in buf.getvalue()
     assert "ops@example.com" not in buf.getvalue() and "bot for [REDACTED:email:1]" in buf.getvalue()
     buf = io.StringIO()
-    export_sessions(service, ["s-live"], "json", buf)  # no redaction: the agent as stored
+    export_sessions(golden_store, ["s-live"], "json", buf)  # no redaction: the agent as stored
     assert json.loads(buf.getvalue())["sessions"][0]["session"]["agent"] == "bot for ops@example.com"
-    export_sessions(service, ["s-live"], "praisonai", tmp_path / "pa", redact="standard")
+    export_sessions(golden_store, ["s-live"], "praisonai", tmp_path / "pa", redact="standard")
     doc = json.loads((tmp_path / "pa" / "s-live.json").read_text())
     assert doc["metadata"]["title"] == "key [REDACTED:api_key:1]"
     assert doc["created_at"] == "2026-06-09T10:13:20+00:00" and doc["user_id"] == "alice"
 
 
-def _dump(service) -> list:
+def _dump(golden_store) -> list:
     from sqlalchemy import text
 
-    with service.store.read() as conn:
+    with golden_store.read() as conn:
         return [
             tuple(r)
             for t in ("sessions", "episodes", "turns")
@@ -230,20 +229,20 @@ def _dump(service) -> list:
         ]
 
 
-def test_unknown_ids_fail_before_writing_anything(service, tmp_path: Path) -> None:
+def test_unknown_ids_fail_before_writing_anything(golden_store, tmp_path: Path) -> None:
     target = tmp_path / "out.json"
     with pytest.raises(MemviewerError) as err:
-        export_sessions(service, ["s-live", "nope-1", "nope-2"], "json", target)
+        export_sessions(golden_store, ["s-live", "nope-1", "nope-2"], "json", target)
     assert err.value.code == "session_not_found" and "nope-1, nope-2" in err.value.message
     assert err.value.data["unknown"] == ["nope-1", "nope-2"]
     assert not target.exists() and not list(tmp_path.glob(".out.json*"))
     with pytest.raises(MemviewerError):
-        export_sessions(service, None, "praisonai", "-")
+        export_sessions(golden_store, None, "praisonai", "-")
     with pytest.raises(MemviewerError):
-        export_sessions(service, None, "xml", io.StringIO())
+        export_sessions(golden_store, None, "xml", io.StringIO())
 
 
-def test_failed_file_export_keeps_the_previous_file(service, tmp_path: Path, monkeypatch) -> None:
+def test_failed_file_export_keeps_the_previous_file(golden_store, tmp_path: Path, monkeypatch) -> None:
     target = tmp_path / "out.md"
     target.write_text("previous export\n")
     from memviewer.io.exporters import markdown_format
@@ -253,7 +252,7 @@ def test_failed_file_export_keeps_the_previous_file(service, tmp_path: Path, mon
 
     monkeypatch.setattr(markdown_format.MarkdownWriter, "write", boom)
     with pytest.raises(MemviewerError, match="cannot write the export to .*out.md: disk full"):
-        export_sessions(service, None, "md", target)
+        export_sessions(golden_store, None, "md", target)
     assert target.read_text() == "previous export\n"
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".out")] == []
 
@@ -317,10 +316,10 @@ CAROL, DAVE = "carol@example.com", "dave@example.org"
 PSEUDONYM = r"{prefix}-[bcdfghjklmnpqrst]{{10}}"
 
 
-def email_id_sessions(service, tmp_path: Path) -> None:
+def email_id_sessions(golden_store, tmp_path: Path) -> None:
     """Two sessions of a user whose id is an e-mail (one also named after it, the other
     pointing at it as its root), and a PraisonAI file whose user_id is an e-mail."""
-    mgr = SessionManager(service.store)
+    mgr = SessionManager(golden_store)
     first = f"{CAROL}#1"
     for sid, extra in ((first, {}), ("s-carol-2", {"root_session_id": first})):
         mgr.import_session(
@@ -348,24 +347,24 @@ def email_id_sessions(service, tmp_path: Path) -> None:
     assert not import_paths(mgr.import_session, [tmp_path / "dave-chat.json"]).failed
 
 
-def _export_all(service, tmp_path: Path, redact: str | None, tag: str = "") -> dict[str, str]:
+def _export_all(golden_store, tmp_path: Path, redact: str | None, tag: str = "") -> dict[str, str]:
     """Every format of every session: {format: text}, PraisonAI files keyed by name."""
     out: dict[str, str] = {}
     for fmt in ("json", "jsonl", "md"):
         buf = io.StringIO()
-        export_sessions(service, None, fmt, buf, redact=redact)
+        export_sessions(golden_store, None, fmt, buf, redact=redact)
         out[fmt] = buf.getvalue()
     folder = tmp_path / f"pa-{redact}{tag}"
-    export_sessions(service, None, "praisonai", folder, redact=redact)
+    export_sessions(golden_store, None, "praisonai", folder, redact=redact)
     for path in sorted(folder.iterdir()):
         out[f"praisonai/{path.name}"] = path.read_text(encoding="utf-8")
     return out
 
 
 @pytest.mark.parametrize("level", ["standard", "strict"])
-def test_email_ids_become_stable_pseudonyms_in_every_format(service, tmp_path: Path, level: str) -> None:
-    email_id_sessions(service, tmp_path)
-    exported = _export_all(service, tmp_path, level)
+def test_email_ids_become_stable_pseudonyms_in_every_format(golden_store, tmp_path: Path, level: str) -> None:
+    email_id_sessions(golden_store, tmp_path)
+    exported = _export_all(golden_store, tmp_path, level)
     for name, text in exported.items():
         assert CAROL not in text and DAVE not in text, name
 
@@ -398,21 +397,21 @@ def test_email_ids_become_stable_pseudonyms_in_every_format(service, tmp_path: P
     assert pa["praisonai/billing-review-8c1e.json"]["user_id"] == "alice"
 
     # The same ids give the same pseudonyms in a second export (a new Redactor).
-    again = _export_all(service, tmp_path, level, tag="-again")
+    again = _export_all(golden_store, tmp_path, level, tag="-again")
     assert again == exported
 
 
-def test_email_ids_are_kept_without_redaction(service, tmp_path: Path) -> None:
-    email_id_sessions(service, tmp_path)
-    exported = _export_all(service, tmp_path, None)
+def test_email_ids_are_kept_without_redaction(golden_store, tmp_path: Path) -> None:
+    email_id_sessions(golden_store, tmp_path)
+    exported = _export_all(golden_store, tmp_path, None)
     doc = json.loads(exported["json"])
     assert {e["session"]["scope_id"] for e in doc["sessions"]} == {"alice", CAROL, DAVE}
     assert f"{CAROL}#1" in exported["jsonl"] and f"user:{CAROL}" in exported["md"]
     assert json.loads(exported["praisonai/dave-chat.json"])["user_id"] == DAVE
 
 
-def test_strict_pseudonymises_ids_with_other_personal_data(service, tmp_path: Path) -> None:
-    mgr = SessionManager(service.store)
+def test_strict_pseudonymises_ids_with_other_personal_data(golden_store, tmp_path: Path) -> None:
+    mgr = SessionManager(golden_store)
     mgr.import_session(
         {
             "id": "s-phone",
@@ -427,7 +426,7 @@ def test_strict_pseudonymises_ids_with_other_personal_data(service, tmp_path: Pa
 
     def scope_ids(level: str) -> dict[str, str]:
         buf = io.StringIO()
-        export_sessions(service, None, "json", buf, redact=level)
+        export_sessions(golden_store, None, "json", buf, redact=level)
         sessions = json.loads(buf.getvalue())["sessions"]
         return {e["session"]["session_id"]: e["session"]["scope_id"] for e in sessions}
 
@@ -490,7 +489,7 @@ def test_a_symlink_into_the_home_is_refused_and_one_elsewhere_is_followed(home: 
     assert link.is_symlink() and len(real.read_text().splitlines()) == 18  # the link stays, its file is new
 
 
-def test_a_fifo_is_written_through(service, tmp_path: Path) -> None:
+def test_a_fifo_is_written_through(golden_store, tmp_path: Path) -> None:
     import threading
 
     fifo = tmp_path / "pipe"
@@ -498,14 +497,14 @@ def test_a_fifo_is_written_through(service, tmp_path: Path) -> None:
     got: list[bytes] = []
     reader = threading.Thread(target=lambda: got.append(fifo.read_bytes()))
     reader.start()
-    result = export_sessions(service, None, "jsonl", fifo)
+    result = export_sessions(golden_store, None, "jsonl", fifo)
     reader.join(timeout=10)
     assert result["path"] == str(fifo) and fifo.exists() and not fifo.is_file()  # still the FIFO
     assert len(got[0].splitlines()) == result["turns"] == 18
 
 
-def test_a_character_device_is_written_through(service) -> None:
-    assert export_sessions(service, None, "md", "/dev/null")["path"] == "/dev/null"
+def test_a_character_device_is_written_through(golden_store) -> None:
+    assert export_sessions(golden_store, None, "md", "/dev/null")["path"] == "/dev/null"
     assert Path("/dev/null").is_char_device()
 
 
@@ -555,7 +554,7 @@ def test_cli_write_failures_are_one_error_line_and_leave_nothing(
 
 
 def test_a_praisonai_export_that_fails_part_way_says_how_much_was_written(
-    service, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    golden_store, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import memviewer.io.export as export_mod
 
@@ -570,10 +569,10 @@ def test_a_praisonai_export_that_fails_part_way_says_how_much_was_written(
 
     monkeypatch.setattr(export_mod.os, "replace", flaky_replace)
     with pytest.raises(MemviewerError) as err:
-        export_sessions(service, None, "praisonai", tmp_path / "pa")
+        export_sessions(golden_store, None, "praisonai", tmp_path / "pa")
     from sqlalchemy import text
 
-    with service.store.read() as conn:
+    with golden_store.read() as conn:
         total = int(conn.execute(text("SELECT COUNT(*) FROM sessions")).scalar())
     assert total >= 2
     assert f"1 of {total} session files were written" in err.value.message

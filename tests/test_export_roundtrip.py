@@ -7,7 +7,6 @@ import io
 import itertools
 import json
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -134,14 +133,14 @@ def session_bundle(draw: st.DrawFn) -> tuple[dict[str, Any], list[dict[str, Any]
     return session, turns, episodes
 
 
-def _fresh(tmp: Path) -> tuple[SimpleNamespace, SessionManager]:
+def _fresh(tmp: Path) -> tuple[Store, SessionManager]:
     store = Store.open(tmp / f"rt-{next(_counter)}.db")
-    return SimpleNamespace(store=store), SessionManager(store)
+    return store, SessionManager(store)
 
 
-def _json_export(svc: SimpleNamespace) -> str:
+def _json_export(store: Store) -> str:
     buf = io.StringIO()
-    export_sessions(svc, None, "json", buf)
+    export_sessions(store, None, "json", buf)
     return buf.getvalue()
 
 
@@ -170,8 +169,8 @@ def test_json_round_trip_is_byte_identical(tmp_path: Path, bundles) -> None:
         assert _json_export(b) == first
         assert import_file(mgr_b.import_session, path)["imported"][0]["new_turns"] == 0  # idempotent
     finally:
-        a.store.close()
-        b.store.close()
+        a.close()
+        b.close()
 
 
 @ROUNDTRIP
@@ -189,8 +188,8 @@ def test_praisonai_round_trip_is_byte_identical(tmp_path: Path, bundles) -> None
         export_sessions(b, None, "praisonai", tmp_path / f"pa2-{n}")
         assert _folder_bytes(tmp_path / f"pa2-{n}") == _folder_bytes(tmp_path / f"pa1-{n}")
     finally:
-        a.store.close()
-        b.store.close()
+        a.close()
+        b.close()
 
 
 def _rows(store: Store) -> dict[str, list[tuple]]:
@@ -211,13 +210,13 @@ def test_praisonai_files_survive_memviewer_losslessly(tmp_path: Path) -> None:
             p.name for p in FIXTURES.glob("*.json")
         )
         assert not import_paths(mgr_b.import_session, [tmp_path / "out"]).failed
-        assert _rows(b.store) == _rows(a.store)  # same ids, contents, flags and metadata
+        assert _rows(b) == _rows(a)  # same ids, contents, flags and metadata
         original = json.loads((FIXTURES / "billing-review-8c1e.json").read_text())
         written = json.loads((tmp_path / "out" / "billing-review-8c1e.json").read_text())
         assert written == original  # this file already had every key in canonical form
     finally:
-        a.store.close()
-        b.store.close()
+        a.close()
+        b.close()
 
 
 # -- import json: malformed files and id collisions ----------------------------------
@@ -282,9 +281,9 @@ def test_a_malformed_export_stores_nothing_and_names_the_field(tmp_path: Path, c
         with pytest.raises(ExportFileError) as err:
             import_file(mgr.import_session, path)
         assert str(err.value).startswith(f"{path}: ") and words in str(err.value)
-        assert _rows(svc.store)["sessions"] == []  # the good session before it was not stored either
+        assert _rows(svc)["sessions"] == []  # the good session before it was not stored either
     finally:
-        svc.store.close()
+        svc.close()
 
 
 def test_nan_or_absurd_nesting_or_huge_ints_are_file_errors(tmp_path: Path) -> None:
@@ -302,7 +301,7 @@ def test_nan_or_absurd_nesting_or_huge_ints_are_file_errors(tmp_path: Path) -> N
             with pytest.raises(ExportFileError, match=f"{path}: damaged session line 2"):
                 import_file(mgr.import_session, path)
     finally:
-        svc.store.close()
+        svc.close()
 
 
 def test_sessions_owned_elsewhere_fail_alone(tmp_path: Path) -> None:
@@ -329,7 +328,7 @@ def test_sessions_owned_elsewhere_fail_alone(tmp_path: Path) -> None:
         assert {r["session_id"] for r in replaced["imported"]} == {"s-live", "s-good"}
         assert "s-thief" in {f["session_id"] for f in replaced["failed"]}  # --replace never steals turns
     finally:
-        svc.store.close()
+        svc.close()
 
 
 def test_cli_import_json_goes_on_after_a_bad_file(tmp_path: Path) -> None:
@@ -393,5 +392,5 @@ def test_an_export_file_that_changes_between_check_and_import_reports_what_was_s
         ((fail,),) = [report["failed"]]
         assert "changed while it was imported" in fail["error"] and "1 sessions" in fail["error"]
     finally:
-        a.store.close()
-        b.store.close()
+        a.close()
+        b.close()

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from memviewer.index.embedder import HashEmbedder
-from memviewer.index.indexer import index_status, lance_index_for
+from memviewer.index.indexer import index_status
 from memviewer.index.lance import SUMMARIES, TURNS, in_filter
 from memviewer.service import MemoryService
 
@@ -22,7 +22,7 @@ def add_session(svc: Any, sid: str, texts: list[str], scope_id: str = "u1") -> s
 
 
 def lance_flags(svc: Any) -> dict[str, bool]:
-    rows = lance_index_for(svc).rows(TURNS, None, ["turn_id", "archived"])
+    rows = svc.parts.lance.rows(TURNS, None, ["turn_id", "archived"])
     return {r["turn_id"]: r["archived"] for r in rows}
 
 
@@ -42,7 +42,7 @@ def test_sync_embeds_everything_once(service: Any) -> None:
     add_session(service, "s2", ["second session text"])
     first = service.sync_index()
     assert first["added_turns"] == 4 and first["summaries"] == 2
-    index = lance_index_for(service)
+    index = service.parts.lance
     versions = index.versions()
     again = service.sync_index()
     assert again["added_turns"] == 0 and again["updated_turns"] == 0 and again["summaries"] == 0
@@ -65,7 +65,7 @@ def test_compaction_keeps_archived_in_step(small_window: Any) -> None:
     assert any(sql.values()), "compaction should have archived turns"
     assert lance_flags(svc) == sql
     summary = next(t for t in svc.session("c1")["turns"] if t["is_compaction_summary"])
-    row = lance_index_for(svc).rows(TURNS, in_filter("turn_id", [summary["turn_id"]]), ["text"])
+    row = svc.parts.lance.rows(TURNS, in_filter("turn_id", [summary["turn_id"]]), ["text"])
     assert row == [{"text": summary["content"]}]  # the rewritten summary was re-embedded
 
 
@@ -81,7 +81,7 @@ def test_reimport_updates_changed_turns_and_drops_stale(service: Any) -> None:
     assert report["updated_turns"] >= 3  # one re-embedded, scope moved on all
     rows = {
         r["turn_id"]: r
-        for r in lance_index_for(service).rows(
+        for r in service.parts.lance.rows(
             TURNS, "session_id = 'imp'", ["turn_id", "text", "archived", "scope_id"]
         )
     }
@@ -89,14 +89,14 @@ def test_reimport_updates_changed_turns_and_drops_stale(service: Any) -> None:
     assert {r["scope_id"] for r in rows.values()} == {"u2"}
     out = service.recall("zebras", scope="user", scope_id="u2", top_k=1)
     assert out["results"][0]["turn_id"] == "t1"
-    summary = lance_index_for(service).rows(SUMMARIES, "session_id = 'imp'", ["scope_id", "summary"])
+    summary = service.parts.lance.rows(SUMMARIES, "session_id = 'imp'", ["scope_id", "summary"])
     assert summary[0]["scope_id"] == "u2" and "zebras" in summary[0]["summary"]
 
 
 def test_summary_reindex_is_idempotent_and_refreshes_on_growth(service: Any) -> None:
     ep = add_session(service, "g1", ["I am planning a trip to Kyoto in April"])
     service.sync_index()
-    index = lance_index_for(service)
+    index = service.parts.lance
     version = index.versions()[SUMMARIES]
     assert service.sync_index(["g1"])["summaries"] == 0  # forced, but the input is unchanged
     assert index.versions()[SUMMARIES] == version
@@ -122,7 +122,7 @@ def test_rebuild_matches_incremental(service: Any) -> None:
     add_session(service, "r1", ["alpha beta", "gamma delta"])
     add_session(service, "r2", ["epsilon"])
     service.sync_index()
-    index = lance_index_for(service)
+    index = service.parts.lance
     before = sorted(r["turn_id"] for r in index.rows(TURNS, None, ["turn_id"]))
     report = service.indexer().rebuild()
     assert report["added_turns"] == 3 and report["summaries"] == 2
@@ -185,7 +185,7 @@ def test_ann_index_builds_past_threshold(settings: Any) -> None:
     with MemoryService(settings.with_overrides(ann_threshold=200), embedder=HashEmbedder()) as svc:
         add_session(svc, "big", texts)
         svc.sync_index()
-        index = lance_index_for(svc)
+        index = svc.parts.lance
         assert not index.build_ann(threshold=1000)
         out = svc.recall("note 17 on topic 0 with word w17", scope_id="u1", mode="flat")
         assert out["diagnostics"]["index"]["vector_search"] == "exact"
@@ -201,13 +201,13 @@ def test_readonly_service_does_not_write_the_index(settings: Any) -> None:
     with MemoryService(settings, embedder=HashEmbedder()) as svc:
         add_session(svc, "ro", ["read only please"])
         svc.sync_index()
-        index = lance_index_for(svc)
+        index = svc.parts.lance
         versions = index.versions()
         add_session(svc, "ro2", ["more text"])
     with MemoryService(settings, readonly=True, embedder=HashEmbedder()) as ro:
         assert ro.sync_index()["skipped"] == "read-only service"
         assert ro.recall("read only please")["results"][0]["content"] == "read only please"
-        assert lance_index_for(ro).versions() == versions
+        assert ro.parts.lance.versions() == versions
 
 
 def test_contextual_embeddings_prepend_the_session_summary(settings: Any) -> None:
@@ -221,7 +221,7 @@ def test_contextual_embeddings_prepend_the_session_summary(settings: Any) -> Non
             add_session(svc, "k", texts)
             add_session(svc, "t", other)
             svc.sync_index()
-            rows = lance_index_for(svc).rows(TURNS, "session_id = 'k'", ["text", "vector"])
+            rows = svc.parts.lance.rows(TURNS, "session_id = 'k'", ["text", "vector"])
             vec = next(r["vector"] for r in rows if r["text"] == texts[1])  # text stays verbatim
             plain = HashEmbedder().embed([texts[1]])[0]
             assert bool((abs(plain - vec) < 1e-6).all()) is (not contextual)
@@ -238,13 +238,13 @@ def test_rows_written_before_a_crash_are_not_duplicated(settings: Any) -> None:
     with MemoryService(settings, embedder=HashEmbedder()) as svc:
         add_session(svc, "cr", ["one", "two", "three"])
         svc.sync_index()
-        index = lance_index_for(svc)
+        index = svc.parts.lance
         state = index.load_state()
         index.save_state({**state, "turn_num": 1})  # as if the process died before saving
     with MemoryService(settings, embedder=HashEmbedder()) as svc:
         report = svc.sync_index()
         assert report["added_turns"] == 2
-        ids = [r["turn_id"] for r in lance_index_for(svc).rows(TURNS, None, ["turn_id"])]
+        ids = [r["turn_id"] for r in svc.parts.lance.rows(TURNS, None, ["turn_id"])]
         assert len(ids) == len(set(ids)) == 3
 
 
@@ -252,7 +252,7 @@ def test_summaries_from_an_older_summarizer_are_rewritten_once(service: Any) -> 
     add_session(service, "s1", ["Great, thanks! My sister Ana adopted a beagle.", "Congratulations!"])
     add_session(service, "s2", ["second session text"])
     assert service.sync_index()["summaries"] == 2
-    index = lance_index_for(service)
+    index = service.parts.lance
     # What a v1 index looked like: another summary, another source hash, no version recorded.
     rows = index.rows(
         SUMMARIES,
@@ -322,7 +322,7 @@ def test_a_full_disk_stalls_the_indexer_then_it_resumes_alone_without_duplicates
         assert indexer.wait_idle(20)
         status = indexer.status()
         assert status["last_error"] is None and status["lag"] == 0
-        ids = [r["turn_id"] for r in lance_index_for(svc).rows(TURNS, None, ["turn_id"])]
+        ids = [r["turn_id"] for r in svc.parts.lance.rows(TURNS, None, ["turn_id"])]
         assert len(ids) == len(set(ids)) == status["indexed_turns"] == status["sql_turns"]
         assert lance_flags(svc) == sql_flags(svc, "full0")
     finally:

@@ -18,7 +18,7 @@ import pytest
 from memviewer.errors import MemviewerError
 from memviewer.index import indexer as indexer_mod
 from memviewer.index.embedder import HashEmbedder, ModelLoadError, ModelNotFoundError
-from memviewer.index.indexer import index_status, lance_index_for
+from memviewer.index.indexer import index_status
 from memviewer.index.lance import STAGING_DIR, SUMMARIES, TURNS, WRITE_LOCK
 from memviewer.service import MemoryService
 
@@ -31,7 +31,7 @@ def add_session(svc: Any, sid: str, n: int) -> None:
 
 
 def turn_ids(svc: Any) -> list[str]:
-    return [r["turn_id"] for r in lance_index_for(svc).rows(TURNS, None, ["turn_id"])]
+    return [r["turn_id"] for r in svc.parts.lance.rows(TURNS, None, ["turn_id"])]
 
 
 @pytest.fixture
@@ -49,7 +49,7 @@ def test_a_second_writer_waits_for_the_lock_and_embeds_nothing_twice(two: Any) -
     b.sync_index()  # b has done a pass: its "tail checked once" flag is set
     add_session(a, "s2", 7)
     done: dict[str, Any] = {}
-    with lance_index_for(a).write_lock():
+    with a.parts.lance.write_lock():
         thread = threading.Thread(target=lambda: done.update(b.sync_index()))
         thread.start()
         time.sleep(0.3)
@@ -67,7 +67,7 @@ def test_rows_left_by_a_pass_that_died_in_another_process_are_dropped(two: Any) 
     b.sync_index()
     add_session(a, "s2", 3)
     a.sync_index()
-    index = lance_index_for(a)
+    index = a.parts.lance
     state = index.load_state()
     # a died after appending s2's rows but before saving the watermark past them
     index.save_state({**state, "turn_num": state["turn_num"] - 3, "appending": True})
@@ -79,7 +79,7 @@ def test_rows_left_by_a_pass_that_died_in_another_process_are_dropped(two: Any) 
 def test_a_writer_in_another_process_blocks_this_one(settings: Any) -> None:
     with MemoryService(settings, embedder=HashEmbedder()) as svc:
         add_session(svc, "s1", 3)
-        folder = lance_index_for(svc).folder
+        folder = svc.parts.lance.folder
         folder.mkdir(parents=True, exist_ok=True)
         code = (
             "import fcntl, os, sys, time\n"
@@ -112,16 +112,16 @@ def test_sync_leaves_the_writing_to_a_background_indexer(two: Any, monkeypatch: 
         assert "background indexer" in report["indexed_by"]
         ids = turn_ids(cli)
         assert len(ids) == len(set(ids)) == 6
-        assert lance_index_for(cli).count(SUMMARIES) == 1  # the summary is written too
+        assert cli.parts.lance.count(SUMMARIES) == 1  # the summary is written too
     finally:
         hub.indexer().close()
-    assert lance_index_for(cli).owner() is None  # closing releases the claim
+    assert cli.parts.lance.owner() is None  # closing releases the claim
 
 
 def test_when_the_owner_goes_away_the_waiting_process_writes_itself(two: Any) -> None:
     a, b = two
     add_session(b, "s1", 4)
-    owner = lance_index_for(a)
+    owner = a.parts.lance
     assert owner.claim_owner()  # an indexer that claims the index but never writes
     timer = threading.Timer(0.3, owner.release_owner)
     timer.start()
@@ -135,7 +135,7 @@ def test_a_failing_owner_is_reported_not_waited_for_forever(
     monkeypatch.setattr(indexer_mod, "OWNER_ERROR_GRACE_S", 0.2)
     a, b = two
     add_session(b, "s1", 2)
-    owner = lance_index_for(a)
+    owner = a.parts.lance
     assert owner.claim_owner()
     owner.set_owner_note({"pid": 1234, "error": "ModelNotFoundError: no model"})
     try:
@@ -149,7 +149,7 @@ def test_doctor_reports_duplicated_rows(service: Any) -> None:
     add_session(service, "s1", 4)
     service.sync_index()
     assert index_status(service.settings)["ok"]
-    index = lance_index_for(service)
+    index = service.parts.lance
     rows = index.rows(
         TURNS,
         None,
@@ -191,7 +191,7 @@ class BrokenEmbedder(HashEmbedder):
 
 
 def _snapshot(svc: Any) -> tuple[int, int, dict[str, Any]]:
-    index = lance_index_for(svc)
+    index = svc.parts.lance
     return index.count(TURNS), index.count(SUMMARIES), index.load_state()
 
 
@@ -216,7 +216,7 @@ def test_an_interrupted_reindex_leaves_the_old_index(settings: Any) -> None:
         with pytest.raises(KeyboardInterrupt):
             svc.indexer().rebuild()
         assert _snapshot(svc) == before
-        assert not (lance_index_for(svc).folder / STAGING_DIR).exists()
+        assert not (svc.parts.lance.folder / STAGING_DIR).exists()
         assert svc.sync_index()["added_turns"] == 0  # the old index is still in use
 
 
@@ -236,7 +236,7 @@ def test_reindex_replaces_the_tables_and_the_state(service: Any) -> None:
     service.sync_index()
     report = service.indexer().rebuild()
     assert report["added_turns"] == 3
-    folder: Path = lance_index_for(service).folder
+    folder: Path = service.parts.lance.folder
     assert not (folder / STAGING_DIR).exists() and not (folder / ".old").exists()
     status = service.indexer().status()
     assert status["indexed_turns"] == status["sql_turns"] == 3 and status["lag"] == 0
@@ -263,7 +263,7 @@ def test_an_indexer_whose_claim_raced_a_probe_claims_the_index_on_its_idle_tick(
     monkeypatch.setattr(indexer_mod, "IDLE_TICK_S", 0.1)
     monkeypatch.setattr(indexer_mod, "POLL_S", 0.05, raising=False)
     a, b = two
-    probe = lance_index_for(b)
+    probe = b.parts.lance
     assert probe.claim_owner()  # held at the moment a's indexer starts
     indexer = a.indexer()
     indexer.start_background()

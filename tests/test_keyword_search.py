@@ -1,4 +1,4 @@
-"""Keyword session search: the DESIGN §5.1 contract on a real SQLite store with FTS5."""
+"""Keyword session search: the docs/cli.md search contract on a real SQLite store with FTS5."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The SQL layer on PostgreSQL (the scale-out path of DESIGN §3).
+"""The SQL layer on PostgreSQL (the scale-out path of docs/architecture.md, "The store").
 
 Runs when ``MEMVIEWER_TEST_PG_URL`` points at a server (``.ci/run`` starts a
 throwaway cluster when the PostgreSQL binaries exist); skipped otherwise.

@@ -329,7 +329,6 @@ def test_a_live_session_is_not_overwritten_without_replace(service, tmp_path):
 
 
 def test_replace_takes_the_file_and_drops_the_live_turns_from_every_index(service, tmp_path):
-    from memviewer.index.indexer import lance_index_for
     from memviewer.index.lance import TURNS
 
     _live_session(service, "s-live")
@@ -341,7 +340,7 @@ def test_replace_takes_the_file_and_drops_the_live_turns_from_every_index(servic
     assert [t["content"] for t in turns] == ["active s-live 0", "active s-live 1"]
     assert [t["idx"] for t in turns] == [0, 1]
     assert service.session("s-live")["episodes"] == []  # the live episode went with its turns
-    rows = lance_index_for(service).rows(TURNS, "session_id = 's-live'", ["turn_id"])
+    rows = service.parts.lance.rows(TURNS, "session_id = 's-live'", ["turn_id"])
     assert sorted(r["turn_id"] for r in rows) == sorted(t["id"] for t in turns)
     assert service.search("answer")["results"] == []  # gone from the keyword index too
     # now the session is this file's: re-importing it needs no --replace

@@ -1,4 +1,4 @@
-"""Hierarchical recall (DESIGN §5.2) over a real SQLite store and a real LanceDB
+"""Hierarchical recall (docs/cli.md) over a real SQLite store and a real LanceDB
 index, with the fast ``HashEmbedder``."""
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ import pytest
 from dated import ASKED, DAY_S, add_dated_session, cooking_sessions
 
 from memviewer.errors import MemviewerError
-from memviewer.index.indexer import lance_index_for
 from memviewer.index.lance import TURNS, in_filter
 from memviewer.recall.hierarchical import STAGE1_EMPTY, STAGE2_EMPTY
 
@@ -156,7 +155,7 @@ def test_scope_isolation(service: Any) -> None:
 
 
 def test_stage1_empty_falls_back_to_plain_turn_query(filled: Any) -> None:
-    index = lance_index_for(filled)
+    index = filled.parts.lance
     index.table("session_summaries").delete("true")
     calls: list[int] = []
 
@@ -181,7 +180,7 @@ def test_empty_scope_is_stage1_empty_with_no_results(filled: Any) -> None:
 def test_stage2_empty_returns_raw_stage2_top(filled: Any) -> None:
     # The dentist session's summary is indexed but its turns are not (index lag):
     # Stage 1 picks it, the post-filter finds none of its turns in the pool.
-    index = lance_index_for(filled)
+    index = filled.parts.lance
     index.table(TURNS).delete("session_id = 's-dentist'")
     out = filled.recall(
         "dentist appointment Alvarez crown molar",
@@ -298,7 +297,7 @@ def _tree_digest(folder: Path) -> dict[str, str]:
 def test_recall_does_not_mutate_memory(filled: Any) -> None:
     filled.store.engine.dispose()  # settle the WAL so only real writes could change files
     home = filled.home
-    index = lance_index_for(filled)
+    index = filled.parts.lance
     before_files = _tree_digest(home)
     before_versions = index.versions()
     before_counts = {t: index.count(t) for t in before_versions}
@@ -330,7 +329,7 @@ def test_archived_turns_are_recalled_and_flagged(settings: Any) -> None:
         hit = out["results"][0]
         assert hit["content"] == "the wifi password is tangerine-42"
         assert hit["archived"] is True and hit["metadata"] == meta and hit["index"] == 0
-        rows = lance_index_for(svc).rows(TURNS, in_filter("turn_id", [hit["turn_id"]]), ["archived"])
+        rows = svc.parts.lance.rows(TURNS, in_filter("turn_id", [hit["turn_id"]]), ["archived"])
         assert rows == [{"archived": True}]
     finally:
         svc.close()

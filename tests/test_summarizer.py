@@ -103,7 +103,6 @@ def test_llm_failure_falls_back_to_extractive(fake_llm: FakeLlm, tmp_path: Path)
 
 def test_service_uses_llm_summaries_when_configured(summary_llm: FakeLlm, settings: Any) -> None:
     from memviewer.index.embedder import HashEmbedder
-    from memviewer.index.indexer import lance_index_for
     from memviewer.index.lance import SUMMARIES
     from memviewer.service import MemoryService
 
@@ -114,7 +113,7 @@ def test_service_uses_llm_summaries_when_configured(summary_llm: FakeLlm, settin
             [{"id": f"t{i}", **t} for i, t in enumerate(TURNS)],
         )
         svc.sync_index()
-        rows = lance_index_for(svc).rows(SUMMARIES, None, ["summary", "method"])
+        rows = svc.parts.lance.rows(SUMMARIES, None, ["summary", "method"])
         assert rows == [{"summary": SUMMARY, "method": "llm:fake-model"}]
         assert len(summary_llm.requests) == 1
         svc.indexer().rebuild()  # a rebuild reuses the disk cache

@@ -9,7 +9,6 @@ import pytest
 from sqlalchemy import text
 
 from memviewer.index.summarizer import _day
-from memviewer.io.export import export_sessions
 from memviewer.timeutil import LATEST, TimestampRangeError, iso, parse_ts, to_datetime, utc_minutes
 
 INSTANT = 1_781_172_800.123456  # 2026-06-11T10:13:20.123456Z
@@ -90,5 +89,5 @@ def test_one_bad_stored_time_does_not_break_listing_search_or_export(service) ->
     assert service.search(session_id="bad")["messages"][0]["timestamp"] == "<invalid time 1e+300>"
     for fmt in ("json", "jsonl", "md"):
         buf = io.StringIO()
-        export_sessions(service, None, fmt, buf)
+        service.export(None, fmt, buf)
         assert "hello bad" in buf.getvalue() and "hello good" in buf.getvalue()

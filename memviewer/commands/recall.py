@@ -194,7 +194,7 @@ def recall_cmd(
     batch,
     as_json,
 ) -> None:
-    """Two-stage hierarchical recall with its explain trace (DESIGN §5.2).
+    """Two-stage hierarchical recall with its explain trace (docs/cli.md).
 
     With --json every failure is a JSON object ``{"error", "code", "hint"}`` on
     stdout (exit 1), as with ``search --json``; --batch answers each bad line
@@ -251,7 +251,7 @@ def recall_cmd(
         if not as_json:
             from memviewer.recall.snippets import attach_tool_calls
 
-            attach_tool_calls(svc, out["results"])
+            attach_tool_calls(svc.store, out["results"])
     if as_json:
         emit_json(out)
     else:

@@ -24,7 +24,7 @@ and punctuation are plain text, so any input is safe.
 @click.option("--window", default=5, show_default=True, type=int, help="messages either side of the anchor")
 @click.option("--scope", default=None, help="only sessions of this scope (user, agent, …)")
 @click.option("--scope-id", default=None, help="only sessions of this scope id")
-@click.option("--json", "as_json", is_flag=True, help="print the DESIGN §5.1 JSON contract")
+@click.option("--json", "as_json", is_flag=True, help="print the JSON contract (docs/cli.md)")
 @click.pass_context
 def search_cmd(
     ctx: click.Context, query, session_id, around, limit, window, scope, scope_id, as_json
@@ -43,7 +43,7 @@ def search_cmd(
         if not as_json and result.get("success") and result.get("mode") == "scroll":
             from memviewer.recall.snippets import attach_tool_calls_by_index
 
-            attach_tool_calls_by_index(svc, result["session_id"], result["messages"])
+            attach_tool_calls_by_index(svc.store, result["session_id"], result["messages"])
     if not result.get("success"):
         if as_json:
             fail(result["error"], data=result)

@@ -257,7 +257,6 @@ def _session_from_turn(turn_id: str) -> str:
 
 
 def run_system(service: Any, system: str, q: dict[str, Any], **recall_kw: Any) -> Ranked:
-    from memviewer.index.indexer import lance_index_for
     from memviewer.index.lance import TURNS, scope_filter
 
     qid, query = str(q["question_id"]), str(q["question"])
@@ -280,7 +279,7 @@ def run_system(service: Any, system: str, q: dict[str, Any], **recall_kw: Any) -
         turns = [r["turn_id"] for r in out["results"]]
         sessions = _distinct_sessions(turns, _session_from_turn)
     else:
-        index = lance_index_for(service)
+        index = service.parts.lance
         where = scope_filter(SCOPE, qid)
         if system == "bm25":
             rows = index.fulltext(TURNS, query, where, SESSION_DEPTH, ["turn_id"])

@@ -49,7 +49,9 @@ from memviewer.errors import CONFLICT, INTERNAL, MemviewerError
 from memviewer.store.tables import Session, Turn
 
 if TYPE_CHECKING:
-    from memviewer.index.lance import LanceIndex
+    from memviewer.index.embedder import Embedder
+    from memviewer.index.parts import IndexParts
+    from memviewer.session.bus import EventBus
 
 log = logging.getLogger("memviewer.index")
 
@@ -96,13 +98,6 @@ def text_hash(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
-def lance_index_for(service: Any) -> LanceIndex:
-    """The service's one ``LanceIndex`` (shared by the indexer and recall)."""
-    from memviewer.index.lance import LanceIndex
-
-    return service._get("lance", lambda: LanceIndex(paths.lance_dir(service.home), readonly=service.readonly))
-
-
 def _turn_query() -> Any:
     return select(
         T.c.num,
@@ -120,15 +115,20 @@ def _turn_query() -> Any:
 
 
 class Indexer:
-    """Embeds turns and session summaries into LanceDB (one per service)."""
+    """Embeds turns and session summaries into LanceDB (one per home and process).
 
-    def __init__(self, service: Any) -> None:
-        from memviewer.index.summarizer import Summarizer
+    ``bus`` (the manager's in-process event bus) wakes the background thread on new
+    turns; without one, only ``sync`` catches up.
+    """
 
-        self.service = service
-        self.settings = service.settings
-        self.index = lance_index_for(service)
-        self.summarizer = Summarizer.for_service(service)
+    def __init__(self, parts: IndexParts, *, bus: EventBus | None = None) -> None:
+        self.parts = parts
+        self.store = parts.store
+        self.settings = parts.settings
+        self.readonly = parts.readonly
+        self.bus = bus
+        self.index = parts.lance
+        self.summarizer = parts.summarizer
         self._sync_lock = threading.RLock()
         self._wake = threading.Event()
         self._stop = threading.Event()
@@ -153,7 +153,7 @@ class Indexer:
         When another process's background indexer (a hub) owns the index, this
         process writes nothing and waits until that indexer has caught up.
         """
-        if self.service.readonly:
+        if self.readonly:
             return {"skipped": "read-only service", **self.status()}
         if self._thread is None:
             owner = self.index.owner()
@@ -205,14 +205,15 @@ class Indexer:
             return report
 
     def start_background(self) -> None:
-        if self._thread is not None or self.service.readonly:
+        if self._thread is not None or self.readonly:
             return
         if not self.index.claim_owner():
             log.warning(
                 "another process's indexer already serves %s; both will take turns writing", self.index.folder
             )
         self._stop.clear()
-        self._unsubscribe = self.service.bus.on_any(self._on_event)
+        if self.bus is not None:
+            self._unsubscribe = self.bus.on_any(self._on_event)
         self._thread = threading.Thread(target=self._run, name="memviewer-indexer", daemon=True)
         self._thread.start()
 
@@ -236,7 +237,7 @@ class Indexer:
                     state = self.index.load_state()
                     idle = (
                         not self._wake.is_set()
-                        and int(state.get("event_seq", 0)) >= self.service.store.last_seq
+                        and int(state.get("event_seq", 0)) >= self.store.last_seq
                         and self.status()["lag"] == 0
                     )
                 finally:
@@ -250,7 +251,7 @@ class Indexer:
         from memviewer.index.lance import SUMMARIES, TURNS
 
         state = self.index.load_state()
-        with self.service.store.read() as conn:
+        with self.store.read() as conn:
             sql_turns = int(conn.execute(select(func.count()).select_from(T)).scalar() or 0)
             behind = int(
                 conn.execute(
@@ -329,7 +330,7 @@ class Indexer:
         """``MAX(turns.num)`` and ``MAX(events.seq)`` read from the database (both keys)."""
         from sqlalchemy import text
 
-        with self.service.store.read() as conn:
+        with self.store.read() as conn:
             num = int(conn.execute(select(func.max(T.c.num))).scalar() or 0)
             seq = int(conn.execute(text("SELECT COALESCE(MAX(seq), 0) FROM events")).scalar() or 0)
         return num, seq
@@ -407,8 +408,8 @@ class Indexer:
         self._rows_since_optimize = 0
 
     # -- the catch-up ------------------------------------------------------------------------
-    def _embedder(self) -> Any:
-        return self.service.embedder
+    def _embedder(self) -> Embedder:
+        return self.parts.embedder
 
     def _guarded_catch_up(self, session_ids: list[str], progress: Progress | None) -> dict[str, Any]:
         """``_catch_up``; after a failure the next pass first drops rows above the watermark.
@@ -441,7 +442,7 @@ class Indexer:
         self.index.ensure_tables(dim)
         state = state or {"turn_num": 0, "event_seq": 0}
         state.update(model=name, dim=dim, schema=SCHEMA_VERSION)
-        store = self.service.store
+        store = self.store
         _num, last_seq = self._sql_heads()
         touched: set[str] = set(session_ids)
         forced: set[str] = set(session_ids)
@@ -612,7 +613,7 @@ class Indexer:
             if not turn_ids:
                 return 0
             q = q.where(T.c.id.in_(turn_ids))
-        with self.service.store.read() as conn:
+        with self.store.read() as conn:
             sql = {r["id"]: dict(r) for r in conn.execute(q.where(T.c.num <= watermark)).mappings()}
         where = f"session_id = {_lit(session_id)}"
         if turn_ids is not None:
@@ -694,7 +695,7 @@ class Indexer:
         }
         out_rows: list[dict[str, Any]] = []
         texts: list[str] = []
-        with self.service.store.read() as conn:
+        with self.store.read() as conn:
             counts = dict(
                 conn.execute(
                     select(T.c.session_id, func.count())
@@ -863,4 +864,4 @@ def _duplicates(index: Any, table: str, key: str, rows: int, expected: int) -> l
     return [f"{rows - unique} duplicated {what} rows"] if unique < rows else []
 
 
-__all__ = ["Indexer", "index_status", "lance_index_for", "text_hash"]
+__all__ = ["Indexer", "index_status", "text_hash"]

@@ -282,14 +282,6 @@ class Summarizer:
         self.llm_calls = 0
         self.cache_hits = 0
 
-    @classmethod
-    def for_service(cls, service: Any) -> Summarizer:
-        from memviewer import paths
-
-        settings = service.settings
-        endpoint = service.llm_endpoint() if getattr(settings, "summary_llm", False) else None
-        return cls(endpoint, paths.cache_dir(service.home) / "summaries")
-
     def llm_summary(self, text: str) -> str | None:
         """The endpoint's summary of ``text``: from the cache when present; None for empty text."""
         if self.endpoint is None or not text.strip():

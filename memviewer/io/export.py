@@ -45,6 +45,7 @@ from memviewer.io.exporters.json_format import JsonWriter
 from memviewer.io.exporters.jsonl_format import JsonlWriter
 from memviewer.io.exporters.markdown_format import MarkdownWriter
 from memviewer.io.exporters.praisonai_format import PraisonAIWriter
+from memviewer.store.db import Store
 
 FORMATS = ("json", "jsonl", "md", "praisonai")
 STREAM_WRITERS = {"json": JsonWriter, "jsonl": JsonlWriter, "md": MarkdownWriter}
@@ -71,24 +72,25 @@ def _check_args(session_ids: Sequence[str] | None, fmt: str, redact: str | None)
 
 
 def export_sessions(
-    service: Any,
+    store: Store,
     session_ids: Sequence[str] | None,
     fmt: str,
     out: Any = None,
     *,
+    home: Path | None = None,
     redact: str | None = None,
     progress: Progress | None = None,
     force: bool = False,
 ) -> dict[str, Any]:
     """Export ``session_ids`` (``None`` = every session); returns counts and where it went.
 
-    ``force``: a PraisonAI export may replace session files already in the folder.
+    ``home``: the memviewer home (no export is written inside it; its key makes the
+    redaction pseudonyms). ``force``: a PraisonAI export may replace session files
+    already in the folder.
     """
     ids = _check_args(session_ids, fmt, redact)
-    home = getattr(service, "home", None)
     if isinstance(out, (str, os.PathLike)) and str(out) != "-":
         _refuse_inside_home(Path(out).expanduser(), home)
-    store = service.store
     if ids is not None:
         with store.read() as conn:
             unknown = bundles.missing_ids(conn, ids)

@@ -1,4 +1,4 @@
-"""Read PraisonAI session JSON files (DESIGN §7) into memviewer sessions.
+"""Read PraisonAI session JSON files (format: docs/cli.md, "import") into memviewer sessions.
 
 A file holds ``archived_messages`` (compacted out of the live window) and
 ``messages`` (the active window). They become one projection, archived first,

@@ -1,4 +1,4 @@
-"""Two-stage hierarchical recall with an explain trace (DESIGN §5.2).
+"""Two-stage hierarchical recall with an explain trace (contract: docs/cli.md, "recall").
 
 1. Stage 1 ranks the sessions of the scope by their summaries and keeps the
    top ``top_sessions`` (K).
@@ -36,11 +36,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memviewer.errors import INVALID_ARGUMENT, MemviewerError
 from memviewer.recall import lexical, scoring, timeref
 from memviewer.recall import rerank as reranking
+
+if TYPE_CHECKING:
+    from memviewer.index.parts import IndexParts
+    from memviewer.store.db import Store
 
 STAGE1_EMPTY = "session-retriever:stage1-empty"
 STAGE2_EMPTY = "session-retriever:stage2-empty"
@@ -102,7 +106,7 @@ class _Clock:
 
 
 def recall(
-    service: Any,
+    parts: IndexParts,
     query: str,
     *,
     scope: str | None = None,
@@ -117,9 +121,10 @@ def recall(
     tuning: dict[str, float] | None = None,
     as_of: float | str | None = None,
 ) -> dict[str, Any]:
-    """Run recall and return DESIGN §5.2's JSON (plus extra diagnostics).
+    """Run recall and return the ``recall --json`` object of docs/cli.md.
 
-    ``rerank=False`` skips the reranker even when the service has one.
+    ``reranker``: an optional neural reranker (the service passes its own);
+    ``rerank=False`` skips it.
     ``as_of`` is the moment the question is asked (epoch seconds or ISO 8601;
     default now): relative dates in the query ("a week ago") count from it.
     """
@@ -137,22 +142,19 @@ def recall(
     if unknown:
         raise MemviewerError(INVALID_ARGUMENT, f"unknown tuning keys: {sorted(unknown)}")
     try:
-        w = scoring.Weights.from_settings(service.settings, **(weights or {}))
+        w = scoring.Weights.from_settings(parts.settings, **(weights or {}))
     except ValueError as exc:
         raise MemviewerError(INVALID_ARGUMENT, str(exc)) from None
     if rerank is False:  # the caller switched reranking off (TUI toggle, --no-rerank)
         reranker = None
-    elif reranker is None:
-        reranker = getattr(service, "reranker", None)
 
     clock = _Clock()
-    from memviewer.index.indexer import lance_index_for
     from memviewer.index.lance import SUMMARIES, TURNS, IndexMismatchError, scope_filter
 
-    index = lance_index_for(service)
+    index = parts.lance
     if index.readonly:
         index.refresh()
-    embedder = service.embedder
+    embedder = parts.embedder
     try:
         index.check_model(embedder.name, int(embedder.dim))
     except IndexMismatchError as exc:
@@ -163,9 +165,7 @@ def recall(
     where = scope_filter(scope, scope_id)
     pool_size = k * m * OVERFETCH
     scope_turns = index.count(TURNS, where)
-    use_ann = index.has_vector_index() and scope_turns > int(
-        getattr(service.settings, "ann_threshold", 50_000)
-    )
+    use_ann = index.has_vector_index() and scope_turns > int(parts.settings.ann_threshold)
     diagnostics: dict[str, Any] = {
         "mode": mode,
         "escalations": [],
@@ -206,7 +206,7 @@ def recall(
             candidates = _turn_candidates(index, qvec, query, where, pool_size, w, tune, use_ann, window)
             clock.lap("stage2")
             sessions = _rank_sessions(
-                service, index, qvec, query, where, (scope, scope_id), k, w, tune, candidates, window
+                parts.store, index, qvec, query, where, (scope, scope_id), k, w, tune, candidates, window
             )
             clock.lap("stage1")
             diagnostics["stage1"] = sessions
@@ -228,7 +228,7 @@ def recall(
                     chosen.sort(key=lambda c: -c["score"])
                 clock.lap("rerank")
                 chosen = chosen[:top_k]
-    results, stale = _hydrate(service, chosen)
+    results, stale = _hydrate(parts.store, chosen)
     if stale:
         diagnostics["stale"] = stale
     clock.lap("hydrate")
@@ -336,7 +336,7 @@ def _turn_candidates(
 
 
 def _rank_sessions(
-    service: Any,
+    store: Store,
     index: Any,
     qvec: Any,
     query: str,
@@ -370,15 +370,13 @@ def _rank_sessions(
     turn_w = float(tune["session_turn_weight"])
     wanted = [sid for sid in best_turn if sid not in rows] if turn_w > 0 else []
     if window is not None:  # sessions with a turn in the window join the candidates
-        wanted += [
-            sid for sid in _sessions_in(service, scope, window) if sid not in rows and sid not in wanted
-        ]
+        wanted += [sid for sid in _sessions_in(store, scope, window) if sid not in rows and sid not in wanted]
     if wanted:
         for r in index.rows(SUMMARIES, in_filter("session_id", wanted), SUMMARY_COLUMNS):
             rows[r["session_id"]] = r
     if not rows:
         return []
-    closeness = _time_closeness(service, list(rows), window) if window is not None else {}
+    closeness = _time_closeness(store, list(rows), window) if window is not None else {}
     ids = list(rows)
     cos = np.asarray([rows[s]["vector"] for s in ids], dtype=np.float32) @ np.asarray(qvec, np.float32)
     max_bm25 = scoring.max_of(bm25.values())
@@ -418,7 +416,7 @@ REACH = 5  # slack lengths around the window that still count (exp(-5) ≈ 0.007
 WINDOW_HORIZON_S = 30 * 86_400.0
 
 
-def _sessions_in(service: Any, scope: tuple[str | None, str | None], window: timeref.TimeWindow) -> list[str]:
+def _sessions_in(store: Store, scope: tuple[str | None, str | None], window: timeref.TimeWindow) -> list[str]:
     """Sessions of the scope with a turn inside ``window``, those ending nearest it first.
 
     The session span only narrows the search (indexed); the turn decides, because a
@@ -448,11 +446,11 @@ def _sessions_in(service: Any, scope: tuple[str | None, str | None], window: tim
         q = q.where(func.coalesce(s.scope, "") == scope[0])
     if scope[1]:
         q = q.where(func.coalesce(s.scope_id, "") == scope[1])
-    with service.store.read() as conn:
+    with store.read() as conn:
         return [r[0] for r in conn.execute(q)]
 
 
-def _time_closeness(service: Any, ids: list[str], window: timeref.TimeWindow) -> dict[str, float]:
+def _time_closeness(store: Store, ids: list[str], window: timeref.TimeWindow) -> dict[str, float]:
     """Each session's closeness to ``window``: that of its turn nearest to it (1.0 when a
     turn falls inside), read from the (session, timestamp) index; 0 beyond ``REACH``."""
     from sqlalchemy import case, func, select
@@ -477,7 +475,7 @@ def _time_closeness(service: Any, ids: list[str], window: timeref.TimeWindow) ->
         .group_by(t.session_id)
     )
     out: dict[str, float] = {}
-    with service.store.read() as conn:
+    with store.read() as conn:
         for sid, inside, before, after in conn.execute(q):
             if inside:
                 out[sid] = 1.0
@@ -536,11 +534,11 @@ def _pick(group: list[dict[str, Any]], m: int, mmr: float) -> list[dict[str, Any
     return picked
 
 
-def _hydrate(service: Any, chosen: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+def _hydrate(store: Store, chosen: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
     """Public result rows read from SQLite; LanceDB rows without a SQLite turn are reported stale."""
     from memviewer.store import repos
 
-    with service.store.read() as conn:
+    with store.read() as conn:
         rows = repos.get_turns(conn, [c["turn_id"] for c in chosen])
     out, stale = [], []
     for c in chosen:

@@ -1,4 +1,4 @@
-"""Cross-session keyword search: discovery, scroll and browse (DESIGN §5.1).
+"""Cross-session keyword search: discovery, scroll and browse (contract: docs/cli.md, "search").
 
 Discovery runs one BM25 query per index (``memviewer.store.fts``) for the best
 ``CANDIDATE_TURNS`` turns, archived and active alike, then reads only the
@@ -220,7 +220,7 @@ class KeywordSearch:
         scope: str | None = None,
         scope_id: str | None = None,
     ) -> dict[str, Any]:
-        """DESIGN §5.1: discovery (query), scroll (session_id) or browse (neither).
+        """Discovery (query), scroll (session_id) or browse (neither); see docs/cli.md.
 
         A query with a session id searches inside that session. Never raises:
         every failure comes back as ``{"success": false, "mode", "error", "hint"}``.

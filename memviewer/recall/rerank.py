@@ -1,4 +1,4 @@
-"""Optional neural re-ranking of recall's merged pool (DESIGN §5.2 step 4).
+"""Optional neural re-ranking of recall's merged pool (step 4 of recall in docs/cli.md).
 
 A reranker is anything with ``score(query, texts) -> list[float]`` returning
 one relevance value in [0, 1] per text (e.g. a cross-encoder behind a local

@@ -69,7 +69,7 @@ RECENCY_HALF_LIFE_S = 14 * 86_400.0
 COVERAGE_SHARE = 0.0  # measured: any share > 0 lowered turn recall@10
 SPEAKER_SHARE = 0.2  # chosen on LongMemEval dev q1–50, checked on q51–100 (docs/benchmarks.md)
 TIME_SHARE = 0.1  # share of a named relative date ("a week ago"); see recall.timeref
-RERANK_BLEND = 0.7  # final = 0.7 * score + 0.3 * neural (DESIGN §5.2)
+RERANK_BLEND = 0.7  # final = 0.7 * score + 0.3 * neural (docs/cli.md, recall step 4)
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _QUESTION_WORDS = frozenset(

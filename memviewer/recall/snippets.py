@@ -9,7 +9,7 @@ no spaces and is cut at the exact character.
 An assistant turn that only calls tools has empty content; wherever a result
 row shows a turn's text, ``text_or_tool_calls`` shows the calls instead (``→
 get_weather(…)``) so such a row does not look blank. Recall results (the
-DESIGN §5.2 shape) carry no ``tool_calls``, so displays fetch them with
+docs/cli.md shape) carry no ``tool_calls``, so displays fetch them with
 ``attach_tool_calls`` for just the rows that need them.
 """
 
@@ -17,7 +17,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, MutableMapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memviewer.store.db import Store
 
 SNIPPET_CHARS = 120
 ELLIPSIS = "…"
@@ -105,7 +108,7 @@ def text_or_tool_calls(content: str | None, tool_calls: Iterable[Any] | None = N
     return text if text.strip() else tool_call_label(tool_calls) or text
 
 
-def attach_tool_calls(service: Any, results: Iterable[MutableMapping[str, Any]]) -> None:
+def attach_tool_calls(store: Store, results: Iterable[MutableMapping[str, Any]]) -> None:
     """Set ``tool_calls`` on the result rows with blank content, read from the store.
 
     Only those rows are looked up (one primary-key read per batch), and only for
@@ -116,7 +119,7 @@ def attach_tool_calls(service: Any, results: Iterable[MutableMapping[str, Any]])
     blank = [r for r in results if not str(r.get("content") or "").strip() and r.get("turn_id")]
     if not blank:
         return
-    with service.store.read() as conn:
+    with store.read() as conn:
         rows = repos.get_turns(conn, [r["turn_id"] for r in blank])
     for r in blank:
         row = rows.get(r["turn_id"])
@@ -125,17 +128,17 @@ def attach_tool_calls(service: Any, results: Iterable[MutableMapping[str, Any]])
 
 
 def attach_tool_calls_by_index(
-    service: Any, session_id: str, messages: Iterable[MutableMapping[str, Any]]
+    store: Store, session_id: str, messages: Iterable[MutableMapping[str, Any]]
 ) -> None:
     """``attach_tool_calls`` for messages keyed by their index in one session (search's
-    scroll window, DESIGN §5.1, carries no turn ids)."""
+    scroll window carries no turn ids)."""
     from memviewer.store import repos
 
     blank = [m for m in messages if not str(m.get("content") or "").strip()]
     if not blank:
         return
     indexes = [int(m["index"]) for m in blank]
-    with service.store.read() as conn:
+    with store.read() as conn:
         rows = repos.session_turns(conn, session_id, start=min(indexes), end=max(indexes))
     calls = {r["idx"]: r["tool_calls"] for r in rows}
     for m in blank:

@@ -309,7 +309,7 @@ def turn_public(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def message_public(row: dict[str, Any]) -> dict[str, Any]:
-    """The DESIGN §5.1 message shape: index, role, content, timestamp, archived."""
+    """The search message shape (docs/cli.md): index, role, content, timestamp, archived."""
     return {
         "index": row["idx"],
         "role": row["role"],

@@ -1,4 +1,4 @@
-"""SQLModel tables (DESIGN §3).
+"""SQLModel tables (shapes in docs/cli.md and docs/architecture.md, "The store").
 
 Times are epoch seconds (REAL) so they sort and compare the same on SQLite and
 PostgreSQL; JSON columns keep caller metadata verbatim. ``Turn.num`` is a

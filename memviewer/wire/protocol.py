@@ -42,7 +42,7 @@ METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
 INTERNAL_ERROR = -32603
 
-# Application errors: numeric code <-> DESIGN §4 code string (carried in data.code).
+# Application errors: numeric code <-> the error code string of docs/cli.md (carried in data.code).
 APP_ERROR_NUMBERS: dict[str, int] = {
     "session_not_found": -32001,
     "episode_not_found": -32002,
@@ -77,7 +77,7 @@ class RpcError(Exception):
 
     @property
     def app_code(self) -> str:
-        """The DESIGN §4 code string (``invalid_argument``, ``conflict`` …)."""
+        """The error code string (``invalid_argument``, ``conflict`` …)."""
         return str(self.data.get("code", "internal"))
 
     def to_dict(self) -> dict[str, Any]:
@@ -96,7 +96,7 @@ class RpcError(Exception):
 
 
 def app_error(code: str, message: str, data: dict[str, Any] | None = None) -> RpcError:
-    """An ``RpcError`` for a DESIGN §4 code string."""
+    """An ``RpcError`` for an error code string (docs/cli.md, "Errors")."""
     return RpcError(APP_ERROR_NUMBERS.get(code, INTERNAL_ERROR), message, {**(data or {}), "code": code})
 
 

@@ -2,7 +2,7 @@
 
 The CLI and the TUI use it when a hub owns the store, so they see exactly what
 the hub serves. Methods and results match ``MemoryService``; hub errors come
-back as ``MemviewerError`` with the DESIGN §4 code.
+back as ``MemviewerError`` with the error code of docs/cli.md.
 """
 
 from __future__ import annotations

@@ -256,7 +256,7 @@ class RecallScreen(Screen):
             titles = _titles(service, result, flat)
             for res in (result, flat):
                 if res:  # tool-call-only turns show their calls instead of a blank cell
-                    attach_tool_calls(service, res.get("results") or [])
+                    attach_tool_calls(service.store, res.get("results") or [])
         except Exception as exc:
             message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
             hint = (
@@ -464,18 +464,8 @@ def resolve_as_of(value: str) -> float:
 
 
 def rerank_kwargs(rerank: bool) -> dict[str, Any]:
-    """How to ask recall for (no) reranking.
-
-    ``rerank=bool`` when recall takes it; otherwise the default reranker (the
-    service's, if any) is used when on, and nothing can switch it off.
-    """
-    import inspect
-
-    from memviewer.recall.hierarchical import recall
-
-    if "rerank" in inspect.signature(recall).parameters:
-        return {"rerank": rerank}
-    return {}
+    """How to ask recall for (no) reranking: ``rerank`` is part of recall's parameters."""
+    return {"rerank": rerank}
 
 
 def _columns(table: DataTable, width: int, columns: list[tuple[str, int]]) -> None:
