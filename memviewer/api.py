@@ -262,7 +262,17 @@ class MemoryReader(Protocol):
 
     def session(self, session_id: str) -> dict[str, Any]: ...
 
-    def search(self, query: str | None = None, **params: Any) -> dict[str, Any]: ...
+    def search(
+        self,
+        query: str | None = None,
+        *,
+        session_id: str | None = None,
+        around: int | str | None = None,
+        limit: int = 5,
+        window: int = 5,
+        scope: str | None = None,
+        scope_id: str | None = None,
+    ) -> dict[str, Any]: ...
 
     def recall(self, query: str, **params: Any) -> dict[str, Any]: ...
 

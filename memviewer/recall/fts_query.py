@@ -212,7 +212,12 @@ def _needles(text: str, units: list[Unit], phrase: str | None) -> list[str]:
     # Porter stemming matches "migrate" for "migration": fall back to a stem-ish prefix.
     out += [w[: max(4, len(w) - 3)] for w in words if len(w) >= 6]
     seen: set[str] = set()
-    return [n for n in out if n and not (n.lower() in seen or seen.add(n.lower()))]
+    unique: list[str] = []
+    for n in out:
+        if n and n.lower() not in seen:
+            seen.add(n.lower())
+            unique.append(n)
+    return unique
 
 
 def word_match(pq: ParsedQuery) -> str | None:

@@ -172,7 +172,7 @@ class Store:
     def _read_last_seq(self) -> int:
         with self.engine.connect() as conn:
             try:
-                return int(conn.execute(text("SELECT COALESCE(MAX(seq), 0) FROM events")).scalar())
+                return int(conn.execute(text("SELECT COALESCE(MAX(seq), 0) FROM events")).scalar() or 0)
             except Exception:  # table missing in a read-only, never-migrated db
                 return 0
 

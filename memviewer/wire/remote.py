@@ -75,14 +75,52 @@ class RemoteService:
     def last_seq(self) -> int:
         return int(self.call(protocol.EVENTS, {"from_seq": 0, "limit": 1})["last_seq"])
 
-    def sessions(self, **params: Any) -> dict[str, Any]:
+    def sessions(
+        self,
+        *,
+        scope: str | None = None,
+        scope_id: str | None = None,
+        filter: str | None = None,
+        sort: str = "last_seen",
+        descending: bool = True,
+        limit: int | None = None,
+        offset: int = 0,
+    ) -> dict[str, Any]:
+        params = {
+            "scope": scope,
+            "scope_id": scope_id,
+            "filter": filter,
+            "sort": sort,
+            "descending": descending,
+            "limit": limit,
+            "offset": offset,
+        }
         return self.call(protocol.SESSIONS, params)
 
     def session(self, session_id: str) -> dict[str, Any]:
         return self.call(protocol.SESSION, {"session_id": session_id})
 
-    def search(self, query: str | None = None, **params: Any) -> dict[str, Any]:
-        return self.call(protocol.SEARCH, {"query": query, **params})
+    def search(
+        self,
+        query: str | None = None,
+        *,
+        session_id: str | None = None,
+        around: int | str | None = None,
+        limit: int = 5,
+        window: int = 5,
+        scope: str | None = None,
+        scope_id: str | None = None,
+    ) -> dict[str, Any]:
+        params = {
+            "query": query,
+            "session_id": session_id,
+            "around": around,
+            "limit": limit,
+            "window": window,
+            "scope": scope,
+            "scope_id": scope_id,
+        }
+        return self.call(protocol.SEARCH, params)
 
     def recall(self, query: str, **params: Any) -> dict[str, Any]:
         return self.call(protocol.RECALL, {"query": query, **params})
