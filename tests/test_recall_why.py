@@ -235,3 +235,57 @@ def test_why_leaves_the_recall_result_unchanged(data: dict[str, Any]) -> None:
     out, _ = why_not(svc, QUERY, data["turns"]["garden"][1], params)
     plain = svc.recall(QUERY, **params)
     assert ids(out) == ids(plain) and out["diagnostics"]["stage1"] == plain["diagnostics"]["stage1"]
+
+
+# -- A/B -------------------------------------------------------------------------------
+def test_diff_hand_checked() -> None:
+    from memviewer.recall.compare import diff
+
+    a = [{"turn_id": t} for t in ("x", "y", "z", "w")]
+    b = [{"turn_id": t} for t in ("y", "x", "v", "w")]
+    assert diff(a, b) == [
+        {"turn_id": "x", "rank_a": 1, "rank_b": 2, "change": "down"},
+        {"turn_id": "y", "rank_a": 2, "rank_b": 1, "change": "up"},
+        {"turn_id": "z", "rank_a": 3, "rank_b": None, "change": "dropped"},
+        {"turn_id": "w", "rank_a": 4, "rank_b": 4, "change": "same"},
+        {"turn_id": "v", "rank_a": None, "rank_b": 3, "change": "new"},
+    ]
+
+
+def test_compare_two_parameter_sets(data: dict[str, Any]) -> None:
+    from memviewer.recall.compare import compare, parse_overrides
+
+    svc = data["svc"]
+    ab = compare(svc, QUERY, {**SCOPE, "top_k": 3}, parse_overrides("top_k=5, w-dense=0.3"))
+    assert ab["a"]["params"]["top_k"] == 3 and ab["b"]["params"]["top_k"] == 5
+    assert ab["b"]["params"]["w_dense"] != ab["a"]["params"]["w_dense"]
+    a, b = ids({"results": ab["a"]["results"]}), ids({"results": ab["b"]["results"]})
+    assert {d["turn_id"] for d in ab["diff"]} == set(a) | set(b)
+    for d in ab["diff"]:
+        assert d["rank_a"] == (a.index(d["turn_id"]) + 1 if d["turn_id"] in a else None)
+        assert d["rank_b"] == (b.index(d["turn_id"]) + 1 if d["turn_id"] in b else None)
+    flat = compare(svc, QUERY, SCOPE, parse_overrides("flat"))
+    assert flat["b"]["params"]["mode"] == "flat" and flat["a"]["params"]["mode"] == "hierarchical"
+
+
+@pytest.mark.parametrize(
+    ("spec", "words"),
+    [
+        ("bogus=1", "unknown recall parameter 'bogus'"),
+        ("top_k=0", "top_k must be an integer"),
+        ("top_k=ten", "top_k must be an integer"),
+        ("mode=sideways", "mode must be one of"),
+        ("w_dense=nan", "between 0 and 1"),
+        ("w_dense=2", "between 0 and 1"),
+        ("rerank=maybe", "true or false"),
+        ("top_k=3,top_k=4", "given twice"),
+        ("", "empty"),
+        ("top_k", "not key=value"),
+    ],
+)
+def test_bad_parameter_sets_are_refused(spec: str, words: str) -> None:
+    from memviewer.recall.compare import parse_overrides
+
+    with pytest.raises(MemviewerError) as exc:
+        parse_overrides(spec)
+    assert exc.value.code == INVALID_ARGUMENT and words in exc.value.message

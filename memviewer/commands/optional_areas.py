@@ -10,6 +10,7 @@ AREAS = (
     "memviewer.commands.hub",
     "memviewer.commands.search",
     "memviewer.commands.recall",
+    "memviewer.commands.golden",
     "memviewer.commands.export",
     "memviewer.commands.demo",
 )

@@ -138,11 +138,19 @@ def _v4_turn_lookup_indexes(conn: Connection) -> None:
     )
 
 
+def _v6_golden(conn: Connection) -> None:
+    """Golden sets and their evaluation history (``memviewer.store.golden``)."""
+    from memviewer.store import golden
+
+    golden.create(conn)
+
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "initial schema", _v1_initial),
     Migration(2, "compaction columns", _v2_compaction),
     # 3: the FTS5 turn index, registered by memviewer.store.fts (imported below)
     Migration(4, "turn lookup indexes", _v4_turn_lookup_indexes),
+    Migration(6, "golden sets", _v6_golden),
 ]
 
 
