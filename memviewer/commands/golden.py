@@ -8,19 +8,9 @@ import click
 
 from memviewer.commands.common import check_text, emit_json, fail_maybe_json, open_service, print_table, short
 from memviewer.commands.recall import _hub_running, _model_errors, _prepare, eval_group
+from memviewer.eval.golden_view import HISTORY_COLUMNS, METRICS, history_rows
+from memviewer.eval.golden_view import fmt as _f
 from memviewer.timeutil import iso
-
-METRICS = ("recall@5", "recall@10", "mrr", "ndcg@10")
-SHOWN_PARAMS = (
-    "mode",
-    "top_sessions",
-    "chunks_per_session",
-    "top_k",
-    "w_dense",
-    "w_keyword",
-    "w_speaker",
-    "w_time",
-)
 
 
 @click.group("golden")
@@ -107,39 +97,6 @@ def golden_remove(ctx: click.Context, case_id: int, as_json: bool) -> None:
         emit_json({"removed": case_id})
     else:
         click.echo(f"removed golden case {case_id}")
-
-
-def _f(value: Any) -> str:
-    return "—" if value is None else f"{value:.3f}"
-
-
-def history_rows(runs: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
-    """One row per run (newest first), with the parameters that differ from the run before it."""
-    rows = []
-    for i, r in enumerate(runs):
-        before = runs[i + 1]["params"] if i + 1 < len(runs) else {}
-        changed = [
-            f"{k}={r['params'].get(k)}"
-            for k in SHOWN_PARAMS
-            if before and before.get(k) != r["params"].get(k)
-        ]
-        rows.append(
-            (
-                r["run_id"],
-                iso(r["ts"]),
-                r["model"],
-                " ".join(
-                    f"{k}={r['params'].get(k)}" for k in ("top_sessions", "chunks_per_session", "top_k")
-                ),
-                r["cases"],
-                *(_f(r[m]) for m in METRICS),
-                ", ".join(changed),
-            )
-        )
-    return rows
-
-
-HISTORY_COLUMNS = ("run", "when", "model", "K M top_k", "cases", *METRICS, "changed")
 
 
 @eval_group.command("golden")

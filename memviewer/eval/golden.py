@@ -12,8 +12,9 @@ score; a case with none left is ``skipped``, never a crash.
 
 from __future__ import annotations
 
+import contextlib
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from memviewer.errors import INVALID_ARGUMENT, NOT_FOUND, MemviewerError
@@ -21,6 +22,25 @@ from memviewer.eval import metrics
 from memviewer.store import golden as table
 
 METRICS = ("recall@5", "recall@10", "mrr", "ndcg@10")
+
+
+@contextlib.contextmanager
+def _write(service: Any) -> Iterator[Any]:
+    """A write transaction for the golden tables. A read-only service (a viewer or CLI
+    beside a running hub) opens the store writable for just this: the golden tables are
+    not memory, no event is written, and SQLite serialises the writers."""
+    if not getattr(service, "readonly", False):
+        with service.store.write() as tx:
+            yield tx.conn
+        return
+    from memviewer.service import open_store
+
+    store = open_store(service.home)
+    try:
+        with store.write() as tx:
+            yield tx.conn
+    finally:
+        store.close()
 
 
 def add_case(
@@ -37,8 +57,8 @@ def add_case(
         )
     for tid in wanted:
         check_turn(service, tid, scope, scope_id)
-    with service.store.write() as tx:
-        return table.add_case(tx.conn, query.strip(), wanted, scope or None, scope_id or None)
+    with _write(service) as conn:
+        return table.add_case(conn, query.strip(), wanted, scope or None, scope_id or None)
 
 
 def cases(service: Any) -> list[dict[str, Any]]:
@@ -47,8 +67,8 @@ def cases(service: Any) -> list[dict[str, Any]]:
 
 
 def remove_case(service: Any, case_id: int) -> None:
-    with service.store.write() as tx:
-        if not table.remove_case(tx.conn, case_id):
+    with _write(service) as conn:
+        if not table.remove_case(conn, case_id):
             raise MemviewerError(
                 NOT_FOUND, f"no golden case {case_id}", data={"hint": "`memviewer golden list` shows the ids"}
             )
@@ -112,9 +132,9 @@ def evaluate(service: Any, params: Mapping[str, Any] | None = None, *, record: b
         "ts": time.time(),
     }
     if record:
-        with service.store.write() as tx:
+        with _write(service) as conn:
             report["run_id"] = table.add_run(
-                tx.conn,
+                conn,
                 model=report["model"],
                 params=report["params"],
                 cases=report["cases"],
