@@ -7,10 +7,15 @@ import math
 from typing import Any
 
 import pytest
-from test_recall_why import QUERY, SCOPE, add, data, ids  # noqa: F401  (the fixture)
+from why_data import QUERY, SCOPE, build, ids
 
 from memviewer.errors import INVALID_ARGUMENT, NOT_FOUND, MemviewerError
 from memviewer.eval import golden, metrics
+
+
+@pytest.fixture
+def data(service: Any) -> dict[str, Any]:
+    return build(service)
 
 
 def direct(ranked: list[str], expected: list[str]) -> dict[str, float]:

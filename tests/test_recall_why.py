@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import pytest
+from why_data import QUERY, SCOPE, build, ids
 
 from memviewer.errors import INVALID_ARGUMENT, NOT_FOUND, MemviewerError
 from memviewer.index.indexer import lance_index_for
@@ -14,64 +15,10 @@ from memviewer.index.lance import TURNS
 from memviewer.recall.compare import apply_overrides
 from memviewer.recall.why import why_not
 
-QUERY = "dentist appointment"
-SCOPE = {"scope": "user", "scope_id": "u1"}
-
-
-def add(svc: Any, sid: str, texts: Sequence[str], scope_id: str = "u1") -> list[str]:
-    """One session of one episode (user, then alternating roles); its turn ids in order."""
-    svc.open_session(session_id=sid, agent="agent", scope="user", scope_id=scope_id)
-    ep = svc.start_episode(sid, texts[0])
-    for i, text in enumerate(texts[1:]):
-        svc.add_turn(ep["episode_id"], "assistant" if i % 2 else "user", text)
-    svc.finalize_episode(ep["episode_id"])
-    return [t["turn_id"] for t in svc.session(sid)["turns"]]
-
 
 @pytest.fixture
 def data(service: Any) -> dict[str, Any]:
-    turns = {
-        "dentist": add(
-            service,
-            "s-dentist",
-            [
-                "My dentist appointment with Dr Alvarez is on Friday",
-                "The dentist appointment said my molar needs a crown",
-                "I moved the dentist appointment to Monday",
-                "dentist appointment bill paid",
-                "dentist appointment parking is free",
-            ],
-        ),
-        "garden": add(
-            service,
-            "s-garden",
-            [
-                "I planted tomatoes and basil in the garden",
-                "Slugs are eating my garden lettuce",
-                "The garden hose leaks",
-                "garden fence painted",
-                "compost heap is warm",
-                "new rake for the garden",
-                "The dentist reminder card is pinned in the garden shed",
-            ],
-        ),
-        "lisbon": add(
-            service,
-            "s-lisbon",
-            [
-                "We booked a flight to Lisbon",
-                "The Lisbon hotel is near the river",
-                "Travel insurance covers the Lisbon trip",
-            ],
-        ),
-        "elsewhere": add(service, "s-bob", ["bob's dentist appointment is in May"], scope_id="bob"),
-    }
-    service.sync_index()
-    return {"svc": service, "turns": turns}
-
-
-def ids(out: dict[str, Any]) -> list[str]:
-    return [r["turn_id"] for r in out["results"]]
+    return build(service)
 
 
 def stage(why: dict[str, Any], name: str) -> dict[str, Any]:

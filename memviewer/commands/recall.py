@@ -254,6 +254,13 @@ def recall_cmd(
         fail_maybe_json(json_out, f"batch file {batch} does not exist", code=INVALID_ARGUMENT)
     hub = _hub_running(ctx)
     with open_service(ctx, readonly=hub, json_errors=json_out) as svc:
+        if why_turn is not None:  # an unknown or out-of-scope turn is refused before any model load
+            from memviewer.recall.why import check_turn
+
+            try:
+                check_turn(svc, why_turn, scope, scope_id)
+            except MemviewerError as exc:
+                fail_maybe_json(json_out, exc.message, hint=(exc.data or {}).get("hint"), code=exc.code)
         try:
             _prepare(svc, hub)
         except _model_errors() as exc:
