@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from memviewer.commands.common import print_table, short
+from memviewer.recall.compare import INT_KEYS
 from memviewer.recall.why_view import stage_lines
 
 ARROWS = {"up": "↑", "down": "↓", "same": "=", "new": "new", "dropped": "dropped"}
@@ -24,7 +25,16 @@ def human_why(why: dict[str, Any]) -> None:
     if why["retrieved"]:
         return
     if why.get("fix"):
-        flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in why["fix"].items())
+        ints = {k: v for k, v in why["fix"].items() if k in INT_KEYS}
+        weights = {k: v for k, v in why["fix"].items() if k not in INT_KEYS}
+        flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in ints.items())
+        if weights:  # no flag of their own: try them with --vs
+            flags = (
+                (flags + " " if flags else "")
+                + "--vs '"
+                + ",".join(f"{k}={v}" for k, v in weights.items())
+                + "'"
+            )
         click.echo(f"fix: {flags}  (re-run: retrieved at #{why['fix_rank']}; {why['reruns']} re-runs)")
     else:
         click.echo(f"fix: none found ({why.get('reruns', 0)} re-runs of recall)")
