@@ -22,9 +22,11 @@ turn query cut to ``top_k``.
 
 ``find_fix`` then looks for the smallest change of ``top_sessions``,
 ``chunks_per_session`` and ``top_k`` (each alone along a short ladder, cheapest
-relative increase first, then narrowed by bisection; then pairs; then, when none
-suffices, a few weight sets) **by re-running recall**; a fix is reported only
-when a re-run retrieved the turn, with the rank it got there.
+relative increase first, then narrowed by bisection; then the values the trace
+predicts for several at once; then pairs; a change of several is shrunk while
+re-runs still retrieve the turn; then, when none suffices, a few weight sets)
+**by re-running recall** (at most ``MAX_RERUNS``, the query embedded once); a fix
+is reported only when a re-run retrieved the turn, with the rank it got there.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ from memviewer.recall.trace import RecallTrace
 
 ELIMINATED = ("not_indexed", "stage1", "pool", "post_filter", "session_cap", "rerank", "top_k")
 #: At most this many recall re-runs when searching for a fix.
-MAX_RERUNS = 40
+MAX_RERUNS = 60
 #: Weight sets tried (alone) when no change of K, M and top_k retrieves the turn.
 WEIGHT_SETS: tuple[dict[str, float], ...] = (
     {"w_dense": 0.75, "w_keyword": 0.25},
@@ -325,11 +327,12 @@ def find_fix(
     hints = _hints(why, cur)
     ladders = {key: _ladder(cur[key], INT_KEYS[key], hints[key]) for key in keys}
     tried: list[dict[str, Any]] = []
+    same = _OneQuery(service)
 
     def attempt(change: dict[str, Any]) -> int | None:
         if len(tried) >= max_reruns:
             return None
-        out = service.recall(query, **apply_overrides(params, change))
+        out = recall(same, query, **apply_overrides(params, change))
         got = _position(out["results"], turn_id)
         tried.append({"change": change, "rank": got})
         return got
@@ -354,14 +357,7 @@ def find_fix(
                 break
             got = attempt(change)
             if got is not None:
-                if change.get("top_k", cur["top_k"]) > max(got, cur["top_k"]):
-                    tighter = {**change, "top_k": max(got, cur["top_k"])}
-                    if tighter["top_k"] == cur["top_k"]:
-                        del tighter["top_k"]
-                    again = attempt(tighter)
-                    if again is not None:
-                        change, got = tighter, again
-                return done(change, got)
+                return done(*_shrink(attempt, change, got, cur))
         pairs = []
         for a, b in itertools.combinations(keys, 2):
             for va, vb in itertools.product(ladders[a][:4], ladders[b][:4]):
@@ -371,7 +367,7 @@ def find_fix(
                 break
             got = attempt({a: va, b: vb})
             if got is not None:
-                return done({a: va, b: vb}, got)
+                return done(*_shrink(attempt, {a: va, b: vb}, got, cur))
     for weights in WEIGHT_SETS:
         if len(tried) >= max_reruns:
             break
@@ -380,6 +376,35 @@ def find_fix(
             if got is not None:
                 return done(dict(weights), got)
     return {"fix": None, "fix_rank": None, "reruns": len(tried), "tried": tried}
+
+
+class _CachedEmbedder:
+    """The service's embedder, remembering each text's vector: every re-run asks the same query."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.name, self.dim = inner.name, inner.dim
+        self._cache: dict[str, Any] = {}
+
+    def embed(self, texts: list[str]) -> Any:
+        import numpy as np
+
+        missing = [t for t in texts if t not in self._cache]
+        if missing:
+            for text, vec in zip(missing, self.inner.embed(missing), strict=True):
+                self._cache[text] = vec
+        return np.asarray([self._cache[t] for t in texts])
+
+
+class _OneQuery:
+    """The service as recall sees it, with the query embedded once for all re-runs."""
+
+    def __init__(self, service: Any) -> None:
+        self._service = service
+        self.embedder = _CachedEmbedder(service.embedder)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._service, name)
 
 
 def _predicted(why: dict[str, Any], cur: dict[str, int]) -> list[dict[str, int]]:
@@ -401,6 +426,32 @@ def _predicted(why: dict[str, Any], cur: dict[str, int]) -> list[dict[str, int]]
     if wide != cur["top_k"]:
         out.append({**change, "top_k": wide})
     return out
+
+
+def _shrink(
+    attempt: Any, change: dict[str, int], got: int, cur: dict[str, int]
+) -> tuple[dict[str, int], int]:
+    """Make a verified change of several parameters smaller while re-runs still retrieve the
+    turn: drop each parameter back to its value, then bisect each one that stays."""
+    best, rank = dict(change), got
+    for key in [k for k in ("top_k", "chunks_per_session", "top_sessions") if k in best]:
+        if len(best) == 1:
+            break
+        trial = {k: v for k, v in best.items() if k != key}
+        again = attempt(trial)
+        if again is not None:
+            best, rank = trial, again
+    for key in list(best):
+        lo, hi = cur[key], best[key]
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            again = attempt({**best, key: mid})
+            if again is None:
+                lo = mid
+            else:
+                hi, rank = mid, again
+                best = {**best, key: mid}
+    return best, rank
 
 
 def _narrow(attempt: Any, key: str, failed: int, works: int, got: int) -> tuple[int, int]:
