@@ -21,6 +21,7 @@ LAYERS: dict[str, int] = {
     "memviewer.logctx": 0,
     "memviewer.timeutil": 0,
     "memviewer.jsonvalues": 0,
+    "memviewer.params": 0,
     "memviewer.config": 1,
     "memviewer.llm": 1,
     "memviewer.store": 2,

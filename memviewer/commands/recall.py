@@ -179,6 +179,21 @@ def _run_batch(svc: Any, path: str, flat: bool) -> int:
     default=None,
     help="JSONL file of queries ('-' for stdin); one JSON result line per input line",
 )
+@click.option(
+    "--why",
+    "why_turn",
+    default=None,
+    metavar="TURN_ID",
+    help="why is this turn not recalled: its fate at every stage, and a fix checked by re-running",
+)
+@click.option(
+    "--vs",
+    "vs_spec",
+    default=None,
+    metavar="'key=value,...'",
+    help="A/B: run again with these parameters laid over the others (e.g. 'top_k=20', "
+    "'mode=flat', 'w_dense=0.3') and show each turn's rank in both",
+)
 @click.option("--json", "as_json", is_flag=True, help="print the JSON result")
 @click.pass_context
 def recall_cmd(
@@ -192,6 +207,8 @@ def recall_cmd(
     flat,
     as_of,
     batch,
+    why_turn,
+    vs_spec,
     as_json,
 ) -> None:
     """Two-stage hierarchical recall with its explain trace (docs/cli.md).
@@ -219,10 +236,31 @@ def recall_cmd(
         (as_of, "--as-of"),
     ):
         check_text(value, what, as_json=json_out)
+    if batch is not None and (why_turn is not None or vs_spec is not None):
+        fail_maybe_json(json_out, "--why and --vs take one QUERY, not --batch", code=INVALID_ARGUMENT)
+    if why_turn is not None and vs_spec is not None:
+        fail_maybe_json(json_out, "give --why or --vs, not both", code=INVALID_ARGUMENT)
+    check_text(why_turn, "--why", as_json=json_out)
+    overrides = None
+    if vs_spec is not None:
+        check_text(vs_spec, "--vs", as_json=json_out)
+        from memviewer.recall.compare import parse_overrides
+
+        try:
+            overrides = parse_overrides(vs_spec)
+        except MemviewerError as exc:
+            fail_maybe_json(json_out, exc.message, hint=(exc.data or {}).get("hint"), code=exc.code)
     if batch not in (None, "-") and not Path(batch).is_file():
         fail_maybe_json(json_out, f"batch file {batch} does not exist", code=INVALID_ARGUMENT)
     hub = _hub_running(ctx)
     with open_service(ctx, readonly=hub, json_errors=json_out) as svc:
+        if why_turn is not None:  # an unknown or out-of-scope turn is refused before any model load
+            from memviewer.recall.why import check_turn
+
+            try:
+                check_turn(svc.store, why_turn, scope, scope_id)
+            except MemviewerError as exc:
+                fail_maybe_json(json_out, exc.message, hint=(exc.data or {}).get("hint"), code=exc.code)
         try:
             _prepare(svc, hub)
         except _model_errors() as exc:
@@ -233,21 +271,39 @@ def recall_cmd(
                 click.echo(f"{errors} batch line(s) failed", err=True)
                 ctx.exit(1)
             return
+        params = {
+            "scope": scope,
+            "scope_id": scope_id,
+            "top_sessions": top_sessions,
+            "chunks_per_session": chunks_per_session,
+            "top_k": top_k,
+            "mode": "flat" if flat else "hierarchical",
+            "as_of": as_of,
+        }
         try:
-            out = svc.recall(
-                query,
-                scope=scope,
-                scope_id=scope_id,
-                top_sessions=top_sessions,
-                chunks_per_session=chunks_per_session,
-                top_k=top_k,
-                mode="flat" if flat else "hierarchical",
-                as_of=as_of,
-            )
+            if why_turn is not None:
+                from memviewer.recall.why import why_not
+
+                out, why = why_not(svc.parts, query, why_turn, params, reranker=svc.reranker)
+                out["why"] = why
+            elif overrides is not None:
+                from memviewer.recall.compare import compare
+
+                ab = compare(svc.recall, query, params, overrides)
+            else:
+                out = svc.recall(query, **params)
         except MemviewerError as exc:
             fail_maybe_json(
                 as_json, exc.message, hint=exc.data.get("hint") if exc.data else None, code=exc.code
             )
+        if overrides is not None:
+            if as_json:
+                emit_json(ab)
+            else:
+                from memviewer.commands.recall_why import human_ab
+
+                human_ab(svc, ab)
+            return
         if not as_json:
             from memviewer.recall.snippets import attach_tool_calls
 
@@ -256,6 +312,10 @@ def recall_cmd(
         emit_json(out)
     else:
         _human(out)
+        if why_turn is not None:
+            from memviewer.commands.recall_why import human_why
+
+            human_why(out["why"])
 
 
 @click.command("reindex")

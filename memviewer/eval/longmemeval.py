@@ -34,6 +34,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from memviewer.eval import metrics
 from memviewer.timeutil import EARLIEST, LATEST
 
 log = logging.getLogger("memviewer.eval")
@@ -303,16 +304,13 @@ class Scores:
         self.n += 1
         self.ms.append(ranked.ms)
         if gold.sessions:
-            got = set(ranked.sessions) & gold.sessions
-            self.session_any.append(1.0 if got else 0.0)
-            self.session_all.append(1.0 if got == gold.sessions else 0.0)
+            self.session_any.append(metrics.hit_any_at(ranked.sessions, gold.sessions, SESSION_K))
+            self.session_all.append(metrics.hit_all_at(ranked.sessions, gold.sessions, SESSION_K))
         if gold.turns:
-            self.turn_recall.append(len(set(ranked.turns) & gold.turns) / len(gold.turns))
+            self.turn_recall.append(metrics.recall_at(ranked.turns, gold.turns, TURN_K))
 
     def summary(self) -> dict[str, Any]:
-        def mean(xs: list[float]) -> float | None:
-            return round(statistics.fmean(xs), 4) if xs else None
-
+        mean = metrics.mean
         return {
             "n": self.n,
             "session_any@5": mean(self.session_any),
@@ -346,7 +344,7 @@ def evaluate(
             for g in groups:
                 table[system][g].add(gold[qid], ranked)
             if gold[qid].turns:
-                row[system] = len(set(ranked.turns) & gold[qid].turns) / len(gold[qid].turns)
+                row[system] = metrics.recall_at(ranked.turns, gold[qid].turns, TURN_K)
         per_question.append(row)
     return {
         "systems": {s: {g: sc.summary() for g, sc in sorted(groups.items())} for s, groups in table.items()},

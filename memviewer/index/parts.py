@@ -45,6 +45,15 @@ class IndexParts:
         self._summarizer: Summarizer | None = None
         self._lock = threading.Lock()
 
+    def with_embedder(self, embedder: Embedder) -> IndexParts:
+        """The same parts (one store, one LanceDB handle) with another embedder, e.g. one
+        that caches the query's vector across the re-runs of a why-not search."""
+        other = IndexParts(
+            self.store, self.settings, readonly=self.readonly, embedder=embedder, home=self.home
+        )
+        other._lance, other._summarizer = self.lance, self._summarizer
+        return other
+
     @property
     def embedder(self) -> Embedder:
         """The configured ONNX embedder (or the one given, e.g. a test's ``HashEmbedder``)."""

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 from memviewer.errors import INVALID_ARGUMENT, MemviewerError
 from memviewer.recall import lexical, scoring, timeref
 from memviewer.recall import rerank as reranking
+from memviewer.recall.trace import RecallTrace
 
 if TYPE_CHECKING:
     from memviewer.index.parts import IndexParts
@@ -120,6 +121,7 @@ def recall(
     weights: dict[str, float] | None = None,
     tuning: dict[str, float] | None = None,
     as_of: float | str | None = None,
+    trace: RecallTrace | None = None,
 ) -> dict[str, Any]:
     """Run recall and return the ``recall --json`` object of docs/cli.md.
 
@@ -127,6 +129,8 @@ def recall(
     ``rerank=False`` skips it.
     ``as_of`` is the moment the question is asked (epoch seconds or ISO 8601;
     default now): relative dates in the query ("a week ago") count from it.
+    ``trace`` (optional) is filled with every stage's full internals
+    (``memviewer.recall.trace``); the result is the same with or without it.
     """
     if not isinstance(query, str) or not query.strip():
         raise MemviewerError(INVALID_ARGUMENT, "query must be a non-empty string")
@@ -190,7 +194,7 @@ def recall(
     if w.time <= 0:
         window = None
     if mode == "flat":
-        candidates = _turn_candidates(index, qvec, query, where, top_k, w, tune, use_ann, window)
+        candidates = _turn_candidates(index, qvec, query, where, top_k, w, tune, use_ann, window, trace)
         clock.lap("stage2")
         diagnostics["stage2_candidates"] = len(candidates)
         chosen = candidates[:top_k]
@@ -198,15 +202,28 @@ def recall(
         has_sessions = index.count(SUMMARIES, where) > 0
         if not has_sessions:
             diagnostics["escalations"].append(STAGE1_EMPTY)
-            candidates = _turn_candidates(index, qvec, query, where, top_k, w, tune, use_ann, window)
+            candidates = _turn_candidates(index, qvec, query, where, top_k, w, tune, use_ann, window, trace)
             clock.lap("stage2")
             diagnostics["stage2_candidates"] = len(candidates)
             chosen = candidates[:top_k]
         else:
-            candidates = _turn_candidates(index, qvec, query, where, pool_size, w, tune, use_ann, window)
+            candidates = _turn_candidates(
+                index, qvec, query, where, pool_size, w, tune, use_ann, window, trace
+            )
             clock.lap("stage2")
             sessions = _rank_sessions(
-                parts.store, index, qvec, query, where, (scope, scope_id), k, w, tune, candidates, window
+                parts.store,
+                index,
+                qvec,
+                query,
+                where,
+                (scope, scope_id),
+                k,
+                w,
+                tune,
+                candidates,
+                window,
+                trace,
             )
             clock.lap("stage1")
             diagnostics["stage1"] = sessions
@@ -216,6 +233,9 @@ def recall(
             diagnostics["dropped"] = dropped
             diagnostics["capped"] = capped
             clock.lap("post_filter")
+            if trace is not None:
+                trace.sessions, trace.capped_pool = sessions, list(chosen)
+                trace.before_rerank = sorted(chosen, key=lambda c: -c["score"])
             if not chosen:
                 diagnostics["escalations"].append(STAGE2_EMPTY)
                 chosen = candidates[:top_k]
@@ -227,7 +247,13 @@ def recall(
                 elif not reranked:
                     chosen.sort(key=lambda c: -c["score"])
                 clock.lap("rerank")
+                if trace is not None:
+                    trace.after_rerank = list(chosen)
                 chosen = chosen[:top_k]
+    if trace is not None:
+        trace.path = mode if mode == "flat" else (diagnostics["escalations"] or ["hierarchical"])[-1]
+        trace.path = trace.path.removeprefix("session-retriever:")
+        trace.pool, trace.final = candidates, list(chosen)
     results, stale = _hydrate(parts.store, chosen)
     if stale:
         diagnostics["stale"] = stale
@@ -262,6 +288,7 @@ def _turn_candidates(
     tune: dict[str, float],
     use_ann: bool,
     window: timeref.TimeWindow | None = None,
+    trace: RecallTrace | None = None,
 ) -> list[dict[str, Any]]:
     """Stage 2: dense ∪ BM25 hits of the scope, blended, best ``n`` first."""
     import numpy as np
@@ -332,6 +359,8 @@ def _turn_candidates(
             }
         )
     out.sort(key=lambda c: (-c["score"], c["turn_id"]))
+    if trace is not None:
+        trace.scored = out
     return out[:n]
 
 
@@ -347,6 +376,7 @@ def _rank_sessions(
     tune: dict[str, float],
     candidates: list[dict[str, Any]],
     window: timeref.TimeWindow | None = None,
+    trace: RecallTrace | None = None,
 ) -> list[dict[str, Any]]:
     """Stage 1: sessions by summary similarity + summary BM25 (+ their best candidate turn,
     + closeness to a date the query names)."""
@@ -405,6 +435,8 @@ def _rank_sessions(
             }
         )
     out.sort(key=lambda s: (-s["score"], s["session_id"]))
+    if trace is not None:
+        trace.sessions_ranked = out
     return out[:k]
 
 

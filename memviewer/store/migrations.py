@@ -139,11 +139,19 @@ def _v4_turn_lookup_indexes(conn: Connection) -> None:
     )
 
 
+def _v6_golden(conn: Connection) -> None:
+    """Golden sets and their evaluation history (``memviewer.store.golden``)."""
+    from memviewer.store import golden
+
+    golden.create(conn)
+
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "initial schema", _v1_initial),
     Migration(2, "compaction columns", _v2_compaction),
     Migration(fts.MIGRATION_VERSION, "fts5 turn index", fts.apply_migration),
     Migration(4, "turn lookup indexes", _v4_turn_lookup_indexes),
+    Migration(6, "golden sets", _v6_golden),
 ]
 
 

@@ -34,6 +34,7 @@ from textual.widgets import (
 )
 
 from memviewer.recall.snippets import attach_tool_calls, text_or_tool_calls
+from memviewer.recall.why_view import fix_line
 from memviewer.timeutil import utc_minutes
 from memviewer.tui.formatting import one_line, printable
 from memviewer.tui.messages import Loaded
@@ -51,6 +52,10 @@ TAB_FOCUS = {
 }
 PARAM_MAX = 1000  # recall's own bound (hierarchical._int_param): refused here, inline, like 0
 INT_PARAMS = (("k", "top_sessions", 5), ("m", "chunks_per_session", 3), ("top-k", "top_k", 10))
+VS_HELP = (
+    "The side-by-side's second parameter set (B), laid over the fields: e.g. top_k=20,\n"
+    "mode=flat, k=8, w_dense=0.3 (see `memviewer recall --vs`). Empty: flat vs hierarchical."
+)
 AS_OF_HELP = (
     "When the question is asked; relative dates in the query count from it.\n"
     "2023-05-30, 2023-05-30 21:24 (UTC), ISO 8601 or epoch seconds; empty = now."
@@ -67,6 +72,9 @@ class RecallScreen(Screen):
         Binding("m", "cycle_mode", "Mode"),
         Binding("t", "next_tab", "Next tab"),
         Binding("escape", "focus_results", "Results", show=False),
+        Binding("f", "apply_fix", "Apply why-not fix", show=False),
+        Binding("a", "add_golden", "Add golden case", show=False),
+        Binding("h", "golden", "Golden history", show=False),
     ]
 
     def __init__(self) -> None:
@@ -80,6 +88,9 @@ class RecallScreen(Screen):
         self._as_of: float | None = None  # resolved "as of" of the run in flight / shown
         self._columns_width = 0
         self._shown: tuple[float, bool] | None = None  # (elapsed, rerank) of the result shown
+        self.whys: list[dict[str, Any]] = []  # why-not of each expected turn (Session screen w)
+        self._weights: dict[str, float] = {}  # weights set by an applied why-not fix
+        self._b_label = ""
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -103,6 +114,12 @@ class RecallScreen(Screen):
                 yield Input(placeholder="now", id="as-of", compact=True, tooltip=AS_OF_HELP)
                 yield Checkbox("rerank", value=False, id="rerank", compact=True)
                 yield Select(MODES, value="hierarchical", allow_blank=False, id="mode", compact=True)
+                yield Input(
+                    placeholder="B: key=value,… (empty: flat)",
+                    id="vs",
+                    compact=True,
+                    tooltip=VS_HELP,
+                )
         yield Static(
             Text("Type a query and press Enter. Recall never changes memory.", style="dim"),
             id="recall-status",
@@ -128,7 +145,11 @@ class RecallScreen(Screen):
                         yield Static(Text("HIERARCHICAL", style="bold green"), classes="cmp-title")
                         yield DataTable(id="cmp-hier", cursor_type="row", zebra_stripes=True)
                     with Vertical(classes="cmp"):
-                        yield Static(Text("FLAT (turn query only)", style="bold cyan"), classes="cmp-title")
+                        yield Static(
+                            Text("FLAT (turn query only)", style="bold cyan"),
+                            classes="cmp-title",
+                            id="cmp-b-title",
+                        )
                         yield DataTable(id="cmp-flat", cursor_type="row", zebra_stripes=True)
         yield CoalescedFooter()
 
@@ -197,7 +218,21 @@ class RecallScreen(Screen):
             out["as_of"] = resolve_as_of(as_of)
         mode = self.query_one("#mode", Select).value
         out["mode"] = "hierarchical" if mode == "compare" else str(mode)
+        if self._weights:
+            out["weights"] = dict(self._weights)
         return out
+
+    def b_overrides(self) -> dict[str, Any]:
+        """The side-by-side's B parameter set (``mode=flat`` when the field is empty)."""
+        from memviewer.recall.compare import parse_overrides
+
+        spec = self.query_one("#vs", Input).value.strip()
+        if not spec:
+            return {"mode": "flat"}
+        try:
+            return parse_overrides(spec)
+        except Exception as exc:
+            raise ValueError(f"B: {getattr(exc, 'message', exc)}") from None
 
     @property
     def compare(self) -> bool:
@@ -207,14 +242,14 @@ class RecallScreen(Screen):
     def rerank(self) -> bool:
         return self.query_one("#rerank", Checkbox).value
 
-    @on(Input.Submitted, "#query, #as-of")
+    @on(Input.Submitted, "#query, #as-of, #vs")
     def _query_submitted(self) -> None:
         """Run, and hand the keyboard to the results, so the screen keys (t, m, 1/2/3, e, ?)
         work as documented instead of typing into the query; ``/`` goes back to it."""
         if self.action_rerun():
             self.action_focus_results()
 
-    @on(Input.Changed, "#scope, #scope-id, #k, #m, #top-k, #as-of")
+    @on(Input.Changed, "#scope, #scope-id, #k, #m, #top-k, #as-of, #vs")
     @on(Checkbox.Changed)
     @on(Select.Changed)
     def _param_changed(self) -> None:
@@ -235,6 +270,7 @@ class RecallScreen(Screen):
             return False
         try:
             params = self.params()
+            b = self.b_overrides() if self.compare else None
         except ValueError as exc:
             self._status(Text(printable(f"bad parameter: {exc}"), style="bold red"))
             return False
@@ -242,17 +278,34 @@ class RecallScreen(Screen):
         self._as_of = params.get("as_of")
         note = "" if self._engine_loaded else " (first run loads LanceDB and the embedding model)"
         self._status(Text(f"running {params['mode']} recall…{note}", style="yellow"))
-        self._run(self._token, query, params, self.compare, self.rerank)
+        self._b_label = _b_label(b)
+        self._run(self._token, query, params, b, self.rerank, self._expected())
         return True
 
+    def _expected(self) -> list[dict[str, Any]]:
+        from memviewer.tui.expected import expected_turns
+
+        return list(expected_turns(self.app))
+
     @work(thread=True, exclusive=True, group="recall")
-    def _run(self, token: int, query: str, params: dict[str, Any], compare: bool, rerank: bool) -> None:
+    def _run(
+        self,
+        token: int,
+        query: str,
+        params: dict[str, Any],
+        b: dict[str, Any] | None,
+        rerank: bool,
+        expected: list[dict[str, Any]] | None = None,
+    ) -> None:
         service = self.app.service
         started = time.perf_counter()
         try:
+            from memviewer.recall.compare import apply_overrides
+
             kwargs = {**params, **rerank_kwargs(rerank)}
             result = service.recall(query, **kwargs)
-            flat = service.recall(query, **{**kwargs, "mode": "flat"}) if compare else None
+            flat = service.recall(query, **apply_overrides(kwargs, b)) if b is not None else None
+            whys = why_nots(service, query, kwargs, expected or [])
             titles = _titles(service, result, flat)
             for res in (result, flat):
                 if res:  # tool-call-only turns show their calls instead of a blank cell
@@ -269,7 +322,7 @@ class RecallScreen(Screen):
             )
             return
         elapsed = (time.perf_counter() - started) * 1000
-        self.post_message(Loaded("recall", (result, flat, titles, elapsed, rerank), token=token))
+        self.post_message(Loaded("recall", (result, flat, titles, elapsed, rerank, whys), token=token))
 
     @on(Loaded)
     def _on_loaded(self, message: Loaded) -> None:
@@ -281,7 +334,8 @@ class RecallScreen(Screen):
             self.notify(error, severity="error", timeout=8, markup=False)
             return
         self._engine_loaded = True
-        self.result, self.flat, titles, elapsed, rerank = message.data
+        self.result, self.flat, titles, elapsed, rerank = message.data[:5]
+        self.whys = message.data[5] if len(message.data) > 5 else []
         self.titles.update(titles)
         self._show_result(elapsed, rerank)
 
@@ -349,7 +403,13 @@ class RecallScreen(Screen):
                 key=s["session_id"],
             )
         self._render_pool(diag)
-        self.query_one("#trace", Static).update(trace_text(result, elapsed, as_of=self._as_of))
+        trace = trace_text(result, elapsed, as_of=self._as_of)
+        if self.whys:
+            trace.append("\n")
+            trace.append_text(why_text(self.whys))
+            status.append(f"  ·  {why_summary(self.whys)}", style="bold magenta")
+            self._status(status)
+        self.query_one("#trace", Static).update(trace)
         self._render_compare()
 
     def _render_pool(self, diag: dict[str, Any]) -> None:
@@ -372,6 +432,9 @@ class RecallScreen(Screen):
                 )
 
     def _render_compare(self) -> None:
+        self.query_one("#cmp-b-title", Static).update(
+            Text(self._b_label or "FLAT (turn query only)", style="bold cyan")
+        )
         for table_id, result in (("#cmp-hier", self.result), ("#cmp-flat", self.flat)):
             table = self.query_one(table_id, DataTable)
             table.clear()
@@ -453,6 +516,118 @@ class RecallScreen(Screen):
     def export_context(self) -> tuple[str | None, list[str]]:
         rows = (self.result or {}).get("results") or []
         return None, sorted({r["session_id"] for r in rows})
+
+    @on(Select.Changed, "#mode")
+    def _mode_changed(self) -> None:
+        self.query_one("#vs", Input).display = self.compare
+
+    # -- why-not and golden cases --------------------------------------------------------
+    def action_apply_fix(self) -> None:
+        """Set the parameters of the first verified why-not fix and re-run."""
+        why = next((w for w in self.whys if w.get("fix")), None)
+        if why is None:
+            note = "no why-not fix to apply" + (
+                "" if self.whys else ": mark a turn expected (Session screen, w)"
+            )
+            self.notify(note, severity="warning", markup=False)
+            return
+        from memviewer.recall.compare import WEIGHT_KEYS
+
+        for widget_id, name, _default in INT_PARAMS:
+            if name in why["fix"]:
+                self.query_one(f"#{widget_id}", Input).value = str(why["fix"][name])
+        self._weights.update({WEIGHT_KEYS[k]: v for k, v in why["fix"].items() if k in WEIGHT_KEYS})
+        self.notify(f"applied {fix_line(why)}", markup=False)
+        self.action_rerun()
+
+    def action_add_golden(self) -> None:
+        """Keep the current query and the expected turns as a golden case."""
+        query = self.query_one("#query", Input).value.strip()
+        turns = [m["turn_id"] for m in self._expected()]
+        if not query or not turns:
+            self.notify(
+                "a golden case needs a query and expected turns (Session screen, w)",
+                severity="warning",
+                markup=False,
+            )
+            return
+        params = self.params() if query else {}
+        self._add_golden(query, turns, params.get("scope"), params.get("scope_id"))
+
+    @work(thread=True, exclusive=True, group="golden-add")
+    def _add_golden(self, query: str, turns: list[str], scope: str | None, scope_id: str | None) -> None:
+        from memviewer.eval.golden import add_case
+
+        try:
+            case = add_case(self.app.service, query, turns, scope, scope_id)
+        except Exception as exc:
+            message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+            self.app.call_from_thread(
+                self.notify, f"golden case not added: {message}", severity="error", markup=False
+            )
+            return
+        self.app.call_from_thread(
+            self.notify, f"golden case {case['id']} added ({len(case['turn_ids'])} turns)", markup=False
+        )
+
+    def action_golden(self) -> None:
+        from memviewer.tui.screens.golden import GoldenScreen
+
+        self.app.push_screen(GoldenScreen())
+
+
+def why_nots(
+    service: Any, query: str, kwargs: dict[str, Any], expected: list[dict[str, Any]]
+) -> list[dict[str, Any]]:
+    """The why-not of each expected turn in this run's scope (others are noted, not run)."""
+    from memviewer.recall.why import why_not
+
+    out = []
+    for mark in expected:
+        try:
+            _, why = why_not(service.parts, query, mark["turn_id"], kwargs, reranker=service.reranker)
+        except Exception as exc:
+            message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+            why = {"turn_id": mark["turn_id"], "error": message}
+        why["index"] = mark.get("index")
+        out.append(why)
+    return out
+
+
+def why_text(whys: list[dict[str, Any]]) -> Text:
+    """The trace's why-not section: each expected turn through every stage."""
+    from memviewer.recall.why_view import fix_line, stage_lines, verdict
+
+    text = Text("why not (expected turns)\n", style="bold magenta")
+    for why in whys:
+        head = f"turn #{why.get('index')} {why['turn_id']}: "
+        if why.get("error"):
+            text.append(printable(head + why["error"]) + "\n", style="yellow")
+            continue
+        style = "green" if why["retrieved"] else "bold red"
+        text.append(printable(head + verdict(why)) + "\n", style=style)
+        for line in stage_lines(why):
+            text.append(printable(line) + "\n")
+        if not why["retrieved"]:
+            text.append(
+                printable("  " + fix_line(why) + ("  (f applies it)" if why.get("fix") else "")) + "\n"
+            )
+    return text
+
+
+def why_summary(whys: list[dict[str, Any]]) -> str:
+    missed = [w for w in whys if not w.get("error") and not w["retrieved"]]
+    if not missed:
+        return f"{len(whys)} expected turn(s): all retrieved" if whys else ""
+    first = missed[0]
+    note = f"expected turn #{first.get('index')} out at {first['eliminated_at']}"
+    return note + (" (f: apply fix)" if first.get("fix") else "")
+
+
+def _b_label(b: dict[str, Any] | None) -> str:
+    if not b or b == {"mode": "flat"}:
+        return ""
+    return "B: " + ", ".join(f"{k}={v}" for k, v in b.items())
 
 
 def resolve_as_of(value: str) -> float:

@@ -112,6 +112,7 @@ class SessionScreen(Screen):
         Binding("x", "expand_all", "Expand all"),
         Binding("b", "bookends", "Bookends"),
         Binding("ctrl+r", "reload", "Reload", show=False),
+        Binding("w", "mark_expected", "Mark expected (why-not)", show=False),
     ]
 
     def __init__(self, session_id: str, *, anchor: int | None = None, view: str | None = None) -> None:
@@ -384,3 +385,18 @@ class SessionScreen(Screen):
     @property
     def current_turn(self) -> dict[str, Any] | None:
         return self._focused_list().current_turn()
+
+    def action_mark_expected(self) -> None:
+        """Mark the highlighted turn "expected": the Recall screen shows where it falls out."""
+        from memviewer.tui.expected import toggle_expected
+
+        turn = self.current_turn
+        if turn is None:
+            return
+        marked = toggle_expected(self.app, turn)
+        note = (
+            f"turn #{turn['index']} marked expected: the Recall screen (3) shows where it falls out"
+            if marked
+            else f"turn #{turn['index']} is no longer expected"
+        )
+        self.notify(note, markup=False)

@@ -1,0 +1,66 @@
+"""Human output of ``recall --why`` (a turn's fate per stage) and ``recall --vs`` (A/B)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from memviewer.commands.common import print_table, short
+from memviewer.recall.compare import INT_KEYS
+from memviewer.recall.why_view import stage_lines
+
+ARROWS = {"up": "↑", "down": "↓", "same": "=", "new": "new", "dropped": "dropped"}
+
+
+def human_why(why: dict[str, Any]) -> None:
+    click.echo("")
+    head = f"why {why['turn_id']}: "
+    if why["retrieved"]:
+        click.echo(head + f"retrieved at #{why['rank']}")
+    else:
+        click.echo(head + f"not retrieved; eliminated at {why['eliminated_at']}")
+    for line in stage_lines(why):
+        click.echo(line)
+    if why["retrieved"]:
+        return
+    if why.get("fix"):
+        ints = {k: v for k, v in why["fix"].items() if k in INT_KEYS}
+        weights = {k: v for k, v in why["fix"].items() if k not in INT_KEYS}
+        flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in ints.items())
+        if weights:  # no flag of their own: try them with --vs
+            flags = (
+                (flags + " " if flags else "")
+                + "--vs '"
+                + ",".join(f"{k}={v}" for k, v in weights.items())
+                + "'"
+            )
+        click.echo(f"fix: {flags}  (re-run: retrieved at #{why['fix_rank']}; {why['reruns']} re-runs)")
+    else:
+        click.echo(f"fix: none found ({why.get('reruns', 0)} re-runs of recall)")
+
+
+def human_ab(svc: Any, ab: dict[str, Any]) -> None:
+    """Each turn of either side with its rank in A and B and how it moved."""
+    by_id = {r["turn_id"]: r for side in ("a", "b") for r in ab[side]["results"]}
+    changed = {k: v for k, v in ab["b"]["params"].items() if ab["a"]["params"].get(k) != v}
+    rows = []
+    for d in ab["diff"]:
+        r = by_id[d["turn_id"]]
+        rows.append(
+            (
+                d["rank_a"] or "",
+                d["rank_b"] or "",
+                ARROWS[d["change"]],
+                short(r["session_id"], 20),
+                r["index"],
+                short(" ".join(str(r["content"]).split()), 60),
+            )
+        )
+    title = "A/B: B = A with " + (", ".join(f"{k}={v}" for k, v in changed.items()) or "no change")
+    print_table(("A", "B", "", "session", "idx", "snippet"), rows, title=title)
+    counts = {c: sum(1 for d in ab["diff"] if d["change"] == c) for c in ARROWS}
+    click.echo(
+        f"{counts['up']} ↑  {counts['down']} ↓  {counts['same']} =  "
+        f"{counts['new']} new  {counts['dropped']} dropped"
+    )

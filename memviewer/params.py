@@ -1,0 +1,47 @@
+"""The one set of bounds for search and recall parameters, and the integer check they share.
+
+Kept in the lowest layer (errors only) so the recall layers, the hub's parameter check, the
+reader API (``memviewer.api``, which re-exports these) and the viewer agree on every limit.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memviewer.errors import INVALID_ARGUMENT, MemviewerError
+
+MAX_SEARCH_LIMIT = 1000
+MAX_SEARCH_WINDOW = 500
+MAX_TOP_SESSIONS = 1000
+MAX_CHUNKS_PER_SESSION = 1000
+MAX_TOP_K = 1000
+DEFAULT_TOP_SESSIONS = 5
+DEFAULT_CHUNKS_PER_SESSION = 3
+DEFAULT_TOP_K = 10
+RECALL_MODES = ("hierarchical", "flat")
+
+
+def int_param(name: str, value: Any, default: int | None, lo: int, hi: int) -> int:
+    """``value`` as an int in ``[lo, hi]``; digits in a string are accepted (CLI, TOML).
+
+    A boolean is not an integer here (JSON ``true`` must not become 1).
+    """
+    if value is None:
+        if default is None:
+            raise MemviewerError(INVALID_ARGUMENT, f"{name} is required")
+        return default
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        value = int(value.strip())
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise MemviewerError(
+            INVALID_ARGUMENT,
+            f"{name} must be an integer from {lo} to {hi}, not {value!r}",
+            data={"hint": f"pass {name} as a whole number with {lo} ≤ N ≤ {hi}"},
+        )
+    if not lo <= value <= hi:
+        raise MemviewerError(
+            INVALID_ARGUMENT,
+            f"{name} must be an integer from {lo} to {hi}, not {value!r}",
+            data={"hint": f"pass {name} as a whole number with {lo} ≤ N ≤ {hi}"},
+        )
+    return value
