@@ -138,11 +138,33 @@ def _v4_turn_lookup_indexes(conn: Connection) -> None:
     )
 
 
+def _v5_recall_log(conn: Connection) -> None:
+    """The recall log (``memviewer.store.recall_log``), frozen here as plain SQLAlchemy."""
+    md = MetaData()
+    Table(
+        "recall_log",
+        md,
+        Column("num", Integer, primary_key=True, autoincrement=True),
+        Column("id", String, nullable=False, unique=True, index=True),
+        Column("ts", Float, nullable=False, index=True),
+        Column("source", String, nullable=False, index=True),
+        Column("kind", String, nullable=False),
+        Column("session_id", String, index=True),
+        Column("episode_id", String),
+        Column("query", Text, nullable=False),
+        Column("params", JSON),
+        Column("results", JSON),
+        Column("diagnostics", JSON),
+    )
+    md.create_all(conn)
+
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "initial schema", _v1_initial),
     Migration(2, "compaction columns", _v2_compaction),
     # 3: the FTS5 turn index, registered by memviewer.store.fts (imported below)
     Migration(4, "turn lookup indexes", _v4_turn_lookup_indexes),
+    Migration(5, "recall log", _v5_recall_log),
 ]
 
 

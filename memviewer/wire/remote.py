@@ -17,6 +17,10 @@ from memviewer.wire import protocol
 from memviewer.wire.syncclient import HubUnavailable, RpcConnection
 
 
+def _record_param(record: Any) -> dict[str, Any]:
+    return {} if record is None else {"record": record.to_param()}
+
+
 class RemoteService:
     """A small synchronous client; thread-safe (one request at a time)."""
 
@@ -81,11 +85,13 @@ class RemoteService:
     def session(self, session_id: str) -> dict[str, Any]:
         return self.call(protocol.SESSION, {"session_id": session_id})
 
-    def search(self, query: str | None = None, **params: Any) -> dict[str, Any]:
-        return self.call(protocol.SEARCH, {"query": query, **params})
+    def search(self, query: str | None = None, *, record: Any = None, **params: Any) -> dict[str, Any]:
+        """``record`` (a ``RecordAs``) names the front end for the hub's recall log; without
+        one the hub records the search as its own (source ``hub``)."""
+        return self.call(protocol.SEARCH, {"query": query, **params, **_record_param(record)})
 
-    def recall(self, query: str, **params: Any) -> dict[str, Any]:
-        return self.call(protocol.RECALL, {"query": query, **params})
+    def recall(self, query: str, *, record: Any = None, **params: Any) -> dict[str, Any]:
+        return self.call(protocol.RECALL, {"query": query, **params, **_record_param(record)})
 
     def stats(self) -> dict[str, Any]:
         return self.call(protocol.STATS)

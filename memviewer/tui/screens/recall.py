@@ -34,6 +34,7 @@ from textual.widgets import (
 )
 
 from memviewer.recall.snippets import attach_tool_calls, text_or_tool_calls
+from memviewer.recall_log import RecordAs
 from memviewer.timeutil import utc_minutes
 from memviewer.tui.formatting import one_line, printable
 from memviewer.tui.messages import Loaded
@@ -250,7 +251,7 @@ class RecallScreen(Screen):
         service = self.app.service
         started = time.perf_counter()
         try:
-            kwargs = {**params, **rerank_kwargs(rerank)}
+            kwargs = {**params, **rerank_kwargs(rerank), "record": RecordAs("tui")}
             result = service.recall(query, **kwargs)
             flat = service.recall(query, **{**kwargs, "mode": "flat"}) if compare else None
             titles = _titles(service, result, flat)
