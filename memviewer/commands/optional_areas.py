@@ -12,6 +12,8 @@ AREAS = (
     "memviewer.commands.recall",
     "memviewer.commands.export",
     "memviewer.commands.demo",
+    "memviewer.commands.mcp",
+    "memviewer.commands.recalls",
 )
 
 
