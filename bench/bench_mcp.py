@@ -53,7 +53,11 @@ def pct(values: list[float], q: float) -> float:
 
 
 def summary(values: list[float]) -> dict[str, float]:
-    return {"n": len(values), "p50_ms": round(statistics.median(values), 2), "p99_ms": round(pct(values, 0.99), 2)}
+    return {
+        "n": len(values),
+        "p50_ms": round(statistics.median(values), 2),
+        "p99_ms": round(pct(values, 0.99), 2),
+    }
 
 
 def load_demo(home: Path, sock: Path) -> None:
@@ -80,7 +84,8 @@ def mcp_vs_rpc(home: Path, sock: Path, search_n: int, recall_n: int) -> dict[str
     }
 
     async def main() -> None:
-        async with Client(params, read_timeout_seconds=300) as client, RemoteService(sock) as rpc:
+        rpc = RemoteService(sock)
+        async with Client(params, read_timeout_seconds=300) as client:
             await client.list_tools()
             for q in SEARCHES[:2] + RECALLS[:1]:  # warm both paths (model load, caches)
                 await client.call_tool("session_search", {"query": q})
@@ -107,6 +112,7 @@ def mcp_vs_rpc(home: Path, sock: Path, search_n: int, recall_n: int) -> dict[str
                 t2 = time.perf_counter()
                 out["recall"]["mcp"].append((t1 - t0) * 1000)
                 out["recall"]["rpc"].append((t2 - t1) * 1000)
+        rpc.close()
 
     anyio.run(main)
     return {tool: {side: summary(v) for side, v in sides.items()} for tool, sides in out.items()}
@@ -119,7 +125,7 @@ def logging_cost_hub(sock: Path, recall_n: int) -> dict[str, Any]:
         for i in range(recall_n):
             q = RECALLS[i % len(RECALLS)]
             first_on = i % 2 == 0  # alternate which goes first
-            for record in ((True, False) if first_on else (False, True)):
+            for record in (True, False) if first_on else (False, True):
                 t0 = time.perf_counter()
                 rpc.call("recall", {"query": q, "record": record})
                 (on if record else off).append((time.perf_counter() - t0) * 1000)
@@ -138,7 +144,7 @@ def logging_cost_in_process(home: Path, sock: Path, recall_n: int) -> dict[str, 
         svc.recall(RECALLS[0])  # model and index warm
         for i in range(recall_n):
             q = RECALLS[i % len(RECALLS)]
-            for record in ((True, False) if i % 2 == 0 else (False, True)):
+            for record in (True, False) if i % 2 == 0 else (False, True):
                 t0 = time.perf_counter()
                 svc.recall(q, record=RecordAs("cli") if record else None)
                 (on if record else off).append((time.perf_counter() - t0) * 1000)

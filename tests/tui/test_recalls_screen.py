@@ -78,6 +78,15 @@ def test_recalls_list_entry_and_rerun(logged, make_app) -> None:
             await pilot.press("escape")
             assert app.screen is entry
 
+            await pilot.press("o")  # the caller's session, at the last turn before the recall
+            await wait_until(
+                pilot, lambda: isinstance(app.screen, SessionScreen) and app.screen.data, what="caller opened"
+            )
+            last = max(t["index"] for t in logged.session("s-research")["turns"])
+            assert app.screen.session_id == "s-research" and app.screen.current_turn["index"] == last
+            await pilot.press("escape")
+            assert app.screen is entry
+
             await pilot.press("ctrl+r")  # today, on the Recall screen, with the recorded parameters
             await wait_until(
                 pilot,

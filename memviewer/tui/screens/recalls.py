@@ -229,11 +229,32 @@ class RecallEntryScreen(Screen):
             self.app.open_session(r["session_id"], anchor=r.get("index"))
 
     def action_open_caller(self) -> None:
-        sid = (self.entry or {}).get("session_id")
-        if sid:
-            self.app.open_session(sid)
-        else:
+        """The caller's session, at the last turn before the recall: where it happened."""
+        e = self.entry or {}
+        if not e.get("session_id"):
             self.notify("this entry names no caller session", severity="warning")
+            return
+        self._open_caller(e["session_id"], float(e["ts"]))
+
+    @work(thread=True, exclusive=True, group="recall-caller")
+    def _open_caller(self, session_id: str, ts: float) -> None:
+        from memviewer.timeutil import parse_ts
+
+        try:
+            turns = self.app.service.session(session_id)["turns"]
+        except Exception as exc:
+            message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+            self.app.call_from_thread(self.notify, printable(message), severity="error")
+            return
+        anchor = None
+        for t in turns:  # archived first, then active: index order; the last one not after ts
+            try:
+                when = parse_ts(t.get("timestamp"))
+            except ValueError:  # a stored time no calendar holds: not a place to anchor
+                continue
+            if when is not None and when <= ts and (anchor is None or t["index"] > anchor):
+                anchor = t["index"]
+        self.app.call_from_thread(self.app.open_session, session_id, anchor)
 
     async def action_rerun(self) -> None:
         """The same question on the Recall screen, today, with the recorded parameters."""
