@@ -26,6 +26,7 @@ from memviewer.errors import INVALID_ARGUMENT, MemviewerError
 
 if TYPE_CHECKING:
     from memviewer.config import Settings
+    from memviewer.recall_log import RecordAs
     from memviewer.store.events import EventRecord
 
 __all__ = [
@@ -250,9 +251,10 @@ class MemoryReader(Protocol):
         window: int = 5,
         scope: str | None = None,
         scope_id: str | None = None,
+        record: RecordAs | None = None,
     ) -> dict[str, Any]: ...
 
-    def recall(self, query: str, **params: Any) -> dict[str, Any]: ...
+    def recall(self, query: str, *, record: RecordAs | None = None, **params: Any) -> dict[str, Any]: ...
 
     def stats(self) -> dict[str, Any]: ...
 

@@ -257,6 +257,56 @@ class Publisher:
         _check_str("session_id", session_id, empty_ok=False)
         self._enqueue("close_session", session_id=session_id, ts=ts)
 
+    def record_recall(
+        self,
+        query: str,
+        results: list[dict[str, Any]],
+        *,
+        session_id: str | None = None,
+        episode_id: str | None = None,
+        params: dict[str, Any] | None = None,
+        source: str = "agent",
+        diagnostics: dict[str, Any] | None = None,
+        recall_id: str | None = None,
+        ts: float | None = None,
+    ) -> str:
+        """Queue a recall the agent made with its own memory, for memviewer's recall log.
+
+        ``results`` are what came back, best first: ``{"turn_id": ...}`` (a memviewer
+        turn) or ``{"text": ...}``, each with an optional ``score`` and ``rank``.
+        Returns the recall id (minted unless given); a replay with the same id is a no-op.
+        """
+        _check_str("query", query)
+        if not isinstance(results, list):
+            raise ValueError("results must be a list of dicts")
+        for i, item in enumerate(results):
+            if not isinstance(item, dict):
+                raise ValueError(f"results[{i}] must be a dict")
+            if not (item.get("turn_id") or item.get("text")):
+                raise ValueError(f"results[{i}] needs a 'turn_id' or a 'text'")
+            score = item.get("score")
+            if score is not None and (isinstance(score, bool) or not isinstance(score, int | float)):
+                raise ValueError(f"results[{i}].score must be a number")
+        for name, value in (("session_id", session_id), ("episode_id", episode_id), ("source", source)):
+            if value is not None:
+                _check_str(name, value, empty_ok=False)
+        _check_dict("params", params)
+        _check_dict("diagnostics", diagnostics)
+        rid = recall_id or new_id("r-")
+        self._enqueue(
+            "record_recall",
+            recall_id=rid,
+            query=query,
+            results=results,
+            session_id=session_id,
+            episode_id=episode_id,
+            params=params,
+            source=source,
+            diagnostics=diagnostics,
+            ts=ts,
+        )
+        return rid
+
     def publish(self, command: dict[str, Any]) -> None:
         """Queue a raw protocol command ``{"op": ..., ...}`` (ids must already be in it)."""
         if not isinstance(command, dict) or not isinstance(command.get("op"), str):

@@ -48,6 +48,8 @@ KEYS: tuple[Key, ...] = (
     Key("w_speaker", float, 0.2, "recall: share of the score for turns by the speaker the query asks about"),
     Key("w_time", float, 0.1, "recall: share of the score for closeness to a date the query names"),
     Key("ann_threshold", int, 50_000, "turns in a scope before an IVF_PQ index is built"),
+    Key("recall_log_max", int, 5000, "searches and recalls kept in the recall log (0 = no logging)"),
+    Key("recall_log_days", float, 30.0, "recall log entries older than this many days go (0 = no age limit)"),
 )
 KEY_BY_NAME = {k.name: k for k in KEYS}
 
@@ -65,6 +67,8 @@ RANGES: dict[str, tuple[float, bool]] = {
     "embed_threads": (0, True),  # 0 = the runtime's default
     "llm_timeout": (0, False),
     "ann_threshold": (0, True),
+    "recall_log_max": (0, True),
+    "recall_log_days": (0, True),
 }
 
 
@@ -148,6 +152,8 @@ class Settings:
     w_speaker: float = 0.2
     w_time: float = 0.1
     ann_threshold: int = 50_000
+    recall_log_max: int = 5000
+    recall_log_days: float = 30.0
     #: key -> "default" | "file:PATH" | "env:NAME" | "flag"
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     #: Problems that do not stop loading (an unknown key in the file); the CLI prints them.

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from memviewer.io.praisonai import ImportReport
     from memviewer.llm import LlmEndpoint
     from memviewer.recall.rerank import Reranker
+    from memviewer.recall_log import RecordAs
 
 log = logging.getLogger("memviewer")
 
@@ -135,6 +136,7 @@ class MemoryService:
         self.home = settings.home_path
         self.readonly = readonly
         self.store = open_store(self.home, store_url, readonly)
+        self._store_url = store_url
         self.parts = IndexParts(self.store, settings, readonly=readonly, embedder=embedder)
         self.manager = SessionManager(
             self.store,
@@ -142,6 +144,12 @@ class MemoryService:
             retention=settings.retention,
             active_window=settings.active_window,
         )
+        self.manager.recall_log_max = settings.recall_log_max
+        self.manager.recall_log_days = settings.recall_log_days
+        # Where recall log entries go when not written here directly: a hub running on this
+        # service sets it to hand them to its one writer thread (see ``record_recall``).
+        self.record_sink: Callable[[dict[str, Any]], None] | None = None
+        self._log_route: Any = None  # RemoteService or SessionManager for a read-only service
         self._lazy: dict[str, Any] = {}
         # An optional neural reranker that every recall blends in as
         # 0.7 * score + 0.3 * neural; none ships by default.
@@ -350,24 +358,144 @@ class MemoryService:
         window: int = 5,
         scope: str | None = None,
         scope_id: str | None = None,
+        record: RecordAs | None = None,
     ) -> dict[str, Any]:
-        """Discovery (query), scroll (session_id) or browse (neither); see docs/cli.md."""
-        return self.keyword().search(
-            query=query,
-            session_id=session_id,
-            around=around,
-            limit=limit,
-            window=window,
-            scope=scope,
-            scope_id=scope_id,
-        )
+        """Discovery (query), scroll (session_id) or browse (neither); see docs/cli.md.
 
-    def recall(self, query: str, **params: Any) -> dict[str, Any]:
-        """Two-stage recall (or ``mode='flat'``) with diagnostics; see docs/cli.md."""
+        ``record`` names the front end asking; the search then goes into the recall log.
+        """
+        params = {
+            "session_id": session_id,
+            "around": around,
+            "limit": limit,
+            "window": window,
+            "scope": scope,
+            "scope_id": scope_id,
+        }
+        out = self.keyword().search(query=query, **params)
+        if record is not None and self.recall_log_enabled:
+            from memviewer import recall_log
+
+            self.record_recall(recall_log.search_command(query, params, out, record))
+        return out
+
+    def recall(self, query: str, *, record: RecordAs | None = None, **params: Any) -> dict[str, Any]:
+        """Two-stage recall (or ``mode='flat'``) with diagnostics; see docs/cli.md.
+
+        ``record`` names the front end asking; the recall then goes into the recall log.
+        """
         from memviewer.recall.hierarchical import recall as run_recall
 
         params.setdefault("reranker", self.reranker)
-        return run_recall(self.parts, query, **params)
+        out = run_recall(self.parts, query, **params)
+        if record is not None and self.recall_log_enabled:
+            from memviewer import recall_log
+
+            logged = {k: v for k, v in params.items() if k != "reranker"}
+            self.record_recall(recall_log.recall_command(query, logged, out, record))
+        return out
+
+    # -- the recall log ---------------------------------------------------------------
+    @property
+    def recall_log_enabled(self) -> bool:
+        return self.manager.recall_log_max > 0
+
+    def record_recall(self, command: dict[str, Any]) -> bool:
+        """Write one ``record_recall`` command through the one writer; never raises.
+
+        The route: the hub running on this service takes it on its writer thread
+        (``record_sink``); a writable service writes it itself; a read-only one hands it
+        to the hub that serves the home, or, when none runs, opens the store for writing
+        just for this entry (SQLite's write lock keeps one writer at a time and the event
+        log gap-free; a hub that starts later sees the event). A failure is logged, and the
+        search or recall that caused it still answers.
+        """
+        try:
+            if self.record_sink is not None:
+                self.record_sink(command)
+            elif not self.readonly:
+                self.manager.apply(command)
+            else:
+                self._record_elsewhere(command)
+            return True
+        except Exception as exc:
+            log.warning("recall log: entry %s not written: %s", command.get("recall_id"), exc)
+            return False
+
+    def _record_elsewhere(self, command: dict[str, Any]) -> None:
+        for attempt in (1, 2):
+            route = self._log_route
+            if route is None:
+                from memviewer.wire.probe import serving_hub
+
+                sock = serving_hub(self.settings)
+                if sock is not None:
+                    from memviewer.wire.remote import RemoteService
+
+                    route = RemoteService(sock, timeout=10.0, client="memviewer.recall-log")
+                else:
+                    store = open_store(self.home, self._store_url, readonly=False)
+                    route = SessionManager(store)
+                    route.recall_log_max = self.manager.recall_log_max
+                    route.recall_log_days = self.manager.recall_log_days
+                self._log_route = route
+            if isinstance(route, SessionManager):
+                route.apply(command)
+                return
+            try:
+                (answer,) = route.publish([command])
+            except MemviewerError:
+                route.close()
+                self._log_route = None  # the hub went away: look again
+                if attempt == 2:
+                    raise
+                continue
+            if "error" in answer:
+                raise MemviewerError(str(answer["error"].get("code")), str(answer["error"].get("message")))
+            return
+
+    def recalls(
+        self,
+        *,
+        source: str | None = None,
+        session_id: str | None = None,
+        kind: str | None = None,
+        limit: int = 50,
+        offset: int = 0,
+    ) -> dict[str, Any]:
+        """A page of the recall log, newest first (entries without results and diagnostics)."""
+        from memviewer.store import recall_log as rows
+
+        if limit < 1 or offset < 0:
+            raise MemviewerError(INVALID_ARGUMENT, "limit must be >= 1 and offset >= 0")
+        with self.store.read() as conn:
+            try:
+                total, page = rows.list_records(
+                    conn, source=source, session_id=session_id, kind=kind, limit=limit, offset=offset
+                )
+            except Exception as exc:  # a read-only store of an older schema has no log yet
+                if "recall_log" not in str(exc):
+                    raise
+                total, page = 0, []
+        return {
+            "total": total,
+            "offset": offset,
+            "recalls": [rows.record_public(r, full=False) for r in page],
+        }
+
+    def recall_entry(self, recall_id: str) -> dict[str, Any]:
+        """One recall log entry with its results and diagnostics."""
+        from memviewer.store import recall_log as rows
+
+        with self.store.read() as conn:
+            row = rows.get(conn, recall_id)
+        if row is None:
+            raise MemviewerError(
+                NOT_FOUND,
+                f"unknown recall {recall_id!r}",
+                data={"hint": "list recorded recalls with `memviewer recalls`"},
+            )
+        return rows.record_public(row)
 
     def export(self, session_ids: list[str] | None, fmt: str, out: Any, **kw: Any) -> dict:
         from memviewer.io.export import export_sessions
@@ -375,6 +503,9 @@ class MemoryService:
         return export_sessions(self.store, session_ids, fmt, out, home=self.home, **kw)
 
     def close(self) -> None:
+        route, self._log_route = self._log_route, None
+        if route is not None:
+            (route.store if isinstance(route, SessionManager) else route).close()
         for name in ("indexer", "keyword"):
             layer = self._lazy.get(name)
             if layer is not None and hasattr(layer, "close"):

@@ -22,6 +22,7 @@ LAYERS: dict[str, int] = {
     "memviewer.timeutil": 0,
     "memviewer.jsonvalues": 0,
     "memviewer.params": 0,
+    "memviewer.recall_log": 0,
     "memviewer.config": 1,
     "memviewer.llm": 1,
     "memviewer.store": 2,

@@ -25,7 +25,9 @@ from memviewer.commands.common import (
     settings_of,
     short,
 )
+from memviewer.recall_log import RecordAs
 
+_CLI = RecordAs("cli")
 BATCH_KEYS = ("query", "scope", "scope_id", "top_sessions", "chunks_per_session", "top_k", "mode", "as_of")
 
 
@@ -133,7 +135,7 @@ def _run_batch(svc: Any, path: str, flat: bool) -> int:
                 query = params.pop("query")
                 if flat and "mode" not in params:
                     params["mode"] = "flat"
-                click.echo(dumps(svc.recall(query, **params)))
+                click.echo(dumps(svc.recall(query, record=_CLI, **params)))
             except (ValueError, MemviewerError) as exc:
                 errors += 1
                 message = exc.message if isinstance(exc, MemviewerError) else str(exc)
@@ -291,7 +293,7 @@ def recall_cmd(
 
                 ab = compare(svc.recall, query, params, overrides)
             else:
-                out = svc.recall(query, **params)
+                out = svc.recall(query, **params, record=_CLI)
         except MemviewerError as exc:
             fail_maybe_json(
                 as_json, exc.message, hint=exc.data.get("hint") if exc.data else None, code=exc.code

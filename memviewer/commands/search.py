@@ -30,6 +30,8 @@ def search_cmd(
     ctx: click.Context, query, session_id, around, limit, window, scope, scope_id, as_json
 ) -> None:
     """Keyword search across sessions (QUERY), scroll one (--session), or browse recent ones."""
+    from memviewer.recall_log import RecordAs
+
     with open_service(ctx, readonly=True) as svc:
         result = svc.search(
             query,
@@ -39,6 +41,7 @@ def search_cmd(
             window=window,
             scope=scope,
             scope_id=scope_id,
+            record=RecordAs("cli"),
         )
         if not as_json and result.get("success") and result.get("mode") == "scroll":
             from memviewer.recall.snippets import attach_tool_calls_by_index

@@ -90,8 +90,8 @@ class _Filters:
         return bool(self.scope or self.scope_id or self.session_id)
 
 
-def _error(mode: str, message: str, hint: str) -> dict[str, Any]:
-    return {"success": False, "mode": mode, "error": message, "hint": hint}
+def _error(mode: str, message: str, hint: str, code: str = INVALID_ARGUMENT) -> dict[str, Any]:
+    return {"success": False, "mode": mode, "error": message, "hint": hint, "code": code}
 
 
 def _int_arg(name: str, value: Any, lo: int, hi: int) -> int:
@@ -247,13 +247,14 @@ class KeywordSearch:
                 )
             return self._browse(limit, scope, scope_id)
         except MemviewerError as exc:
-            return _error(mode, exc.message, str(exc.data.get("hint") or _HINTS.get(exc.code, "")))
+            return _error(mode, exc.message, str(exc.data.get("hint") or _HINTS.get(exc.code, "")), exc.code)
         except Exception as exc:  # the contract is an error dict, never a traceback
             log.exception("keyword search failed")
             return _error(
                 mode,
                 f"internal error: {type(exc).__name__}: {exc}",
                 "this is a bug; `memviewer doctor` checks the store and the index",
+                "internal",
             )
 
     # -- discovery ---------------------------------------------------------------

@@ -75,6 +75,9 @@ class SessionManager:
         self._classify = classify
         self.retention = retention
         self.active_window = active_window
+        # Recall log retention (``recall_log_max`` entries, ``recall_log_days``); the service sets them.
+        self.recall_log_max = 5000
+        self.recall_log_days = 30.0
         store.on_commit(self.bus.emit_all)
 
     @property
@@ -446,6 +449,49 @@ class SessionManager:
         ep.update(values)
         return repos.episode_public(ep)
 
+    # -- the recall log -------------------------------------------------------------
+    def record_recall(self, *, ts: Any = None, **args: Any) -> dict[str, Any]:
+        """Store one recall log entry (``memviewer.recall_log``), emit ``recall.performed``
+        and prune what retention no longer keeps. Idempotent by ``recall_id``."""
+        from memviewer import recall_log
+        from memviewer.store import recall_log as rows
+
+        values = recall_log.check_command(args)
+        t = _ts(ts)
+        rid = values["id"]
+        if self.recall_log_max <= 0:
+            return {"recall_id": rid, "recorded": False}
+        with self.store.write() as tx:
+            if rows.get(tx.conn, rid) is not None:
+                return {"recall_id": rid}
+            rows.insert_record(tx.conn, {**values, "ts": t})
+            days = self.recall_log_days
+            rows.prune(
+                tx.conn,
+                max_rows=self.recall_log_max,
+                max_age_s=days * 86400.0 if days > 0 else None,
+                now=now(),
+            )
+            top = [
+                {k: item[k] for k in ("turn_id", "session_id", "index", "score") if item.get(k) is not None}
+                for item in values["results"][:3]
+            ]
+            tx.append_event(
+                "recall.performed",
+                values["session_id"],
+                values["episode_id"],
+                {
+                    "recall_id": rid,
+                    "source": values["source"],
+                    "kind": values["kind"],
+                    "query": values["query"][:500],
+                    "result_count": len(values["results"]),
+                    "top": top,
+                },
+                ts=t,
+            )
+        return {"recall_id": rid}
+
     # -- batches (the hub's publish path) -------------------------------------
     OPS = (
         "open_session",
@@ -454,6 +500,7 @@ class SessionManager:
         "finalize_episode",
         "abandon_episode",
         "close_session",
+        "record_recall",
     )
 
     def apply(self, command: dict[str, Any]) -> dict[str, Any]:

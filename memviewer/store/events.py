@@ -15,6 +15,7 @@ EVENT_KINDS = (
     "episode.turn_added",
     "episode.finalized",
     "episode.abandoned",
+    "recall.performed",
 )
 
 

@@ -146,11 +146,33 @@ def _v6_golden(conn: Connection) -> None:
     golden.create(conn)
 
 
+def _v5_recall_log(conn: Connection) -> None:
+    """The recall log (``memviewer.store.recall_log``), frozen here as plain SQLAlchemy."""
+    md = MetaData()
+    Table(
+        "recall_log",
+        md,
+        Column("num", Integer, primary_key=True, autoincrement=True),
+        Column("id", String, nullable=False, unique=True, index=True),
+        Column("ts", Float, nullable=False, index=True),
+        Column("source", String, nullable=False, index=True),
+        Column("kind", String, nullable=False),
+        Column("session_id", String, index=True),
+        Column("episode_id", String),
+        Column("query", Text, nullable=False),
+        Column("params", JSON),
+        Column("results", JSON),
+        Column("diagnostics", JSON),
+    )
+    md.create_all(conn)
+
+
 MIGRATIONS: list[Migration] = [
     Migration(1, "initial schema", _v1_initial),
     Migration(2, "compaction columns", _v2_compaction),
     Migration(fts.MIGRATION_VERSION, "fts5 turn index", fts.apply_migration),
     Migration(4, "turn lookup indexes", _v4_turn_lookup_indexes),
+    Migration(5, "recall log", _v5_recall_log),
     Migration(6, "golden sets", _v6_golden),
 ]
 

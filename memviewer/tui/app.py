@@ -37,6 +37,7 @@ from memviewer.tui.screens.export import ExportScreen
 from memviewer.tui.screens.help import HelpScreen
 from memviewer.tui.screens.live import LiveScreen
 from memviewer.tui.screens.recall import RecallScreen
+from memviewer.tui.screens.recalls import RecallsScreen
 from memviewer.tui.screens.session import SessionScreen
 from memviewer.tui.screens.sessions import SessionsScreen
 
@@ -79,13 +80,22 @@ class MemviewerApp(App[None]):
     """Sessions, Session, Live, Recall and Export screens over one ``MemoryService``."""
 
     TITLE = "memviewer"
-    CSS_PATH = ["app.tcss", "sessions.tcss", "session.tcss", "live.tcss", "recall.tcss", "export.tcss"]
-    MODES = {"sessions": SessionsScreen, "live": LiveScreen, "recall": RecallScreen}
+    CSS_PATH = [
+        "app.tcss",
+        "sessions.tcss",
+        "session.tcss",
+        "live.tcss",
+        "recall.tcss",
+        "export.tcss",
+        "recalls.tcss",
+    ]
+    MODES = {"sessions": SessionsScreen, "live": LiveScreen, "recall": RecallScreen, "recalls": RecallsScreen}
     DEFAULT_MODE = "sessions"
     BINDINGS = [
         Binding("1", "switch_mode('sessions')", "Sessions"),
         Binding("2", "switch_mode('live')", "Live"),
         Binding("3", "switch_mode('recall')", "Recall"),
+        Binding("4", "switch_mode('recalls')", "Recalls", show=False),  # palette + help; footer unchanged
         Binding("e", "export", "Export"),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("q", "quit", "Quit"),
@@ -260,6 +270,11 @@ class MemviewerApp(App[None]):
             "Recall screen",
             "Two-stage recall with its explain trace (3)",
             partial(self.switch_mode, "recall"),
+        )
+        yield SystemCommand(
+            "Recalls screen",
+            "Recorded searches and recalls (agents', MCP, CLI, viewer) and what they returned (4)",
+            partial(self.switch_mode, "recalls"),
         )
         yield SystemCommand(
             "Export sessions", "JSON, JSONL, Markdown or PraisonAI, with redaction (e)", self.action_export

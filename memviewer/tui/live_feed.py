@@ -31,6 +31,7 @@ KIND_STYLES = {
     "episode.turn_added": "cyan",
     "episode.finalized": "green",
     "episode.abandoned": "red",
+    "recall.performed": "bold yellow",
 }
 
 
@@ -43,6 +44,7 @@ class LiveFeed:
         self._clock = clock
         self.inbox: deque[EventRecord] = deque(maxlen=cap)
         self.last_seq = 0
+        self.last_recall_seq = 0
         self.received = 0
         self.duplicates = 0
         self.overflowed = 0
@@ -57,6 +59,8 @@ class LiveFeed:
             return False
         self.last_seq = event.seq
         self.received += 1
+        if event.kind == "recall.performed":  # the Recalls screen reloads when this moves
+            self.last_recall_seq = event.seq
         if len(self.inbox) == self.cap:
             self.overflowed += 1
         self.inbox.append(event)
@@ -133,6 +137,9 @@ def _summary(event: EventRecord) -> str:
             f"archived {p.get('archived_count', '?')} turns, summary at #{p.get('summary_index', '?')}"
             f" replaces {p.get('replaced_count', '?')}, {p.get('active_count', '?')} kept active"
         )
+    if event.kind == "recall.performed":
+        what = f"{p.get('source', '?')} {p.get('kind', 'recall')}"
+        return f"{what} “{p.get('query', '')}” → {p.get('result_count', 0)} results"
     return " ".join(f"{k}={v}" for k, v in p.items())
 
 

@@ -86,6 +86,7 @@ SCHEMAS: dict[str, dict[str, tuple[type, ...]]] = {
         "window": (int,),
         "scope": OPT_STR,
         "scope_id": OPT_STR,
+        "record": (dict, bool, NONE),
     },
     protocol.RECALL: {
         "query": (str,),
@@ -95,6 +96,7 @@ SCHEMAS: dict[str, dict[str, tuple[type, ...]]] = {
         "chunks_per_session": (int,),
         "top_k": (int,),
         "mode": (str,),
+        "record": (dict, bool, NONE),
     },
     protocol.STATS: {},
 }
@@ -396,6 +398,8 @@ class Hub:
             "refused_batches": 0,
             "refused_connections": 0,
             "stalled_connections": 0,
+            "recall_log_written": 0,
+            "recall_log_failed": 0,
         }
         self.last_refusal: dict[str, Any] | None = None  # the store's last failure (full disk…)
         self.spool_reports: list[dict[str, Any]] = []
@@ -417,6 +421,7 @@ class Hub:
             self._reader_pool = ThreadPoolExecutor(self.readers, thread_name_prefix="memviewer-reader")
             self._write_q = asyncio.Queue()
             self.service.store.on_commit(self._on_commit)
+            self.service.record_sink = self._submit_record  # recall log entries: the one writer
             self._dispatched = self.service.store.last_seq
             # Leftover spools first: once the hub answers, what dead publishers left is stored.
             await self._ingest_spools()
@@ -427,6 +432,8 @@ class Hub:
             self._sock_ino = os.stat(self.socket_path).st_ino
         except BaseException:
             self._closed.set()
+            if getattr(self.service, "record_sink", None) == self._submit_record:
+                self.service.record_sink = None
             self._release_socket()
             if self._writer is not None:
                 self._writer.shutdown(wait=False)
@@ -471,6 +478,8 @@ class Hub:
                 await self._stopped.wait()
             return self.last_close_report
         self._closing = True
+        if getattr(self.service, "record_sink", None) == self._submit_record:
+            self.service.record_sink = None  # in-process recalls (the viewer) write directly again
         abandon = self.abandon_on_stop
         report: dict[str, Any] = {"abandoned_episodes": [], "open_episodes": []}
         self.last_close_report = report
@@ -1005,15 +1014,53 @@ class Hub:
             protocol.EVENTS: (False, self._m_events),
             protocol.SESSIONS: (False, self._reader(lambda p: self.service.sessions(**p))),
             protocol.SESSION: (False, self._reader(lambda p: self.service.session(p["session_id"]))),
-            protocol.SEARCH: (False, self._reader(lambda p: self.service.search(**p))),
-            protocol.RECALL: (
-                False,
-                self._reader(
-                    lambda p: self.service.recall(p["query"], **{k: v for k, v in p.items() if k != "query"})
-                ),
-            ),
+            protocol.SEARCH: (False, self._reader(self._search)),
+            protocol.RECALL: (False, self._reader(self._recall)),
             protocol.STATS: (False, self._m_stats),
         }
+
+    def _search(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Reader thread: a search, recorded in the recall log as the caller asked (``record``)."""
+        from memviewer.recall_log import RecordAs
+
+        args = {k: v for k, v in params.items() if k != "record"}
+        return self.service.search(**args, record=RecordAs.from_param(params.get("record")))
+
+    def _recall(self, params: dict[str, Any]) -> dict[str, Any]:
+        from memviewer.recall_log import RecordAs
+
+        args = {k: v for k, v in params.items() if k not in ("query", "record")}
+        return self.service.recall(params["query"], record=RecordAs.from_param(params.get("record")), **args)
+
+    # -- the recall log's writer route ------------------------------------------------
+    def _submit_record(self, command: dict[str, Any]) -> None:
+        """Any thread: queue a recall log entry for the one writer (answered without waiting)."""
+        loop = self._loop
+        if loop is None or self._closing:
+            raise MemviewerError("internal", "the hub is stopping; the recall log entry is not written")
+        loop.call_soon_threadsafe(self._queue_record, command)
+
+    def _queue_record(self, command: dict[str, Any]) -> None:
+        assert self._loop is not None
+        if self._closing or self._write_q is None:
+            self.counters["recall_log_failed"] += 1
+            log.warning("recall log entry %s not written: the hub is stopping", command.get("recall_id"))
+            return
+        fut: asyncio.Future[list[dict[str, Any]]] = self._loop.create_future()
+        fut.add_done_callback(lambda f, rid=command.get("recall_id"): self._record_done(rid, f))
+        self._write_q.put_nowait(([command], fut))
+
+    def _record_done(self, recall_id: Any, fut: asyncio.Future[list[dict[str, Any]]]) -> None:
+        if fut.cancelled() or fut.exception() is not None:
+            self.counters["recall_log_failed"] += 1
+            log.warning("recall log entry %s not written: %s", recall_id, fut.exception() or "cancelled")
+            return
+        (answer,) = fut.result()
+        if "error" in answer:
+            self.counters["recall_log_failed"] += 1
+            log.warning("recall log entry %s refused: %s", recall_id, answer["error"])
+        else:
+            self.counters["recall_log_written"] += 1
 
     def _reader(
         self, fn: Callable[[dict[str, Any]], Any]

@@ -9,12 +9,19 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memviewer.errors import INTERNAL, MemviewerError
 from memviewer.store.events import EventRecord
 from memviewer.wire import protocol
 from memviewer.wire.syncclient import HubUnavailable, RpcConnection
+
+if TYPE_CHECKING:
+    from memviewer.recall_log import RecordAs
+
+
+def _record_param(record: RecordAs | None) -> dict[str, Any]:
+    return {} if record is None else {"record": record.to_param()}
 
 
 class RemoteService:
@@ -110,7 +117,10 @@ class RemoteService:
         window: int = 5,
         scope: str | None = None,
         scope_id: str | None = None,
+        record: RecordAs | None = None,
     ) -> dict[str, Any]:
+        """``record`` names the front end for the hub's recall log; without one the hub
+        records the search as its own (source ``hub``)."""
         params = {
             "query": query,
             "session_id": session_id,
@@ -120,10 +130,10 @@ class RemoteService:
             "scope": scope,
             "scope_id": scope_id,
         }
-        return self.call(protocol.SEARCH, params)
+        return self.call(protocol.SEARCH, {**params, **_record_param(record)})
 
-    def recall(self, query: str, **params: Any) -> dict[str, Any]:
-        return self.call(protocol.RECALL, {"query": query, **params})
+    def recall(self, query: str, *, record: RecordAs | None = None, **params: Any) -> dict[str, Any]:
+        return self.call(protocol.RECALL, {"query": query, **params, **_record_param(record)})
 
     def stats(self) -> dict[str, Any]:
         return self.call(protocol.STATS)

@@ -35,6 +35,7 @@ from textual.widgets import (
 
 from memviewer.recall.snippets import attach_tool_calls, text_or_tool_calls
 from memviewer.recall.why_view import fix_line
+from memviewer.recall_log import RecordAs
 from memviewer.timeutil import utc_minutes
 from memviewer.tui.formatting import one_line, printable
 from memviewer.tui.messages import Loaded
@@ -303,7 +304,7 @@ class RecallScreen(Screen):
             from memviewer.recall.compare import apply_overrides
 
             kwargs = {**params, **rerank_kwargs(rerank)}
-            result = service.recall(query, **kwargs)
+            result = service.recall(query, **kwargs, record=RecordAs("tui"))
             flat = service.recall(query, **apply_overrides(kwargs, b)) if b is not None else None
             whys = why_nots(service, query, kwargs, expected or [])
             titles = _titles(service, result, flat)

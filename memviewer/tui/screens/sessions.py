@@ -284,7 +284,9 @@ class SessionsScreen(Screen):
     @work(thread=True, exclusive=True, group="sessions-search")
     def _search(self, token: int, query: str) -> None:
         try:
-            result = self.app.service.search(query=query, limit=20)
+            from memviewer.recall_log import RecordAs
+
+            result = self.app.service.search(query=query, limit=20, record=RecordAs("tui"))
         except Exception as exc:
             self.post_message(Loaded("hits", error=f"{type(exc).__name__}: {exc}", token=token))
             return

@@ -1,0 +1,108 @@
+"""The recall log: every search and recall a front end ran, and every recall an agent
+reported (``record_recall``), with what came back at that moment.
+
+The log is a record for people debugging recall; recall itself never reads it.
+Rows are keyed by ``num`` (insertion order, cheap pruning) and the caller-minted
+``id`` (a replay of the same ``record_recall`` is a no-op). Retention is bounded
+by count and age (``prune``), applied on every write.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import JSON, Column, Connection, and_, delete, func, insert, select
+from sqlmodel import Field, SQLModel
+
+from memviewer.timeutil import iso
+
+KINDS = ("search", "recall")
+
+
+class RecallRecord(SQLModel, table=True):
+    __tablename__ = "recall_log"
+
+    num: int | None = Field(default=None, primary_key=True)
+    id: str = Field(unique=True, index=True)
+    ts: float = Field(index=True)
+    source: str = Field(index=True)  # cli | tui | hub | mcp | agent | otlp
+    kind: str = "recall"  # search | recall
+    session_id: str | None = Field(default=None, index=True)  # the caller's session, when known
+    episode_id: str | None = None
+    query: str = ""
+    params: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+    results: list[Any] | None = Field(default=None, sa_column=Column(JSON))
+    diagnostics: dict[str, Any] | None = Field(default=None, sa_column=Column(JSON))
+
+
+R = RecallRecord.__table__
+
+
+def get(conn: Connection, recall_id: str) -> dict[str, Any] | None:
+    row = conn.execute(select(R).where(R.c.id == recall_id)).mappings().first()
+    return dict(row) if row else None
+
+
+def insert_record(conn: Connection, values: dict[str, Any]) -> None:
+    conn.execute(insert(R).values(**values))
+
+
+def prune(conn: Connection, *, max_rows: int, max_age_s: float | None, now: float) -> int:
+    """Drop what retention no longer keeps: rows beyond the newest ``max_rows`` (by insertion)
+    and rows older than ``max_age_s``. Both use an index; returns how many went."""
+    gone = 0
+    if max_rows > 0:
+        edge = conn.execute(select(R.c.num).order_by(R.c.num.desc()).offset(max_rows).limit(1)).scalar()
+        if edge is not None:
+            gone += conn.execute(delete(R).where(R.c.num <= edge)).rowcount or 0
+    if max_age_s is not None and max_age_s > 0:
+        gone += conn.execute(delete(R).where(R.c.ts < now - max_age_s)).rowcount or 0
+    return gone
+
+
+def list_records(
+    conn: Connection,
+    *,
+    source: str | None = None,
+    session_id: str | None = None,
+    kind: str | None = None,
+    limit: int = 50,
+    offset: int = 0,
+) -> tuple[int, list[dict[str, Any]]]:
+    """``(total matching, page)``, newest first."""
+    conds: list[Any] = []
+    if source:
+        conds.append(R.c.source == source)
+    if session_id:
+        conds.append(R.c.session_id == session_id)
+    if kind:
+        conds.append(R.c.kind == kind)
+    where = and_(*conds) if conds else None
+    q = select(R)
+    c = select(func.count()).select_from(R)
+    if where is not None:
+        q, c = q.where(where), c.where(where)
+    q = q.order_by(R.c.ts.desc(), R.c.num.desc()).limit(limit).offset(offset)
+    total = int(conn.execute(c).scalar() or 0)
+    return total, [dict(r) for r in conn.execute(q).mappings().all()]
+
+
+def record_public(row: dict[str, Any], *, full: bool = True) -> dict[str, Any]:
+    """The JSON shape of one entry (``docs/cli.md``, ``## recalls``)."""
+    results = row.get("results") or []
+    out: dict[str, Any] = {
+        "recall_id": row["id"],
+        "ts": row["ts"],
+        "at": iso(row["ts"]),
+        "source": row["source"],
+        "kind": row["kind"],
+        "session_id": row["session_id"],
+        "episode_id": row["episode_id"],
+        "query": row["query"],
+        "params": row.get("params") or {},
+        "result_count": len(results),
+    }
+    if full:
+        out["results"] = results
+        out["diagnostics"] = row.get("diagnostics") or {}
+    return out

@@ -1,0 +1,134 @@
+"""The recall log through a real hub: Publisher.record_recall over a real socket (spooled
+while the hub is down, recorded exactly once when it is back), the hub recording its own
+RPC searches, and a read-only front end handing its entry to the hub."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from memviewer.cli import cli
+from memviewer.client import Publisher
+from memviewer.config import load_settings
+from memviewer.recall_log import RecordAs
+from memviewer.service import MemoryService
+from memviewer.wire.remote import RemoteService
+from memviewer.wire.testing import HubProcess
+
+pytestmark = pytest.mark.integration
+
+
+def _until(what: Callable[[], Any], timeout: float = 20.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = what()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"condition not met within {timeout}s")
+
+
+def _entries(home: Path, sock: Path) -> list[dict]:
+    settings = load_settings(env={}, home=str(home), socket=str(sock))
+    svc = MemoryService(settings, readonly=True)
+    try:
+        return svc.recalls(limit=100)["recalls"]
+    finally:
+        svc.close()
+
+
+def test_record_recall_spools_while_the_hub_is_down_and_lands_once(tmp_path: Path, short_tmp: Path) -> None:
+    home, sock = tmp_path / "home", short_tmp / "hub.sock"
+    pub = Publisher(sock, tmp_path / "spool")
+    try:
+        sid = pub.open_session(agent="own-memory-agent")
+        rid = pub.record_recall(
+            "what did we decide about billing?",
+            [{"text": "we chose Adyen", "score": 0.82}, {"text": "Stripe fees were too high", "score": 0.4}],
+            session_id=sid,
+            params={"k": 2, "index": "my-vector-db"},
+        )
+        _until(lambda: pub.stats()["spooled_commands"] >= 2)  # the hub is down: on disk
+        assert pub.flush(timeout=0.2) is False
+        with HubProcess(home, sock):
+            assert pub.flush(timeout=20) is True
+            assert pub.errors == 0
+            pub.publish(  # a second copy (a spool replayed twice): still one entry
+                {
+                    "op": "record_recall",
+                    "recall_id": rid,
+                    "ts": time.time(),
+                    "query": "what did we decide about billing?",
+                    "results": [{"text": "we chose Adyen"}],
+                    "source": "agent",
+                }
+            )
+            assert pub.flush(timeout=20) is True
+            entries = [e for e in _entries(home, sock) if e["recall_id"] == rid]
+            assert len(entries) == 1
+            assert entries[0]["source"] == "agent" and entries[0]["session_id"] == sid
+            assert entries[0]["result_count"] == 2
+            with RemoteService(sock) as remote:
+                kinds = [e.kind for e in remote.events(0, kinds=["recall.performed"])]
+            assert kinds == ["recall.performed"]
+    finally:
+        pub.close(timeout=2)
+
+
+def test_a_bad_record_recall_is_refused_with_a_code(tmp_path: Path, short_tmp: Path) -> None:
+    home, sock = tmp_path / "home", short_tmp / "hub.sock"
+    with HubProcess(home, sock), Publisher(sock, tmp_path / "spool") as pub:
+        pub.publish({"op": "record_recall", "recall_id": "r-1", "query": "q", "results": [{"score": 1}]})
+        pub.record_recall("fine", [{"turn_id": "t-1"}])
+        assert pub.flush(timeout=20) is True
+        assert pub.errors == 1
+        assert pub.error_log[0]["error"]["code"] == "invalid_argument"
+        assert [e["query"] for e in _entries(home, sock)] == ["fine"]
+    with pytest.raises(ValueError):
+        Publisher(short_tmp / "x.sock", tmp_path / "s2").record_recall("q", [{"score": 1.0}])
+
+
+def test_hub_rpc_search_is_recorded_by_the_hub(tmp_path: Path, short_tmp: Path) -> None:
+    home, sock = tmp_path / "home", short_tmp / "hub.sock"
+    with HubProcess(home, sock), Publisher(sock, tmp_path / "spool") as pub:
+        sid = pub.open_session(agent="a")
+        eid = pub.start_episode(sid, "the billing migration goes to Adyen")
+        pub.finalize_episode(eid)
+        assert pub.flush(timeout=20)
+        with RemoteService(sock) as remote:
+            assert remote.search("billing")["success"]  # a raw RPC client: source hub
+            remote.search("billing", record=RecordAs("mcp", session_id="s-caller"))
+            remote.call("search", {"query": "billing", "record": False})  # opted out
+            with pytest.raises(Exception) as err:
+                remote.call("search", {"query": "billing", "record": {"source": "robot"}})
+            assert "source must be one of" in str(err.value)
+        entries = _until(lambda: (lambda e: e if len(e) >= 2 else None)(_entries(home, sock)))
+        time.sleep(0.3)  # let a wrongly recorded third entry show up, if there were one
+        entries = _entries(home, sock)
+        assert sorted(e["source"] for e in entries) == ["hub", "mcp"]
+        assert [e["session_id"] for e in entries if e["source"] == "mcp"] == ["s-caller"]
+
+
+def test_cli_search_with_a_hub_is_written_by_the_hub(tmp_path: Path, short_tmp: Path) -> None:
+    home, sock = tmp_path / "home", short_tmp / "hub.sock"
+    with HubProcess(home, sock) as hub, Publisher(sock, tmp_path / "spool") as pub:
+        sid = pub.open_session(agent="a")
+        pub.start_episode(sid, "staging deploy token rotated")
+        assert pub.flush(timeout=20)
+        result = CliRunner().invoke(
+            cli, ["--home", str(home), "--socket", str(sock), "search", "staging", "--json"]
+        )
+        assert result.exit_code == 0, result.output
+        assert json.loads(result.stdout)["total_found"] == 1
+        entries = _until(lambda: _entries(home, sock))
+        assert [(e["source"], e["query"]) for e in entries] == [("cli", "staging")]
+        with RemoteService(sock) as remote:
+            counters = remote.stats()["hub"]["counters"]
+        assert counters["published_commands"] >= 3  # the entry went through the hub's writer
+        assert hub.proc is not None and hub.proc.poll() is None
