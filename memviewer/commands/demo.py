@@ -144,7 +144,12 @@ def _run_live(settings: Any, rate: float, duration: float | None, seed: int | No
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    pub = Publisher(settings.socket_path, paths.spool_dir(settings.home_path), client_name="memviewer.demo")
+    pub = Publisher(
+        settings.socket_path,
+        paths.spool_dir(settings.home_path),
+        home=settings.home_path,
+        client_name="memviewer.demo",
+    )
     agent = LiveAgent(
         pub,
         rate=rate,
