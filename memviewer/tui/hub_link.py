@@ -84,10 +84,9 @@ def decide(socket_path: Path, mode: str, settings: Any = None) -> HubStatus:
 class HostedHub:
     """The in-process hub: started and closed on the app's event loop.
 
-    Quitting the viewer stops this hub without abandoning open episodes
-    (``abandon_on_stop=False``): an agent that outlives the viewer spools and
-    later replays into the same, still open, episode instead of getting
-    ``conflict``. ``close_report`` keeps what the hub's stop reported.
+    Quitting the viewer stops this hub, which (like every hub) closes no episode:
+    an agent that outlives the viewer spools and later replays into the same,
+    still open, episode. ``close_report`` keeps what the hub's stop reported.
     """
 
     def __init__(self, service: Any, socket_path: Path, *, start_indexer: bool = True) -> None:
