@@ -93,7 +93,7 @@ def run_rate(
     time.sleep(0.5)
     hub_cpu0 = cpu_seconds(hub.pid)
     total = int(rate * seconds)
-    with Publisher(hub.socket_path, spool) as pub:
+    with Publisher(hub.socket_path, spool, home=hub.home) as pub:
         sid = pub.open_session(agent="latency-bench")
         eid = pub.start_episode(sid, "stream the build log")
         t0 = time.perf_counter()

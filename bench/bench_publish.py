@@ -100,8 +100,11 @@ class BenchHub:
 
 # -- workloads -------------------------------------------------------------------------------------
 def publish_run(sock: Path, spool: Path, turns: int, max_batch: int, agent: str = "bench") -> float:
-    """Turns/s acknowledged for one publisher."""
-    with Publisher(sock, spool, max_batch=max_batch) as pub:
+    """Turns/s acknowledged for one publisher (the hub's home is named by ``hello``)."""
+    from memviewer.wire.probe import hub_hello
+
+    home = (hub_hello(sock, timeout=5) or {}).get("home")
+    with Publisher(sock, spool, home=home, max_batch=max_batch) as pub:
         assert pub.flush(30)
         t0 = time.perf_counter()
         sid = eid = None

@@ -198,8 +198,8 @@ def bench_paint(sizes: list[int], runs: int) -> dict[str, Any]:
 PUBLISHER = r"""
 import sys, time
 from memviewer.client import Publisher
-sock, spool, rate, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
-pub = Publisher(sock, spool_dir=spool, max_batch=500)
+sock, spool, rate, seconds, home = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
+pub = Publisher(sock, spool_dir=spool, home=home, max_batch=500)
 sid = pub.open_session(agent="bench-publisher", title="live bench", retention="keep_all")
 eid = pub.start_episode(sid, "stream turns as fast as asked")
 pub.flush(10)
@@ -337,6 +337,7 @@ async def _live_run(home: Path, rate: int, seconds: float) -> dict[str, Any]:
             str(sock_dir / "spool"),
             str(rate),
             str(seconds),
+            str(home),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
         )

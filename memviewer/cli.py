@@ -95,10 +95,16 @@ def cli(ctx: click.Context, home, socket_path, config_file, log_level) -> None:
         _fail(str(exc), hint)
     for warning in settings.warnings:
         click.echo(f"warning: {warning}", err=True)
-    if settings.sources.get("socket") == "default":  # not chosen: follow the hub serving this home
-        from memviewer.wire.probe import home_hub_socket
+    if ctx.invoked_subcommand not in ("config", "doctor"):  # doctor reports it; config just shows
+        # One home, one hub: serving_hub decides (and refuses another home's hub or another
+        # user's socket with one error); a hub found elsewhere becomes this command's socket.
+        from memviewer.errors import MemviewerError
+        from memviewer.wire.probe import serving_hub
 
-        found = home_hub_socket(settings.home_path)
+        try:
+            found = serving_hub(settings)
+        except MemviewerError as exc:
+            _fail(exc.message, (exc.data or {}).get("hint"))
         if found is not None and found != settings.socket_path:
             settings = settings.with_overrides(socket=str(found))
     ctx.obj = {"settings": settings}
@@ -115,6 +121,11 @@ for _area in (core, hub, search, recall, export, demo, golden, recalls, mcp):
 
 
 def main() -> None:
+    import os
+
+    # The home holds private memory: every file memviewer creates is 0600 and every
+    # folder 0700 whatever the caller's umask (SQLite, its WAL/SHM, LanceDB, spool, cache).
+    os.umask(0o077)
     cli(prog_name="memviewer")
 
 

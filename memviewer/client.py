@@ -19,26 +19,38 @@ only when the hub acknowledged it (durable in SQLite). While no hub answers,
 commands go to a spool file (fsync'd, one JSON line each) that is replayed in
 order on reconnect; the ids make replays idempotent. ``close()`` leaves what
 is still unsent in the spool, where a hub picks it up when it starts.
-Per-command errors from the hub (say ``conflict``) are logged and counted in
-``errors``; they are never retried.
+
+A hub stopping or restarting never closes the agent's episodes; the agent's own
+end does: ``close()`` (also run at exit) sends one ``shutdown`` command naming
+the episodes this publisher started and did not finalize, and the hub abandons
+those. A command the hub refuses (say ``conflict``) is never retried and never
+silent: it is logged, kept in ``refusals`` (``take_refusals()`` empties it),
+passed to ``on_refusal``, and ``flush()`` returns False until it was taken.
+
+The publisher talks only to the hub that serves its home: ``hello`` names the
+home, and a hub that serves another one (or a socket of another user) is
+refused with one error line; commands wait in the spool meanwhile.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import json
 import logging
+import os
 import socket
 import threading
 import time
 import weakref
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from memviewer import paths
 from memviewer.ids import new_id
-from memviewer.wire import protocol
+from memviewer.wire import protocol, trust
 from memviewer.wire.spool import SpoolFile, cid_of
 from memviewer.wire.syncclient import HubUnavailable, RpcConnection
 
@@ -48,6 +60,8 @@ log = logging.getLogger("memviewer.client")
 
 ROLES = ("user", "assistant", "tool", "system")
 FRAME_OVERHEAD = 128  # bytes around the command list in a publish frame
+MAX_REFUSALS_KEPT = 10_000  # refusals beyond this are counted (``refused``), not kept
+HOME_LOCK = "hub.owner"  # in the home: the socket of the hub serving it (see wire.probe)
 _open_publishers: weakref.WeakSet[Publisher] = weakref.WeakSet()
 
 
@@ -58,6 +72,18 @@ def _close_all_at_exit() -> None:
 
 
 atexit.register(_close_all_at_exit)
+
+
+def _refusal(lsn: int, line: bytes, error: Any) -> dict[str, Any]:
+    """What ``refusals`` holds for one refused command: its cid, op, the hub's error, the command."""
+    try:
+        command = json.loads(line)
+    except ValueError:
+        command = None
+    op = command.get("op") if isinstance(command, dict) else None
+    if isinstance(command, dict):
+        command.pop("cid", None)
+    return {"cid": lsn, "op": op, "error": error, "command": command}
 
 
 def _check_str(name: str, value: Any, *, empty_ok: bool = True) -> None:
@@ -80,6 +106,8 @@ class Publisher:
         socket_path: str | Path | None = None,
         spool_dir: str | Path | None = None,
         *,
+        home: str | Path | None = None,
+        on_refusal: Callable[[dict[str, Any]], None] | None = None,
         max_batch: int = 500,
         max_queue: int = 10_000,
         client_name: str = "memviewer.client",
@@ -87,8 +115,12 @@ class Publisher:
         request_timeout: float = 60.0,
         max_backoff: float = 2.0,
     ) -> None:
-        self.socket_path = Path(socket_path) if socket_path else paths.default_socket()
-        self.spool_dir = Path(spool_dir) if spool_dir else paths.spool_dir(paths.default_home())
+        self.home = Path(home).expanduser() if home else paths.default_home()
+        # No socket chosen: the home's own default one, after the one named in <home>/hub.owner.
+        self._follow_owner = socket_path is None and not os.environ.get("MEMVIEWER_SOCKET")
+        self.socket_path = Path(socket_path) if socket_path else paths.default_socket(self.home)
+        self.spool_dir = Path(spool_dir) if spool_dir else paths.spool_dir(self.home)
+        self.on_refusal = on_refusal
         self.max_batch = max(1, int(max_batch))
         self.max_queue = max(1, int(max_queue))
         self.client_name = client_name
@@ -116,6 +148,12 @@ class Publisher:
         self._dropped_lsns: set[int] = set()
         self._spool_failed = False
         self.error_log: deque[dict[str, Any]] = deque(maxlen=200)
+        self.refusals: list[dict[str, Any]] = []  # refused commands not yet taken (take_refusals)
+        self.refused = 0  # every command refused so far (taken or not)
+        self._first_untaken: int | None = None  # lowest cid among ``refusals``
+        self._open_episodes: dict[str, str | None] = {}  # started here, not ended: id -> session
+        self.hub_refused: str | None = None  # why the last hub found was not used (another home…)
+        self._logged_refusal: str | None = None
         self.acked_commands = 0
         self.sent_batches = 0
         self.spooled_commands = 0
@@ -316,7 +354,12 @@ class Publisher:
 
     # -- delivery ------------------------------------------------------------------
     def flush(self, timeout: float | None = 10.0) -> bool:
-        """Wait until the hub acknowledged everything queued so far; False on timeout."""
+        """Wait until every command queued so far was stored by the hub.
+
+        True only when all of them were stored. False on timeout, and False when one
+        of them was refused (or dropped) and is still in ``refusals``: take it with
+        ``take_refusals()`` to acknowledge it.
+        """
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             target = self._next_lsn - 1
@@ -329,16 +372,39 @@ class Publisher:
                 if left <= 0:
                     return False
                 self._cond.wait(min(left, 1.0))
-            return True
+            return self._first_untaken is None or self._first_untaken > target
 
-    def close(self, timeout: float = 5.0) -> bool:
-        """Flush (bounded), stop the sender, and leave anything unsent in the spool.
+    def take_refusals(self) -> list[dict[str, Any]]:
+        """The refused commands reported since the last call (oldest first), and forget them.
 
-        When the hub is known to be unreachable, the flush waits at most one
-        second: the commands are safe in the spool either way.
+        Each is ``{"cid", "op", "error": {"code", "message"}, "command": {...}}``.
+        """
+        with self._cond:
+            out, self.refusals = self.refusals, []
+            self._first_untaken = None
+            return out
+
+    def open_episodes(self) -> list[str]:
+        """Episodes this publisher started and has not finalized or abandoned."""
+        with self._cond:
+            return list(self._open_episodes)
+
+    def close(self, timeout: float = 5.0, *, end_episodes: bool = True) -> bool:
+        """The agent's end: abandon its open episodes, flush (bounded), stop the sender,
+        and leave anything unsent in the spool (the next hub applies it).
+
+        ``end_episodes``: send one ``shutdown`` command naming the episodes this
+        publisher started and did not end (False: leave them open, e.g. another
+        publisher of the same agent carries on). When the hub is known to be
+        unreachable, the flush waits at most one second: the commands are safe in
+        the spool either way. True when everything was stored.
         """
         if self._closed:
             return True
+        with self._cond:
+            ending = list(self._open_episodes) if end_episodes else []
+        if ending:
+            self._enqueue("shutdown", episode_ids=ending)
         start = time.monotonic()
         while True:
             ok = self.flush(0.1)
@@ -402,6 +468,10 @@ class Publisher:
                 "sent_batches": self.sent_batches,
                 "spooled_commands": self.spooled_commands,
                 "errors": self.errors,
+                "refused": self.refused,
+                "refusals_untaken": len(self.refusals),
+                "open_episodes": len(self._open_episodes),
+                "hub_refused": self.hub_refused,
                 "connects": self.connects,
                 "dropped": self.dropped,
             }
@@ -428,6 +498,7 @@ class Publisher:
                 f"({protocol.DEFAULT_FRAME_LIMIT} bytes)"
             )
         with self._cond:
+            self._track_locked(op, args)
             lsn = self._next_lsn
             self._next_lsn += 1
             self._queue.append((lsn, b'{"cid":%d,' % lsn + body[1:]))
@@ -437,16 +508,52 @@ class Publisher:
                 self._dropped_lsns.add(lsn)
                 self.dropped += 1
                 self.errors += 1
-                self.error_log.append(
-                    {
-                        "cid": lsn,
-                        "error": {
-                            "code": "internal",
-                            "message": "dropped: queue full and spool not writable",
-                        },
-                    }
-                )
+                item = {
+                    "cid": lsn,
+                    "op": op,
+                    "error": {"code": "internal", "message": "dropped: queue full and spool not writable"},
+                    "command": cmd,
+                }
+                self.error_log.append(item)
+                self._add_refusal_locked(item)
+                dropped_item: dict[str, Any] | None = item
+            else:
+                dropped_item = None
             self._cond.notify_all()
+        if dropped_item is not None:
+            self._report_refusals([dropped_item])
+
+    def _track_locked(self, op: str, args: dict[str, Any]) -> None:
+        """Remember the episodes this agent has open (``close()`` ends exactly those)."""
+        if op == "start_episode" and isinstance(args.get("episode_id"), str):
+            self._open_episodes[args["episode_id"]] = args.get("session_id")
+        elif op in ("finalize_episode", "abandon_episode"):
+            self._open_episodes.pop(args.get("episode_id"), None)  # type: ignore[arg-type]
+        elif op == "close_session":
+            sid = args.get("session_id")
+            for eid in [e for e, s in self._open_episodes.items() if s == sid]:
+                del self._open_episodes[eid]
+        elif op == "shutdown" and isinstance(args.get("episode_ids"), list):
+            for eid in args["episode_ids"]:
+                self._open_episodes.pop(eid, None)
+
+    def _add_refusal_locked(self, item: dict[str, Any]) -> None:
+        self.refused += 1
+        if len(self.refusals) < MAX_REFUSALS_KEPT:
+            self.refusals.append(item)
+        cid = item.get("cid")
+        if isinstance(cid, int) and (self._first_untaken is None or cid < self._first_untaken):
+            self._first_untaken = cid
+
+    def _report_refusals(self, items: list[dict[str, Any]]) -> None:
+        """The callback, outside the lock (it may call back into the publisher)."""
+        if self.on_refusal is None:
+            return
+        for item in items:
+            try:
+                self.on_refusal(item)
+            except Exception:
+                log.exception("the on_refusal callback failed")
 
     def _unacked_lines_locked(self) -> list[bytes]:
         lines: list[bytes] = []
@@ -520,13 +627,41 @@ class Publisher:
             self._spool.truncate()
             self._spool_pos = self._spool_end = 0
 
+    def _candidates(self) -> list[Path]:
+        """Sockets to try: the one named in ``<home>/hub.owner`` (a hub started with
+        ``--socket`` elsewhere) when none was chosen, then ``socket_path``."""
+        out: list[Path] = []
+        if self._follow_owner:
+            with contextlib.suppress(OSError, UnicodeDecodeError):
+                fd = os.open(self.home / HOME_LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+                try:
+                    lines = os.read(fd, 4096).decode("utf-8").splitlines()
+                finally:
+                    os.close(fd)
+                if len(lines) > 1 and lines[1].strip() and Path(lines[1].strip()) != self.socket_path:
+                    out.append(Path(lines[1].strip()))
+        return [*out, self.socket_path]
+
     def _connect(self) -> None:
-        conn = RpcConnection(self.socket_path, timeout=self.connect_timeout)
+        candidates = self._candidates()
+        for i, sock in enumerate(candidates):
+            try:
+                self._connect_to(sock)
+                return
+            except OSError:
+                if i == len(candidates) - 1:
+                    raise
+
+    def _connect_to(self, sock: Path) -> None:
+        conn = RpcConnection(sock, timeout=self.connect_timeout)  # UntrustedPath: another user's
         try:
             hello = conn.call(
                 protocol.HELLO,
                 {"protocol": protocol.PROTOCOL_VERSION, "role": "publisher", "client": self.client_name},
             )
+            problem = trust.hello_home_problem(hello, self.home, sock)
+            if problem is not None:  # one home, one hub: never publish into another home
+                raise trust.ForeignHub(problem)
         except BaseException:
             conn.close()
             raise
@@ -537,7 +672,8 @@ class Publisher:
         with self._cond:
             self._conn = conn
         self.connects += 1
-        log.info("publisher connected to %s", self.socket_path)
+        self.hub_refused = self._logged_refusal = None
+        log.info("publisher connected to %s", sock)
 
     def _drop_conn(self) -> None:
         with self._cond:
@@ -565,16 +701,25 @@ class Publisher:
         """Mark the batch done: acknowledged, or failed for good (never retried)."""
         failed: list[dict[str, Any]] = []
         if failure is not None:
-            failed = [{"cid": lsn, "error": failure.to_dict()} for lsn, _ in batch]
+            failed = [_refusal(lsn, ln, failure.to_dict()) for lsn, ln in batch]
         else:
             assert results is not None
             if len(results) != len(batch):
                 log.warning("hub returned %d results for %d commands", len(results), len(batch))
-            for (lsn, _), res in zip(batch, results, strict=False):
+            for (lsn, ln), res in zip(batch, results, strict=False):
                 if isinstance(res, dict) and "error" in res:
-                    failed.append({"cid": lsn, "error": res["error"]})
+                    failed.append(_refusal(lsn, ln, res["error"]))
+            for lsn, ln in batch[len(results) :]:  # no result at all: not stored, say so
+                failed.append(_refusal(lsn, ln, {"code": "internal", "message": "the hub sent no result"}))
         for item in failed:
-            log.warning("hub rejected command %d: %s", item["cid"], item["error"])
+            err = item["error"] if isinstance(item["error"], dict) else {}
+            log.warning(
+                "hub refused command %d (%s): %s: %s",
+                item["cid"],
+                item["op"],
+                err.get("code"),
+                err.get("message"),
+            )
         with self._cond:
             last = batch[-1][0]
             self._acked = max(self._acked, last)
@@ -589,7 +734,10 @@ class Publisher:
             self.acked_commands += len(batch)
             self.errors += len(failed)
             self.error_log.extend(failed)
+            for item in failed:
+                self._add_refusal_locked(item)
             self._cond.notify_all()
+        self._report_refusals(failed)
 
     def _pause(self, seconds: float) -> None:
         with self._cond:
@@ -619,7 +767,12 @@ class Publisher:
                     self._connect()  # backoff is reset by a batch that gets through, not here:
                     self._last_connect_failed = False  # a hub that accepts, then drops, is throttled
                 except (OSError, protocol.RpcError) as exc:
-                    if not self._last_connect_failed:
+                    if isinstance(exc, trust.UntrustedPath | trust.ForeignHub):
+                        self.hub_refused = str(exc)
+                        if self._logged_refusal != str(exc):  # one line per distinct reason
+                            log.error("not publishing there: %s; spooling to %s", exc, self.spool_dir)
+                            self._logged_refusal = str(exc)
+                    elif not self._last_connect_failed:
                         log.info("no hub on %s (%s); spooling to %s", self.socket_path, exc, self.spool_dir)
                     self._last_connect_failed = True
                     with self._cond:

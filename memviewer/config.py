@@ -261,7 +261,7 @@ def load_settings(
     if values["home"] is None:
         values["home"] = str(paths.default_home())
     if values["socket"] is None:
-        values["socket"] = str(paths.default_socket())
+        values["socket"] = str(paths.home_socket(values["home"]))  # follows the home
     if values["retention"] not in ("compact", "keep_all"):
         raise ValueError(
             f"retention must be 'compact' or 'keep_all', not {values['retention']!r} ({sources['retention']})"

@@ -131,15 +131,93 @@ def _disk(settings: Settings) -> Check:
 
 
 def _hub(settings: Settings) -> Check:
-    from memviewer.wire.probe import probe_hub
+    """Which hub serves this home (``serving_hub`` decides): another home's hub or another
+    user's socket fails the check; refused commands since the hub started are shown."""
+    from memviewer.errors import MemviewerError
+    from memviewer.wire.probe import checked_hello, serving_hub
 
-    info = probe_hub(settings.socket_path)
-    if info is None:
+    try:
+        sock = serving_hub(settings)
+    except MemviewerError as exc:
+        return {"name": "hub", "ok": False, "detail": exc.message}
+    if sock is None:
         return {"name": "hub", "ok": True, "detail": f"no hub on {settings.socket_path}"}
-    return {"name": "hub", "ok": True, "detail": f"hub {info} on {settings.socket_path}"}
+    hello = checked_hello(sock, settings.home_path) or {}
+    detail = f"hub {hello.get('server_version', 'unknown')} on {sock} serves {hello.get('home') or '?'}"
+    try:
+        from memviewer.wire.remote import RemoteService
+
+        with RemoteService(sock) as remote:
+            hub = remote.stats().get("hub", {})
+    except Exception as exc:  # the hub went away between the two calls
+        return {"name": "hub", "ok": True, "detail": f"{detail}; stats unavailable: {exc}"}
+    refused = int(hub.get("counters", {}).get("refused_commands", 0))
+    if refused:
+        by_code = ", ".join(f"{k} {v}" for k, v in sorted((hub.get("refused_by_code") or {}).items()))
+        last = hub.get("last_refused") or {}
+        detail += (
+            f"; {refused} commands refused since it started ({by_code}); last: "
+            f"{last.get('op')}: {last.get('code')}: {last.get('message')}"
+        )
+    else:
+        detail += "; 0 commands refused since it started"
+    return {"name": "hub", "ok": True, "detail": detail, "refused_commands": refused}
 
 
-CHECKS: tuple[Callable[[Settings], Check], ...] = (_store, _fts, _model, _index, _disk, _hub)
+def _permissions(settings: Settings) -> Check:
+    """The home is private: folders 0700, files 0600. Looser modes (an older release, a
+    copy, a umask) are tightened here; anything owned by another user fails the check."""
+    import os
+    import stat
+
+    home = settings.home_path
+    if not home.is_dir():
+        return {"name": "permissions", "ok": True, "detail": f"{home} (not created yet)"}
+    uid = os.getuid()
+    tightened: list[str] = []
+    foreign: list[str] = []
+    failed: list[str] = []
+    count = 0
+    for root, dirs, files in os.walk(home):
+        for name in [".", *dirs, *files]:
+            path = os.path.join(root, name) if name != "." else root
+            if name == "." and root != str(home):
+                continue  # each folder is seen once, as an entry of its parent
+            try:
+                st = os.lstat(path)
+            except OSError:
+                continue
+            if stat.S_ISLNK(st.st_mode):
+                continue  # never chmod through a link
+            count += 1
+            rel = os.path.relpath(path, home)
+            if st.st_uid != uid:
+                foreign.append(f"{rel} (uid {st.st_uid})")
+                continue
+            mode = stat.S_IMODE(st.st_mode)
+            if mode & 0o077:
+                try:
+                    os.chmod(path, mode & 0o700)  # the owner keeps its bits; group and others lose theirs
+                    tightened.append(f"{rel} {mode:04o}")
+                except OSError as exc:
+                    failed.append(f"{rel}: {exc.strerror or exc}")
+    detail = f"{home}: {count} paths, folders 0700 and files 0600"
+    if tightened:
+        shown = ", ".join(tightened[:5]) + (" …" if len(tightened) > 5 else "")
+        detail += f"; tightened {len(tightened)} that others could read ({shown})"
+    if foreign:
+        detail += f"; owned by another user: {', '.join(foreign[:5])}"
+    if failed:
+        detail += f"; could not tighten: {', '.join(failed[:5])}"
+    return {
+        "name": "permissions",
+        "ok": not foreign and not failed,
+        "detail": detail,
+        "tightened": len(tightened),
+    }
+
+
+CHECKS: tuple[Callable[[Settings], Check], ...] = (_store, _fts, _model, _index, _disk, _permissions, _hub)
 
 
 def run_checks(settings: Settings) -> list[Check]:

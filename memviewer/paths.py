@@ -1,11 +1,14 @@
 """Default locations, standard library only (the publisher imports this).
 
 Resolution order for the data home: ``MEMVIEWER_HOME``, then the platform's
-user data folder. The socket lives in a per-user runtime folder (0700).
+user data folder. The default socket follows the home: one home, one hub. It lives in
+a per-user runtime folder (0700), in a subfolder named by a short hash of the home's
+resolved path, so two homes never share a default hub.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
 import tempfile
@@ -41,11 +44,23 @@ def runtime_dir() -> Path:
     return Path(tempfile.gettempdir()) / f"memviewer-{uid}"
 
 
-def default_socket() -> Path:
+def home_key(home: str | Path) -> str:
+    """A short, stable name for a home: the first 12 hex digits of the SHA-256 of its resolved path."""
+    resolved = str(Path(home).expanduser().resolve(strict=False))
+    return hashlib.sha256(os.fsencode(resolved)).hexdigest()[:12]
+
+
+def home_socket(home: str | Path) -> Path:
+    """The default socket of the hub serving ``home``: ``runtime_dir()/<home_key>/hub.sock``."""
+    return runtime_dir() / home_key(home) / "hub.sock"
+
+
+def default_socket(home: str | Path | None = None) -> Path:
+    """``MEMVIEWER_SOCKET``, else the socket that follows ``home`` (default: ``default_home()``)."""
     env = os.environ.get("MEMVIEWER_SOCKET")
     if env:
         return Path(env).expanduser()
-    return runtime_dir() / "hub.sock"
+    return home_socket(home if home is not None else default_home())
 
 
 def db_path(home: Path) -> Path:

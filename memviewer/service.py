@@ -64,9 +64,17 @@ def open_store(home: Path, store_url: str | None = None, readonly: bool = False)
                 f"{db} is not a memviewer store (it is a folder)",
                 data={"reason": "not_a_store", **hint},
             )
+        from memviewer.wire import trust
+
+        try:  # a home of another user is refused; ours is created (or tightened to) 0700
+            trust.check_home(home)
+        except trust.UntrustedPath as exc:
+            raise MemviewerError(
+                INTERNAL, str(exc), data={"reason": "foreign_home", "hint": "use a home of your own (--home)"}
+            ) from None
         if not readonly:
             try:
-                home.mkdir(parents=True, exist_ok=True)
+                trust.ensure_private_dir(home, allow_symlink=True)
             except OSError as exc:
                 raise MemviewerError(
                     INTERNAL, f"cannot create the home folder {home}: {exc.strerror or exc}"
@@ -203,8 +211,8 @@ class MemoryService:
     def prune_idle(self, cutoff: float) -> list[str]:
         return self.manager.prune_idle(cutoff)
 
-    def shutdown(self) -> list[str]:
-        return self.manager.shutdown()
+    def shutdown(self, episode_ids: list[str] | None = None) -> list[str]:
+        return self.manager.shutdown(episode_ids)
 
     def import_session(
         self,

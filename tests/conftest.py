@@ -16,13 +16,25 @@ pytest_plugins = ["fake_llm"]  # the fake_llm fixture (an OpenAI-compatible serv
 
 
 @pytest.fixture(autouse=True)
-def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """No test may read the user's config or data, or reach a real hub."""
+def _isolated_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """No test may read the user's config or data, or reach a real hub.
+
+    Each test gets its own home and its own runtime folder (``XDG_RUNTIME_DIR``, a
+    short folder in /tmp so socket paths stay under the 107-byte limit), so the
+    default socket of every home a test uses is private to that test: a hub running
+    on the machine (``.ci/run`` starts one on purpose) is never reached.
+    """
+    runtime = Path(tempfile.mkdtemp(prefix="mvrt-", dir="/tmp"))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(runtime))
     monkeypatch.setenv("MEMVIEWER_HOME", str(tmp_path / "home"))
     monkeypatch.setenv("MEMVIEWER_CONFIG", os.devnull)  # a named config file must exist: an empty one
     for key in list(os.environ):
         if key.startswith("MEMVIEWER_") and key not in ("MEMVIEWER_HOME", "MEMVIEWER_CONFIG"):
             monkeypatch.delenv(key, raising=False)
+    try:
+        yield
+    finally:
+        shutil.rmtree(runtime, ignore_errors=True)
 
 
 @pytest.fixture

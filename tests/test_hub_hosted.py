@@ -34,16 +34,17 @@ def _episode(service: Any, eid: str) -> dict[str, Any]:
     return row
 
 
-@pytest.mark.parametrize("abandon_on_stop", [False, True], ids=["keep-open", "abandon"])
-def test_a_publisher_replays_into_its_episode_after_a_stop_that_keeps_it_open(
-    service: Any, settings: Any, tmp_path: Path, abandon_on_stop: bool
+def test_a_publisher_replays_into_its_episode_after_a_hub_stop(
+    service: Any, settings: Any, tmp_path: Path
 ) -> None:
-    """keep-open: the spooled turn is accepted. abandon (``serve``'s default): ``conflict``,
-    which is what an agent got when the viewer it published to was quit."""
+    """A stopped hub leaves episodes open: the agent's spooled turn lands in its episode
+    (the old ``abandon_on_stop=True`` gave it ``conflict`` and is refused now)."""
     sock = settings.socket_path
+    with pytest.raises(ValueError, match="never abandons"):
+        Hub(service, sock, start_indexer=False, abandon_on_stop=True)
 
     async def main() -> None:
-        hub = Hub(service, sock, start_indexer=False, abandon_on_stop=abandon_on_stop)
+        hub = Hub(service, sock, start_indexer=False)
         await hub.start()
         pub = Publisher(sock, tmp_path / "agent-spool")
         try:
@@ -51,34 +52,27 @@ def test_a_publisher_replays_into_its_episode_after_a_stop_that_keeps_it_open(
             eid = pub.start_episode(sid, "refactor the parser")
             assert await asyncio.to_thread(pub.flush, 10.0)
             report = await hub.close()
-            if abandon_on_stop:
-                assert report == {"abandoned_episodes": [eid], "open_episodes": []}
-            else:
-                assert report == {"abandoned_episodes": [], "open_episodes": [eid]}
+            assert report == {"abandoned_episodes": [], "open_episodes": [eid]}
             assert not sock.exists()
 
             # the agent keeps working while no hub answers: its turn goes to its spool
             tid = pub.add_turn(eid, "assistant", "parser split into tokenizer and grammar")
             await _wait(lambda: pub.stats()["spooled_commands"] >= 1, "the turn to be spooled")
 
-            hub2 = Hub(service, sock, start_indexer=False, abandon_on_stop=False)  # back on the home
+            hub2 = Hub(service, sock, start_indexer=False)  # back on the home
             await hub2.start()
             try:
                 assert await asyncio.to_thread(pub.flush, 10.0)
             finally:
                 await hub2.close()
         finally:
-            await asyncio.to_thread(pub.close, 2.0)
+            await asyncio.to_thread(pub.close, 2.0, end_episodes=False)
 
         with service.store.read() as conn:
             turn = repos.get_turn(conn, tid)
         episode = _episode(service, eid)
-        if abandon_on_stop:
-            assert [e["error"]["code"] for e in pub.error_log] == ["conflict"]
-            assert turn is None and episode["closed_by"] == "abandoned"
-        else:
-            assert pub.errors == 0 and not pub.error_log
-            assert turn is not None and turn["episode_id"] == eid
-            assert episode["status"] == "open" and episode["closed_by"] is None
+        assert pub.errors == 0 and not pub.error_log and pub.refusals == []
+        assert turn is not None and turn["episode_id"] == eid
+        assert episode["status"] == "open" and episode["closed_by"] is None
 
     asyncio.run(main())

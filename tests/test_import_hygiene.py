@@ -60,5 +60,6 @@ def test_the_publisher_needs_only_the_standard_library() -> None:
         "memviewer.wire.protocol",
         "memviewer.wire.spool",
         "memviewer.wire.syncclient",
+        "memviewer.wire.trust",
     }
     assert set(result["memviewer"]) <= allowed

@@ -129,9 +129,13 @@ def test_close_with_the_hub_down_leaves_the_rest_for_the_next_hub(tmp_path: Path
     assert pub.close(timeout=5) is False
     assert time.monotonic() - t0 < 3  # a known-down hub does not cost the full timeout
     files = list(paths.spool_dir(home).glob("*.ndjson"))
-    assert len(files) == 1 and len(files[0].read_bytes().splitlines()) == 22
+    lines = files[0].read_bytes().splitlines() if len(files) == 1 else []
+    assert len(lines) == 23 and b'"op":"shutdown"' in lines[-1]  # the agent's end comes last
     with HubProcess(home, sock), RemoteService(sock) as remote:
-        assert len(remote.session("s-leaver")["turns"]) == 21
+        session = remote.session("s-leaver")
+        assert len(session["turns"]) == 21
+        # the agent ended while no hub ran: its open episode is abandoned on replay
+        assert [(e["episode_id"], e["closed_by"]) for e in session["episodes"]] == [(eid, "abandoned")]
     assert list(paths.spool_dir(home).glob("*.ndjson")) == []
 
 
@@ -176,9 +180,16 @@ def test_hub_errors_are_counted_and_never_retried(tmp_path: Path, short_tmp: Pat
         eid = pub.start_episode(sid, "real work")
         pub.finalize_episode(eid)
         pub.add_turn(eid, "assistant", "too late")
-        assert pub.flush(10) is True
+        assert pub.flush(10) is False  # acknowledged, but two commands were not stored
         assert pub.errors == 2
         assert [e["error"]["code"] for e in pub.error_log] == ["episode_not_found", "conflict"]
+        refused = pub.take_refusals()
+        assert [(r["op"], r["error"]["code"]) for r in refused] == [
+            ("add_turn", "episode_not_found"),
+            ("add_turn", "conflict"),
+        ]
+        assert refused[1]["command"]["content"] == "too late"
+        assert pub.flush(10) is True  # taken: nothing new was refused
         sent = pub.stats()["sent_batches"]
         time.sleep(0.3)
         assert pub.stats()["sent_batches"] == sent  # nothing is being resent

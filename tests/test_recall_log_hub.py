@@ -86,9 +86,10 @@ def test_a_bad_record_recall_is_refused_with_a_code(tmp_path: Path, short_tmp: P
     with HubProcess(home, sock), Publisher(sock, tmp_path / "spool") as pub:
         pub.publish({"op": "record_recall", "recall_id": "r-1", "query": "q", "results": [{"score": 1}]})
         pub.record_recall("fine", [{"turn_id": "t-1"}])
-        assert pub.flush(timeout=20) is True
-        assert pub.errors == 1
-        assert pub.error_log[0]["error"]["code"] == "invalid_argument"
+        assert pub.flush(timeout=20) is False  # a refused command is reported, not dropped silently
+        refused = pub.take_refusals()
+        assert [(r["op"], r["error"]["code"]) for r in refused] == [("record_recall", "invalid_argument")]
+        assert pub.flush(timeout=20) is True  # everything else was stored
         assert [e["query"] for e in _entries(home, sock)] == ["fine"]
     with pytest.raises(ValueError):
         Publisher(short_tmp / "x.sock", tmp_path / "s2").record_recall("q", [{"score": 1.0}])

@@ -200,7 +200,7 @@ def test_a_dead_publishers_spool_is_kept_until_the_disk_has_room(service, short_
     eid = pub.start_episode(sid, "left behind")
     for i in range(20):
         pub.add_turn(eid, "assistant", f"note {i} " + "lorem ipsum " * 250)
-    assert pub.close(timeout=1) is False  # no hub: all 22 commands stay in the spool
+    assert pub.close(timeout=1) is False  # no hub: all 22 commands and the agent's shutdown stay spooled
     files = list(spool_dir.glob("*.ndjson"))
     assert len(files) == 1
 
@@ -214,7 +214,7 @@ def test_a_dead_publishers_spool_is_kept_until_the_disk_has_room(service, short_
 
     cap.set(UNCAPPED)
     report = spool.ingest(spool_dir, service.apply_batch)
-    assert report["commands"] == 22 and report["errors"] == 0
+    assert report["commands"] == 23 and report["errors"] == 0
     assert [t["content"].split(" ")[1] for t in service.session("s-gone")["turns"][1:]] == [
         str(i) for i in range(20)
     ]

@@ -77,10 +77,10 @@ def demo_cmd(
         _run_live(settings, rate, duration, seed, as_json)
         return
     from memviewer.demo.scenario import TRY, build_scenario, describe
-    from memviewer.wire.probe import probe_hub
+    from memviewer.wire.probe import serving_hub
 
     commands = build_scenario()
-    via_hub = probe_hub(settings.socket_path) is not None
+    via_hub = serving_hub(settings) is not None  # never another home's hub
     if via_hub:
         created, results = _apply_through_hub(settings.socket_path, commands)
     else:
@@ -144,7 +144,12 @@ def _run_live(settings: Any, rate: float, duration: float | None, seed: int | No
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    pub = Publisher(settings.socket_path, paths.spool_dir(settings.home_path), client_name="memviewer.demo")
+    pub = Publisher(
+        settings.socket_path,
+        paths.spool_dir(settings.home_path),
+        home=settings.home_path,
+        client_name="memviewer.demo",
+    )
     agent = LiveAgent(
         pub,
         rate=rate,

@@ -16,16 +16,17 @@ from memviewer.commands.common import dumps, fail, settings_of, short
 @click.option(
     "--keep-open",
     is_flag=True,
-    help="leave open episodes open when stopping (a restart: agents' spooled turns "
-    "land in the same episodes instead of getting conflict)",
+    hidden=True,
+    help="no-op, kept for old scripts: a stopped hub always leaves episodes open",
 )
 @click.pass_context
 def serve_cmd(ctx: click.Context, no_index: bool, keep_open: bool) -> None:
     """Run the hub in the foreground (Ctrl-C or SIGTERM stops it cleanly).
 
     Agents publish to it through memviewer.client.Publisher; the TUI, `tail`
-    and the CLI read through it. Stopping it abandons open episodes (unless
-    --keep-open) and removes the socket.
+    and the CLI read through it. Stopping or restarting it never closes an
+    agent's episodes: agents spool meanwhile and replay into the same episodes.
+    It serves one home, on that home's own socket.
     """
     import asyncio
     import signal
@@ -36,13 +37,18 @@ def serve_cmd(ctx: click.Context, no_index: bool, keep_open: bool) -> None:
 
     settings = settings_of(ctx)
     sock = settings.socket_path
-    from memviewer.wire.probe import probe_hub
+    from memviewer.errors import MemviewerError
+    from memviewer.wire.probe import checked_hello
 
-    running = probe_hub(sock)
+    try:
+        running = checked_hello(sock, settings.home_path)  # another home's hub: that error
+    except MemviewerError as exc:
+        fail(exc.message, hint=(exc.data or {}).get("hint"))
     if running is not None:
         fail(
-            f"a memviewer hub ({running}) is already running on {sock}",
-            hint="stop it first, or pass --socket PATH to run another one",
+            f"a memviewer hub ({running.get('server_version', 'unknown')}) is already running "
+            f"for {settings.home_path} on {sock}",
+            hint="use that one, or stop it first",
         )
     service = MemoryService(settings)
 
@@ -53,7 +59,6 @@ def serve_cmd(ctx: click.Context, no_index: bool, keep_open: bool) -> None:
             frame_limit=settings.frame_limit,
             subscriber_queue=settings.subscriber_queue,
             start_indexer=not no_index,
-            abandon_on_stop=not keep_open,
         )
         await hub.start()
         loop = asyncio.get_running_loop()
@@ -81,10 +86,11 @@ def serve_cmd(ctx: click.Context, no_index: bool, keep_open: bool) -> None:
             else "pass --socket PATH to run a hub on another socket",
         )
     service.close()
-    if keep_open:
-        click.echo(f"hub stopped; {len(report['open'])} open episodes left open", err=True)
-    else:
-        click.echo(f"hub stopped; {len(report['abandoned'])} open episodes abandoned", err=True)
+    click.echo(
+        f"hub stopped; {len(report['open'])} open episodes left open "
+        "(their agents' publishers end them; a restarted hub takes their turns)",
+        err=True,
+    )
 
 
 # -- tail --------------------------------------------------------------------------------
@@ -132,13 +138,14 @@ def _write(line: str) -> None:
 def _stored_events(
     settings: Any, from_seq: int, kinds: list[str] | None, session: str | None, limit: int | None
 ) -> tuple[int, Any]:
-    """(last_seq, page reader) from the hub if one answers, else the store read-only."""
-    from memviewer.wire.probe import probe_hub
+    """(last_seq, page reader) from the hub serving the home if one answers, else the store read-only."""
+    from memviewer.wire.probe import serving_hub
 
-    if probe_hub(settings.socket_path) is not None:
+    found = serving_hub(settings)
+    if found is not None:
         from memviewer.wire.remote import RemoteService
 
-        remote = RemoteService(settings.socket_path)
+        remote = RemoteService(found)
         return remote.last_seq, lambda cur, n: remote.events(cur, n, kinds, session)
     from memviewer import paths
     from memviewer.errors import MemviewerError
@@ -233,6 +240,7 @@ def _follow(
     async def run() -> None:
         sub = Subscriber(
             settings.socket_path,
+            home=settings.home_path,
             from_seq=from_seq,
             kinds=kinds,
             session_id=session_id,

@@ -32,14 +32,11 @@ BATCH_KEYS = ("query", "scope", "scope_id", "top_sessions", "chunks_per_session"
 
 
 def _hub_running(ctx: click.Context) -> bool:
-    try:
-        from memviewer.wire.probe import probe_hub
-    except ImportError:
-        return False
-    try:
-        return probe_hub(settings_of(ctx).socket_path) is not None
-    except Exception:
-        return False
+    """Whether the hub serving this home answers (``serving_hub`` decides; another
+    home's hub is an error, never a reason to read this home read-only)."""
+    from memviewer.wire.probe import serving_hub
+
+    return serving_hub(settings_of(ctx)) is not None
 
 
 def _model_errors() -> tuple[type[BaseException], ...]:

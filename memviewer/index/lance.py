@@ -190,7 +190,9 @@ class LanceIndex:
         with self.lock:
             if self._flock_depth == 0:
                 self.folder.mkdir(parents=True, exist_ok=True)
-                fd = os.open(self.folder / WRITE_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                fd = os.open(
+                    self.folder / WRITE_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600
+                )
                 try:
                     try:
                         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -216,7 +218,7 @@ class LanceIndex:
         if self._flock_fd is not None:
             return True
         try:
-            fd = os.open(self.folder / WRITE_LOCK, os.O_RDONLY | os.O_CLOEXEC)
+            fd = os.open(self.folder / WRITE_LOCK, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
         except OSError:
             return False
         try:
@@ -264,7 +266,7 @@ class LanceIndex:
         if self._owner_fd is not None or not path.exists():
             return None
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
         except OSError:
             return None
         try:

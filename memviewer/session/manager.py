@@ -198,11 +198,24 @@ class SessionManager:
             log_session.info("session.pruned %d idle sessions", len(pruned))
         return pruned
 
-    def shutdown(self) -> list[str]:
-        """Close every open episode as abandoned (sessions stay open for reconnects)."""
-        t = now()
+    def shutdown(self, episode_ids: list[str] | None = None, *, ts: Any = None) -> list[str]:
+        """Close open episodes as abandoned (reason ``shutdown``; sessions stay open).
+
+        ``episode_ids``: only these (an agent ending its own, the ``shutdown`` publish
+        command); ids that are unknown or already closed are skipped, so a replay is a
+        no-op. ``None`` (in-process callers only) means every open episode. The hub never
+        calls this when it stops: the hub is not the agent.
+        """
+        t = _ts(ts)
         with self.store.write() as tx:
-            ids = repos.open_episode_ids(tx.conn)
+            if episode_ids is None:
+                ids = repos.open_episode_ids(tx.conn)
+            else:
+                ids = []
+                for eid in dict.fromkeys(episode_ids):
+                    ep = repos.get_episode(tx.conn, eid)
+                    if ep is not None and ep.get("status") == "open":
+                        ids.append(eid)
             for eid in ids:
                 self._close_episode(tx, repos.get_episode(tx.conn, eid), "abandoned", t, reason="shutdown")
         log_session.info("session.shutdown: %d open episodes abandoned", len(ids))
@@ -501,6 +514,7 @@ class SessionManager:
         "abandon_episode",
         "close_session",
         "record_recall",
+        "shutdown",
     )
 
     def apply(self, command: dict[str, Any]) -> dict[str, Any]:
@@ -511,6 +525,16 @@ class SessionManager:
         if op not in self.OPS:
             raise MemviewerError(INVALID_ARGUMENT, f"unknown op {op!r}; expected one of {self.OPS}")
         args = {k: v for k, v in command.items() if k not in ("op", "cid")}
+        if op == "shutdown":  # an agent's end: only the episodes it names, never all of them
+            ids = args.get("episode_ids")
+            if not isinstance(ids, list) or not all(isinstance(i, str) and i for i in ids):
+                raise MemviewerError(INVALID_ARGUMENT, "shutdown: episode_ids must be a list of episode ids")
+            if set(args) - {"episode_ids", "ts"}:
+                raise MemviewerError(
+                    INVALID_ARGUMENT,
+                    f"shutdown: unknown arguments {sorted(set(args) - {'episode_ids', 'ts'})}",
+                )
+            return {"abandoned": self.shutdown(ids, ts=args.get("ts"))}
         fn = getattr(self, op)
         try:
             return fn(**args)

@@ -116,7 +116,7 @@ class MemviewerApp(App[None]):
         super().__init__()
         self.settings = settings
         self.started_at = time.time()
-        self.hub_status: HubStatus = decide(settings.socket_path, hub)
+        self.hub_status: HubStatus = decide(settings.socket_path, hub, settings)
         self._owns_service = service is None
         factory = service_factory or _default_factory
         self.service = (
@@ -200,6 +200,7 @@ class MemviewerApp(App[None]):
             from_seq,
             self.feed.add,
             lambda state, detail: self.post_message(LiveState(state, detail)),
+            home=self.settings.home_path,
         )
 
     def on_hub_changed(self, message: HubChanged) -> None:

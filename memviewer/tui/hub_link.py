@@ -49,12 +49,30 @@ def probe(socket_path: Path) -> tuple[str | None, str]:
         return None, str(exc)
 
 
-def decide(socket_path: Path, mode: str) -> HubStatus:
-    """Pick the role before the service opens (a connected viewer opens read-only)."""
+def decide(socket_path: Path, mode: str, settings: Any = None) -> HubStatus:
+    """Pick the role before the service opens (a connected viewer opens read-only).
+
+    With ``settings``, ``memviewer.wire.probe.serving_hub`` decides which hub serves the
+    home: another home's hub (or another user's socket) makes the hub "unavailable"
+    with its reason, never a hub the viewer connects to.
+    """
     if mode not in MODES:
         raise ValueError(f"hub mode must be one of {MODES}, not {mode!r}")
     if mode == "off":
         return HubStatus("off", socket_path)
+    if settings is not None and mode != "host":
+        from memviewer.errors import MemviewerError
+        from memviewer.wire.probe import probe_hub, serving_hub
+
+        try:
+            found = serving_hub(settings)
+        except MemviewerError as exc:
+            return HubStatus("unavailable", socket_path, exc.message)
+        if found is not None:
+            return HubStatus("connected", found, str(probe_hub(found) or "unknown"))
+        if mode == "connect":
+            return HubStatus("unavailable", socket_path, f"no hub answers on {socket_path}")
+        return HubStatus("hosting", socket_path)
     answer, error = (None, "") if mode == "host" else probe(socket_path)
     if answer:
         return HubStatus("connected", socket_path, str(answer))
@@ -66,10 +84,9 @@ def decide(socket_path: Path, mode: str) -> HubStatus:
 class HostedHub:
     """The in-process hub: started and closed on the app's event loop.
 
-    Quitting the viewer stops this hub without abandoning open episodes
-    (``abandon_on_stop=False``): an agent that outlives the viewer spools and
-    later replays into the same, still open, episode instead of getting
-    ``conflict``. ``close_report`` keeps what the hub's stop reported.
+    Quitting the viewer stops this hub, which (like every hub) closes no episode:
+    an agent that outlives the viewer spools and later replays into the same,
+    still open, episode. ``close_report`` keeps what the hub's stop reported.
     """
 
     def __init__(self, service: Any, socket_path: Path, *, start_indexer: bool = True) -> None:
@@ -89,7 +106,6 @@ class HostedHub:
             frame_limit=getattr(settings, "frame_limit", 1_048_576),
             subscriber_queue=getattr(settings, "subscriber_queue", 10_000),
             start_indexer=self.start_indexer,
-            abandon_on_stop=False,
         )
         await self.hub.start()
 

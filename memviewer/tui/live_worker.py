@@ -28,12 +28,16 @@ def describe_state(status: str, last_seq: int, detail: str = "") -> str:
     return detail
 
 
-async def follow_hub(socket_path: Path, from_seq: int, on_event: OnEvent, on_state: OnState) -> None:
-    """Subscribe from ``from_seq`` until cancelled; states go to ``on_state(status, detail)``."""
+async def follow_hub(
+    socket_path: Path, from_seq: int, on_event: OnEvent, on_state: OnState, home: Path | None = None
+) -> None:
+    """Subscribe from ``from_seq`` until cancelled; states go to ``on_state(status, detail)``.
+
+    ``home``: a hub serving another home is never followed (the state says why)."""
     from memviewer.wire.subscriber import ConnectionState, Subscriber
 
     on_state("connecting", str(socket_path))
-    sub = Subscriber(socket_path, from_seq=from_seq, client="memviewer.tui")
+    sub = Subscriber(socket_path, from_seq=from_seq, client="memviewer.tui", home=home)
     try:
         async for item in sub.stream(states=True):
             if isinstance(item, ConnectionState):

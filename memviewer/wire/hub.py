@@ -35,7 +35,7 @@ from typing import Any
 from memviewer import __version__, locks, paths
 from memviewer.errors import MemviewerError
 from memviewer.store.events import EVENT_KINDS, EventRecord
-from memviewer.wire import protocol, spool
+from memviewer.wire import protocol, spool, trust
 from memviewer.wire.probe import HOME_LOCK
 from memviewer.wire.protocol import RpcError
 
@@ -315,11 +315,12 @@ def _event_frame(ev: EventRecord) -> bytes:
 class Hub:
     """JSON-RPC server over ``service``; ``await start()`` inside any running loop.
 
-    ``abandon_on_stop`` decides what stopping does to open episodes. True
-    (``memviewer serve``) follows the reference manager: ``service.shutdown()``
-    abandons them. False (the viewer's hosted hub) leaves them open, because
-    quitting a viewer must not change an agent's memory: the agent spools
-    and replays into the same episode when a hub comes back.
+    The hub is not the agent: stopping it (SIGINT, SIGTERM, ``close()``) never closes
+    an episode. Agents keep publishing into their spools while no hub runs and replay
+    into the same open episodes when one comes back. An agent's own end (the
+    publisher's ``shutdown`` command at ``Publisher.close()``) abandons that agent's
+    episodes; idle pruning handles agents that vanished. ``abandon_on_stop`` is kept
+    for callers that pass ``False``; ``True`` (the old ``serve`` default) is refused.
     """
 
     def __init__(
@@ -339,8 +340,13 @@ class Hub:
         stall_timeout: float = 60.0,
         spool_scan_interval: float = 30.0,
         foreign_poll_interval: float = 0.5,
-        abandon_on_stop: bool = True,
+        abandon_on_stop: bool = False,
     ) -> None:
+        if abandon_on_stop:
+            raise ValueError(
+                "a hub never abandons episodes when it stops (the hub is not the agent); "
+                "an agent's Publisher.close() ends its own"
+            )
         settings = getattr(service, "settings", None)
         self.service = service
         self.socket_path = Path(socket_path).expanduser()
@@ -359,7 +365,9 @@ class Hub:
         self.foreign_poll_interval = foreign_poll_interval
         self.max_connections = max_connections
         self.stall_timeout = stall_timeout
-        self.abandon_on_stop = abandon_on_stop
+        home_attr = getattr(service, "home", None)
+        self.home: Path | None = Path(trust.resolved(home_attr)) if home_attr is not None else None
+        self.store_id: str | None = None
 
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.AbstractServer | None = None
@@ -400,7 +408,10 @@ class Hub:
             "stalled_connections": 0,
             "recall_log_written": 0,
             "recall_log_failed": 0,
+            "refused_commands": 0,
         }
+        self.refused_by_code: dict[str, int] = {}
+        self.last_refused: dict[str, Any] | None = None  # the last command the store refused
         self.last_refusal: dict[str, Any] | None = None  # the store's last failure (full disk…)
         self.spool_reports: list[dict[str, Any]] = []
         self.indexer_status = "not started"
@@ -467,11 +478,11 @@ class Hub:
             loop.call_soon_threadsafe(_go)
 
     async def close(self, *, grace: float = 2.0) -> dict[str, Any]:
-        """Stop accepting, finish queued publishes, abandon open episodes
-        (``service.shutdown()``) when ``abandon_on_stop``, give subscribers a
-        moment to receive those events, close every connection and remove the
-        socket. The report lists ``abandoned_episodes`` and ``open_episodes``
-        (left open).
+        """Stop accepting, finish queued publishes, give subscribers a moment to
+        receive the last events, close every connection and remove the socket.
+
+        Open episodes stay open (the hub is not the agent). The report lists
+        ``open_episodes``; ``abandoned_episodes`` is always empty (kept for callers).
         """
         if self._closing:
             if self._stopped is not None:
@@ -480,7 +491,6 @@ class Hub:
         self._closing = True
         if getattr(self.service, "record_sink", None) == self._submit_record:
             self.service.record_sink = None  # in-process recalls (the viewer) write directly again
-        abandon = self.abandon_on_stop
         report: dict[str, Any] = {"abandoned_episodes": [], "open_episodes": []}
         self.last_close_report = report
         loop = asyncio.get_running_loop()
@@ -492,11 +502,6 @@ class Hub:
             self._write_q.put_nowait(None)
             with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
                 await asyncio.wait_for(asyncio.shield(self._tasks[0]), timeout=30)
-        if abandon and self._writer is not None:
-            try:
-                report["abandoned_episodes"] = await loop.run_in_executor(self._writer, self.service.shutdown)
-            except Exception:
-                log.exception("service.shutdown failed")
         if self._writer is not None:
             try:
                 report["open_episodes"] = await loop.run_in_executor(self._writer, self._open_episodes)
@@ -521,11 +526,7 @@ class Hub:
         self._release_socket()
         if self._stopped is not None:
             self._stopped.set()
-        log.info(
-            "hub stopped (%d open episodes abandoned, %d left open)",
-            len(report["abandoned_episodes"]),
-            len(report["open_episodes"]),
-        )
+        log.info("hub stopped (%d open episodes left open)", len(report["open_episodes"]))
         return report
 
     def _open_episodes(self) -> list[str]:
@@ -544,14 +545,18 @@ class Hub:
                 f"bytes, limit {SUN_PATH_MAX}): {path}"
             )
         parent = path.parent
-        created = not parent.exists()
-        parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if created or parent == paths.runtime_dir():
-            st = parent.stat()
-            if st.st_uid != os.getuid():
-                raise HubError(f"{parent} belongs to another user; refusing to put the socket there")
-            if stat.S_IMODE(st.st_mode) != 0o700:
-                os.chmod(parent, 0o700)
+        try:
+            runtime = paths.runtime_dir()
+            if parent == runtime or parent.parent == runtime:  # the default places: ours, 0700
+                trust.ensure_private_dir(runtime)
+                trust.ensure_private_dir(parent)
+            elif not parent.exists():
+                trust.ensure_private_dir(parent)
+            trust.check_socket(path)
+        except trust.UntrustedPath as exc:
+            raise HubError(f"{exc}; no hub was started") from None
+        except OSError as exc:
+            raise HubError(f"cannot prepare the socket folder {parent}: {exc}") from None
         self._acquire_home_lock()
         try:
             self._acquire_lock()
@@ -577,7 +582,10 @@ class Hub:
     def _acquire_lock(self) -> None:
         """An flock beside the socket: one hub per socket path, even when two start at once."""
         for _ in range(5):
-            fd = os.open(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+            try:
+                fd = trust.open_nofollow(self._lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+            except OSError as exc:
+                raise HubError(f"cannot open the socket lock {self._lock_path}: {exc}") from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
@@ -605,7 +613,11 @@ class Hub:
         if home is None:
             return
         path = Path(home) / HOME_LOCK
-        fd = locks.try_lock(path)
+        try:
+            trust.check_home(Path(home))
+            fd = locks.try_lock(path)
+        except OSError as exc:
+            raise HubError(f"cannot lock the home {home}: {exc}") from None
         if fd is None:
             owner = locks.read_note(path).split("\n")
             where = owner[1] if len(owner) > 1 and owner[1] else "another socket"
@@ -615,6 +627,10 @@ class Hub:
             )
         locks.write_note(fd, f"{os.getpid()}\n{self.socket_path}\n")
         self._home_lock_fd = fd
+        try:
+            self.store_id = trust.ensure_store_id(Path(home))
+        except OSError as exc:  # hello still names the home's path
+            log.warning("cannot write the store id in %s: %s", home, exc)
 
     def _release_home_lock(self) -> None:
         if self._home_lock_fd is not None:
@@ -655,15 +671,21 @@ class Hub:
         assert self._loop is not None
         try:
             report = await self._loop.run_in_executor(
-                self._writer, spool.ingest, self.spool_dir, self.service.apply_batch
+                self._writer, spool.ingest, self.spool_dir, self._apply_spooled
             )
         except Exception:
             log.exception("spool ingestion failed; files are kept for the next attempt")
             return
-        if report["files"]:
+        if report["files"] or report.get("refused_files"):
             log.info("ingested %d spool files (%d commands)", report["files"], report["commands"])
             self.spool_reports.append({"at": time.time(), **report})
             del self.spool_reports[:-10]
+
+    def _apply_spooled(self, commands: list[Any]) -> list[dict[str, Any]]:
+        """Writer thread: a chunk of a dead publisher's spool; refusals are counted like publishes."""
+        results = self.service.apply_batch(commands)
+        self._count_refusals(commands, results, where="spool")
+        return results
 
     async def _foreign_watch(self) -> None:
         """Events committed by another process (a CLI import into this home) reach the
@@ -732,7 +754,7 @@ class Hub:
             else:
                 self.counters["group_commits"] += 1
                 self.counters["published_commands"] += len(commands)
-                self.counters["command_errors"] += sum(1 for r in results if "error" in r)
+                self._count_refusals(commands, results)
                 i = 0
                 for cmds, fut in group:
                     if not fut.done():
@@ -740,6 +762,23 @@ class Hub:
                     i += len(cmds)
             if stop:
                 return
+
+    def _count_refusals(
+        self, commands: list[Any], results: list[dict[str, Any]], where: str = "publish"
+    ) -> None:
+        """Count and log every command the store refused (the agent hears it in its result)."""
+        for cmd, res in zip(commands, results, strict=False):
+            err = res.get("error") if isinstance(res, dict) else None
+            if err is None:
+                continue
+            code = str(err.get("code")) if isinstance(err, dict) else "unknown"
+            message = str(err.get("message")) if isinstance(err, dict) else str(err)
+            op = cmd.get("op") if isinstance(cmd, dict) else None
+            self.counters["command_errors"] += 1
+            self.counters["refused_commands"] += 1
+            self.refused_by_code[code] = self.refused_by_code.get(code, 0) + 1
+            self.last_refused = {"at": time.time(), "op": op, "code": code, "message": message, "via": where}
+            log.warning("refused %s command %s: %s: %s", where, op, code, message)
 
     # -- fan-out ----------------------------------------------------------------------
     def _on_commit(self, events: list[EventRecord]) -> None:
@@ -1092,6 +1131,8 @@ class Hub:
             "last_seq": self.service.store.last_seq,
             "frame_limit": self.frame_limit,
             "pid": os.getpid(),
+            "home": str(self.home) if self.home is not None else None,
+            "store_id": self.store_id,
         }
 
     async def _m_publish(self, conn: _Conn, params: dict[str, Any]) -> dict[str, Any]:
@@ -1182,6 +1223,8 @@ class Hub:
             "pending_reorder": len(self._pending),
             "frame_limit": self.frame_limit,
             "counters": dict(self.counters),
+            "refused_by_code": dict(self.refused_by_code),
+            "last_refused": self.last_refused,
             "last_refusal": self.last_refusal,
             "spool_dir": str(self.spool_dir),
             "spool_ingested": list(self.spool_reports),

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Any
 
-from memviewer.wire import protocol
+from memviewer.wire import protocol, trust
 from memviewer.wire.syncclient import RpcConnection
 
 # In the home: which hub (pid, socket) serves it (see wire.hub). Not "*.lock": a socket
@@ -35,32 +36,84 @@ def probe_hub(socket_path: str | Path, timeout: float = 0.5) -> str | None:
 
 
 def home_hub_socket(home: str | Path, timeout: float = 0.5) -> Path | None:
-    """The socket of the hub that serves ``home`` (named in ``<home>/hub.owner``), if it answers.
-
-    A hub started with ``--socket`` elsewhere still owns the home; commands and the
-    viewer that were not told that socket find it here instead of missing it (or, for
-    the viewer, failing to host a second hub over the same store).
-    """
+    """The socket of the hub that serves ``home`` (named in ``<home>/hub.owner``), if it
+    answers and serves that home. Prefer ``serving_hub(settings)``, which decides."""
+    sock = _named_socket(Path(home))
+    if sock is None:
+        return None
     try:
-        lines = (Path(home) / HOME_LOCK).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
+        trust.check_socket(sock)
+    except trust.UntrustedPath:
         return None
-    if len(lines) < 2 or not lines[1].strip():
+    hello = hub_hello(sock, timeout)
+    if hello is None or trust.hello_home_problem(hello, home, sock) is not None:
         return None
-    sock = Path(lines[1].strip())
-    return sock if hub_hello(sock, timeout) is not None else None
+    return sock
 
 
 def serving_hub(settings: Any, timeout: float = 0.5) -> Path | None:
     """The socket of the hub that serves ``settings``' home, or None when none answers.
 
-    The one place that decides which hub a command, the viewer, the MCP server or a
-    reader talks to (``memviewer.api.open_reader`` calls it). A socket that was not
-    chosen (``sources['socket'] == 'default'``) follows the hub named in the home.
+    The one place that decides which hub a command, the viewer, ``tail``, the MCP server
+    or a reader talks to (``memviewer.api.open_reader`` calls it). A socket that was not
+    chosen (``sources['socket'] == 'default'``) follows the hub named in the home first,
+    then the home's own default socket. Raises ``MemviewerError`` (code ``conflict``) when
+    the socket belongs to another user or is writable by others, or when the hub on it
+    serves another home: one error naming both, never a silent switch of homes.
     """
+    home = Path(settings.home_path)
     if getattr(settings, "sources", {}).get("socket") == "default":
-        found = home_hub_socket(settings.home_path, timeout)
-        if found is not None:
-            return found
+        named = _named_socket(home)
+        if named is not None and named != Path(settings.socket_path):
+            with contextlib.suppress(trust.UntrustedPath):
+                trust.check_socket(named)
+                hello = hub_hello(named, timeout)
+                if hello is not None and trust.hello_home_problem(hello, home, named) is None:
+                    return named  # a stale note naming another home's hub is skipped
     sock = Path(settings.socket_path)
-    return sock if hub_hello(sock, timeout) is not None else None
+    hello = checked_hello(sock, home, timeout)
+    return sock if hello is not None else None
+
+
+def checked_hello(sock: Path, home: Path, timeout: float = 0.5) -> dict[str, Any] | None:
+    """``hello`` of the hub on ``sock`` when it serves ``home``; None when none answers.
+
+    Raises ``MemviewerError`` (``conflict``) for an untrusted socket or another home's hub.
+    """
+    from memviewer.errors import CONFLICT, MemviewerError
+
+    try:
+        trust.check_socket(sock)
+    except trust.UntrustedPath as exc:
+        raise MemviewerError(
+            CONFLICT,
+            str(exc),
+            data={
+                "hint": "another user may be impersonating the hub: remove that folder or socket, "
+                "or set XDG_RUNTIME_DIR / --socket to a folder of your own"
+            },
+        ) from None
+    hello = hub_hello(sock, timeout)
+    if hello is None:
+        return None
+    problem = trust.hello_home_problem(hello, home, sock)
+    if problem is not None:
+        raise MemviewerError(
+            CONFLICT,
+            problem,
+            data={
+                "hint": "one home, one hub: each home's hub listens on its own socket",
+                "foreign_home": True,
+            },
+        )
+    return hello
+
+
+def _named_socket(home: Path) -> Path | None:
+    """The socket named in ``<home>/hub.owner`` (whether or not it answers)."""
+    from memviewer import locks
+
+    lines = locks.read_note(home / HOME_LOCK).splitlines()
+    if len(lines) < 2 or not lines[1].strip():
+        return None
+    return Path(lines[1].strip())

@@ -34,7 +34,14 @@ READ_CHUNK = 1 << 20
 
 
 def ensure_dir(directory: Path) -> None:
+    """Create the spool folder 0700; refuse one that is another user's (or a symlink)."""
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    st = os.lstat(directory)
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    if st.st_uid != uid or not os.path.isdir(directory) or os.path.islink(directory):
+        raise PermissionError(f"refusing the spool folder {directory}: it is not this user's own folder")
+    if st.st_mode & 0o077:
+        os.chmod(directory, 0o700)
 
 
 def fsync_dir(directory: Path) -> None:
@@ -98,7 +105,7 @@ class SpoolFile:
         stem = f"pub-{uuid7()}-{os.getpid()}"
         tmp = directory / f"{stem}{TMP_SUFFIX}"
         self.path = directory / f"{stem}{SUFFIX}"
-        self.fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_RDWR | os.O_APPEND, 0o600)
+        self.fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_RDWR | os.O_APPEND | os.O_NOFOLLOW, 0o600)
         fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         os.rename(tmp, self.path)
         fsync_dir(directory)
@@ -135,7 +142,9 @@ class SpoolFile:
                 fsync_dir(self.directory)
                 return None
             tmp = self.path.with_suffix(TMP_SUFFIX)
-            fd = os.open(tmp, os.O_CREAT | os.O_TRUNC | os.O_WRONLY, 0o600)
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()
+            fd = os.open(tmp, os.O_CREAT | os.O_EXCL | os.O_WRONLY | os.O_NOFOLLOW, 0o600)
             try:
                 _write_all(fd, b"\n".join(keep) + b"\n")
                 os.fsync(fd)
@@ -148,15 +157,46 @@ class SpoolFile:
             os.close(self.fd)  # releases the lock
 
 
+REFUSED_SUFFIX = ".refused"
+
+
+def _foreign(fd: int) -> str | None:
+    """Why a spool file must not be replayed (another user's, or writable by others), or None."""
+    st = os.fstat(fd)
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    if st.st_uid != uid:
+        return f"it belongs to uid {st.st_uid}, not to this user (uid {uid})"
+    if st.st_mode & 0o022:
+        return f"other users may write it (mode {st.st_mode & 0o7777:04o})"
+    return None
+
+
 @contextlib.contextmanager
 def _claimed(path: Path) -> Iterator[int | None]:
-    """An fd on ``path`` with its exclusive lock, or None while its owner lives."""
+    """An fd on ``path`` with its exclusive lock, or None while its owner lives.
+
+    A symlink is never followed, and a file that is not this user's own (planted by
+    another local user) is never replayed: it is renamed ``*.refused`` and logged.
+    """
     try:
-        fd = os.open(path, os.O_RDWR)
+        fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
         yield None
         return
+    except OSError as exc:  # a symlink (ELOOP) or unreadable: not a spool of ours
+        log.error("refusing spool file %s: %s", path, exc)
+        with contextlib.suppress(OSError):
+            path.rename(path.with_name(path.name + REFUSED_SUFFIX))
+        yield None
+        return
     try:
+        why = _foreign(fd)
+        if why is not None:
+            log.error("refusing spool file %s: %s; it is not replayed", path, why)
+            with contextlib.suppress(OSError):
+                path.rename(path.with_name(path.name + REFUSED_SUFFIX))
+            yield None
+            return
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -191,11 +231,23 @@ def ingest(
     safe to replay in full. A line that is not JSON (a write torn by a crash)
     is skipped and counted.
     """
-    report = {"files": 0, "commands": 0, "errors": 0, "bad_lines": 0, "skipped_owned": 0}
+    report = {"files": 0, "commands": 0, "errors": 0, "bad_lines": 0, "skipped_owned": 0, "refused_files": 0}
+    try:
+        st = os.lstat(directory)
+    except FileNotFoundError:
+        return report
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    if st.st_uid != uid or st.st_mode & 0o022 or not os.path.isdir(directory):
+        log.error("refusing the spool folder %s: not this user's own private folder", directory)
+        report["refused_files"] = len(orphan_files(directory)) if os.path.isdir(directory) else 0
+        return report
     for path in orphan_files(directory):
         with _claimed(path) as fd:
             if fd is None:
-                report["skipped_owned"] += 1
+                if path.exists():
+                    report["skipped_owned"] += 1
+                else:
+                    report["refused_files"] += int(path.with_name(path.name + REFUSED_SUFFIX).exists())
                 continue
             lines, _ = _read_lines(fd, 0, None)
             commands: list[Any] = []

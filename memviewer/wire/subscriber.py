@@ -28,6 +28,7 @@ from typing import Any
 
 from memviewer.store.events import EventRecord
 from memviewer.wire import protocol
+from memviewer.wire.trust import UntrustedPath, check_socket, hello_home_problem
 
 log = logging.getLogger("memviewer.hub")
 
@@ -64,8 +65,12 @@ class Subscriber:
         min_backoff: float = 0.1,
         max_backoff: float = 2.0,
         client: str = "memviewer.subscriber",
+        home: str | Path | None = None,
     ) -> None:
+        """``home``: the home this stream is for; a hub serving another one is never used
+        (the state says why and the subscriber keeps waiting for the right hub)."""
         self.socket_path = Path(socket_path)
+        self.home = home
         self.last_seq = int(from_seq)
         self.kinds = list(kinds) if kinds else None
         self.session_id = session_id
@@ -140,7 +145,12 @@ class Subscriber:
                 if self._closed:
                     break
             try:
+                check_socket(self.socket_path)  # never another user's socket
                 reader, writer = await asyncio.open_unix_connection(str(self.socket_path), limit=READ_LIMIT)
+            except UntrustedPath as exc:
+                attempt += 1
+                detail = str(exc)
+                continue
             except OSError as exc:
                 attempt += 1
                 detail = f"no hub on {self.socket_path}: {exc.strerror or exc}"
@@ -160,6 +170,9 @@ class Subscriber:
                     ),
                     timeout=10,
                 )
+                problem = hello_home_problem(hello, self.home, self.socket_path) if self.home else None
+                if problem is not None:
+                    raise _Resync(problem)
                 await asyncio.wait_for(
                     self._call(reader, writer, protocol.SUBSCRIBE, self._sub_params()), timeout=30
                 )

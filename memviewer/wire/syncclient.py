@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from memviewer.wire import protocol
+from memviewer.wire.trust import check_socket
 
 
 class HubUnavailable(OSError):
@@ -30,6 +31,7 @@ class RpcConnection:
         self.socket_path = str(socket_path)
         self.on_notification = on_notification
         self._ids = itertools.count(1)
+        check_socket(socket_path)  # raises UntrustedPath: never talk to another user's socket
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(timeout)
         try:
