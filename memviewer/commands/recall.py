@@ -1,12 +1,13 @@
 """``memviewer recall``, ``memviewer reindex`` and ``memviewer eval longmemeval``.
 
-Recall runs in-process. When no hub answers on the socket this process is the
-only writer, so it first brings the vector index up to date; when a hub runs,
-the hub's indexer owns LanceDB and recall only reads it.
+When a hub serves the home, recall and search go through it (``commands.via_hub``:
+its model and index are warm). Otherwise recall runs in-process: this process is
+then the only writer, so it first brings the vector index up to date.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -221,12 +222,17 @@ def recall_cmd(
         check_text(value, what, as_json=json_out)
     if batch not in (None, "-") and not Path(batch).is_file():
         fail_maybe_json(json_out, f"batch file {batch} does not exist", code=INVALID_ARGUMENT)
-    hub = _hub_running(ctx)
-    with open_service(ctx, readonly=hub, json_errors=json_out) as svc:
-        try:
-            _prepare(svc, hub)
-        except _model_errors() as exc:
-            fail_maybe_json(json_out, f"embedding model unavailable: {exc}")
+    from memviewer.commands.via_hub import hub_reader
+
+    reader = hub_reader(ctx)  # a hub serving the home answers warm (its model, its index)
+    with (
+        contextlib.nullcontext(reader) if reader is not None else open_service(ctx, json_errors=json_out)
+    ) as svc:
+        if reader is None:
+            try:
+                _prepare(svc, False)
+            except _model_errors() as exc:
+                fail_maybe_json(json_out, f"embedding model unavailable: {exc}")
         if batch is not None:
             errors = _run_batch(svc, batch, flat)
             if errors:
@@ -249,9 +255,12 @@ def recall_cmd(
                 as_json, exc.message, hint=exc.data.get("hint") if exc.data else None, code=exc.code
             )
         if not as_json:
+            from memviewer.commands import via_hub
             from memviewer.recall.snippets import attach_tool_calls
 
-            attach_tool_calls(svc, out["results"])
+            (via_hub.attach_tool_calls if reader is not None else attach_tool_calls)(svc, out["results"])
+    if reader is not None:
+        reader.close()
     if as_json:
         emit_json(out)
     else:
