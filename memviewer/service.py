@@ -381,8 +381,9 @@ class MemoryService:
     def recall(self, query: str, **params: Any) -> dict[str, Any]:
         """DESIGN §5.2 two-stage recall (or ``mode='flat'``) with diagnostics."""
         from memviewer.recall.hierarchical import recall as run_recall
+        from memviewer.recall.lagging import add_lag
 
-        return run_recall(self, query, **params)
+        return add_lag(self, query, run_recall(self, query, **params), params)
 
     def export(self, session_ids: list[str] | None, fmt: str, out: Any, **kw: Any) -> dict:
         from memviewer.io.export import export_sessions

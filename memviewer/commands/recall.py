@@ -268,10 +268,24 @@ def recall_cmd(
 
 
 @click.command("reindex")
+@click.option(
+    "--catch-up",
+    is_flag=True,
+    help="only embed what is not indexed yet, until nothing is left (what `import` starts in the background)",
+)
 @click.option("--json", "as_json", is_flag=True, help="print the summary as JSON")
 @click.pass_context
-def reindex_cmd(ctx: click.Context, as_json: bool) -> None:
+def reindex_cmd(ctx: click.Context, catch_up: bool, as_json: bool) -> None:
     """Rebuild the LanceDB vector index and session summaries from SQLite."""
+    if catch_up:
+        from memviewer.commands.background_index import run_catch_up
+
+        report = run_catch_up(ctx)
+        if as_json:
+            emit_json(report)
+        else:
+            click.echo(report["message"])
+        return
     if _hub_running(ctx):
         fail(
             "a hub is running and owns the index",
