@@ -4,8 +4,9 @@ The vector index lags SQLite while a hub or a background indexer embeds what an 
 stored. Recall then still answers with what is indexed, says so in its diagnostics
 (escalation ``INDEX_LAGGING``, ``diagnostics["index_lag"]``: turns not embedded yet and
 an ETA), and adds the keyword index's best turns among those not embedded yet after the
-vector results (``score_breakdown: {"keyword_only": …}``: SQLite's BM25, not comparable to the vector scores): keyword search covers every stored
-turn the moment it is committed.
+vector results, marked ``score_breakdown: {"keyword_only": …}`` (SQLite's BM25, not
+comparable to the vector scores): keyword search covers every stored turn as soon as
+it is committed.
 """
 
 from __future__ import annotations
