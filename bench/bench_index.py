@@ -7,7 +7,10 @@ both; medians are reported, in wall-clock turns/s and in turns per CPU-second
 of this process (``time.process_time``, all threads), which other jobs on a
 shared machine disturb much less.
 
-Run: ``/tmp/venv/bin/python bench/bench_index.py [--turns 2000] [--runs 3] [--per-session 40]``
+Run: ``.venv/bin/python bench/bench_index.py [--turns 2000] [--runs 3] [--per-session 40]
+[--texts synthetic|longmemeval|realtalk]``. ``longmemeval`` and ``realtalk`` read turn texts
+(in order) from ``/work/shared/data`` (LongMemEval-S: long assistant answers, median ~400
+characters; RealTalk, LoCoMo-like chat: median ~60), never committed to the repository.
 """
 
 from __future__ import annotations
@@ -47,6 +50,32 @@ def chat_texts(n: int, seed: int = 7) -> list[str]:
     return out
 
 
+DATA = Path("/work/shared/data")
+
+
+def dataset_texts(name: str, n: int) -> list[str]:
+    """The first ``n`` turn texts of a shared data set (see the module docstring)."""
+    import gzip
+    import json
+
+    out: list[str] = []
+    if name == "longmemeval":
+        for q in json.load(gzip.open(DATA / "longmemeval_s_dev100.json.gz")):
+            for session in q["haystack_sessions"]:
+                out += [t["content"] for t in session if t.get("content")]
+            if len(out) >= n:
+                break
+    else:
+        for conv in json.load(gzip.open(DATA / "realtalk_dev.json.gz")):
+            for key, value in conv.items():
+                if key.startswith("session_") and isinstance(value, list):
+                    out += [t.get("clean_text") or t.get("text") or "" for t in value if isinstance(t, dict)]
+        out = [t for t in out if t]
+    if len(out) < n:
+        raise SystemExit(f"{name} has only {len(out)} turns")
+    return out[:n]
+
+
 def fill(svc: MemoryService, texts: list[str], per_session: int) -> None:
     for s in range(0, len(texts), per_session):
         chunk = texts[s : s + per_session]
@@ -69,8 +98,9 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=2000)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--per-session", type=int, default=40)
+    ap.add_argument("--texts", choices=("synthetic", "longmemeval", "realtalk"), default="synthetic")
     args = ap.parse_args()
-    texts = chat_texts(args.turns)
+    texts = chat_texts(args.turns) if args.texts == "synthetic" else dataset_texts(args.texts, args.turns)
     model = OnnxEmbedder()
     model.embed(["warm up"])
     import lancedb  # noqa: F401 - a running hub has paid this ~1-2 s import already
@@ -97,7 +127,11 @@ def main() -> None:
         )
     r, i = statistics.median(raw), statistics.median(indexed)
     rc, ic = statistics.median(raw_cpu), statistics.median(indexed_cpu)
-    print(f"\n{dt.date.today()} {platform.machine()} {platform.python_version()}")
+    import os
+
+    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"\n{dt.date.today()} {platform.machine()} {platform.python_version()} load {load}")
+    print(f"texts={args.texts}")
     print(f"turns={args.turns} sessions={summaries} (each summary embedded too)")
     print(f"raw model   median {r:.0f} turns/s, {rc:.0f} turns/cpu-s")
     print(f"indexer     median {i:.0f} turns/s ({i / r:.0%} of raw), {ic:.0f} turns/cpu-s ({ic / rc:.0%})")

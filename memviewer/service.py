@@ -393,9 +393,12 @@ class MemoryService:
         ``record`` names the front end asking; the recall then goes into the recall log.
         """
         from memviewer.recall.hierarchical import recall as run_recall
+        from memviewer.recall.lagging import add_lag
 
         params.setdefault("reranker", self.reranker)
-        out = run_recall(self.parts, query, **params)
+        out = add_lag(
+            self.store, self.home, self.search, query, run_recall(self.parts, query, **params), params
+        )
         if record is not None and self.recall_log_enabled:
             from memviewer import recall_log
 

@@ -49,6 +49,8 @@ def iso(ts: float | None) -> str | None:
     dt = to_datetime(ts)
     if dt is None:
         return invalid_marker(ts)
+    if dt.year >= 1000:  # isoformat is the same text, several times faster (search builds many)
+        return dt.isoformat()[:-6] + "Z"
     return dt.strftime("%Y-%m-%dT%H:%M:%S.%fZ").replace(".000000Z", "Z")
 
 

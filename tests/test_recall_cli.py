@@ -118,7 +118,7 @@ def imported(tmp_path_factory: pytest.TempPathFactory) -> Path:
         (folder / f"{sid}.json").write_text(json.dumps(data))
         (folder / f"{sid}.json.lock").write_text("")
     home = root / "home"
-    proc = run_cli(home, "import", "praisonai", str(folder), "--json")
+    proc = run_cli(home, "import", "praisonai", str(folder), "--wait", "--json")
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     assert len(report["imported"]) == 3 and report["failed"] == []

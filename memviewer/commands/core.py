@@ -63,6 +63,12 @@ def import_group() -> None:
 @import_group.command("praisonai")
 @click.argument("paths", nargs=-1, required=True, type=click.Path())
 @click.option("--no-index", is_flag=True, help="skip embedding (keyword search only)")
+@click.option(
+    "--wait",
+    is_flag=True,
+    help="return only once every turn is embedded (default: return when keyword search is "
+    "ready; the hub or a background indexer embeds the rest)",
+)
 @click.option("--json", "as_json", is_flag=True, help="print the import report as JSON")
 @click.option(
     "--replace",
@@ -70,19 +76,23 @@ def import_group() -> None:
     help="let a file replace a session that exists from elsewhere (published live, another file)",
 )
 @click.pass_context
-def import_praisonai(ctx: click.Context, paths, no_index, as_json, replace) -> None:
+def import_praisonai(ctx: click.Context, paths, no_index, wait, as_json, replace) -> None:
     """PraisonAI session JSON files or folders of them (.json.lock files are ignored).
 
     Re-importing a file updates its session to what the file holds now. A bad file,
     or one whose session id exists from elsewhere (without --replace), is reported as
-    `failed: PATH: reason` and skipped; the exit code is then 1.
+    `failed: PATH: reason` and skipped; the exit code is then 1. Without --wait the
+    import returns once keyword search is ready and says how many turns are still
+    being embedded (by the hub serving the home, else a background
+    `memviewer reindex --catch-up`).
     """
     update, close = progress_callback("importing")
     from memviewer.index.embedder import ModelChecksumError, ModelNotFoundError
 
+    pending: dict[str, Any] | None = None
     with open_service(ctx) as svc:
         try:
-            report = svc.import_praisonai(paths, update, index=not no_index, replace=replace)
+            report = svc.import_praisonai(paths, update, index=wait and not no_index, replace=replace)
         except (ModelNotFoundError, ModelChecksumError) as exc:
             fail(
                 f"sessions were stored, but embedding them failed: {exc}",
@@ -90,8 +100,15 @@ def import_praisonai(ctx: click.Context, paths, no_index, as_json, replace) -> N
             )
         finally:
             close()
+        if not wait and not no_index and report.imported:
+            from memviewer.commands.background_index import catch_up_in_background
+
+            pending = catch_up_in_background(ctx, svc)
     if as_json:
-        emit_json(report.to_dict())
+        out = report.to_dict()
+        if pending is not None:
+            out["index"] = pending
+        emit_json(out)
     else:
         n_turns = sum(r["turns"] for r in report.imported)
         new = sum(r["new_turns"] for r in report.imported)
@@ -103,6 +120,10 @@ def import_praisonai(ctx: click.Context, paths, no_index, as_json, replace) -> N
         )
         for path, err in report.failed:
             click.echo(f"  failed: {path}: {err}", err=True)
+        if pending is not None:
+            from memviewer.commands.background_index import describe
+
+            click.echo(describe(pending))
     if report.failed:
         ctx.exit(1)
 

@@ -1,12 +1,13 @@
 """``memviewer recall``, ``memviewer reindex`` and ``memviewer eval longmemeval``.
 
-Recall runs in-process. When no hub answers on the socket this process is the
-only writer, so it first brings the vector index up to date; when a hub runs,
-the hub's indexer owns LanceDB and recall only reads it.
+When a hub serves the home, recall and search go through it (``commands.via_hub``:
+its model and index are warm). Otherwise recall runs in-process: this process is
+then the only writer, so it first brings the vector index up to date.
 """
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 from typing import Any
@@ -251,8 +252,17 @@ def recall_cmd(
             fail_maybe_json(json_out, exc.message, hint=(exc.data or {}).get("hint"), code=exc.code)
     if batch not in (None, "-") and not Path(batch).is_file():
         fail_maybe_json(json_out, f"batch file {batch} does not exist", code=INVALID_ARGUMENT)
-    hub = _hub_running(ctx)
-    with open_service(ctx, readonly=hub, json_errors=json_out) as svc:
+    from memviewer.commands.via_hub import hub_reader
+
+    # A hub serving the home answers a plain recall warm (its model, its index); --why and
+    # --vs re-run recall with its internals, so they run in this process.
+    reader = hub_reader(ctx) if why_turn is None and overrides is None else None
+    hub = reader is not None or (why_turn is not None or overrides is not None) and _hub_running(ctx)
+    with (
+        contextlib.nullcontext(reader)
+        if reader is not None
+        else open_service(ctx, readonly=bool(hub), json_errors=json_out)
+    ) as svc:
         if why_turn is not None:  # an unknown or out-of-scope turn is refused before any model load
             from memviewer.recall.why import check_turn
 
@@ -260,10 +270,11 @@ def recall_cmd(
                 check_turn(svc.store, why_turn, scope, scope_id)
             except MemviewerError as exc:
                 fail_maybe_json(json_out, exc.message, hint=(exc.data or {}).get("hint"), code=exc.code)
-        try:
-            _prepare(svc, hub)
-        except _model_errors() as exc:
-            fail_maybe_json(json_out, f"embedding model unavailable: {exc}")
+        if reader is None:
+            try:
+                _prepare(svc, bool(hub))
+            except _model_errors() as exc:
+                fail_maybe_json(json_out, f"embedding model unavailable: {exc}")
         if batch is not None:
             errors = _run_batch(svc, batch, flat)
             if errors:
@@ -304,9 +315,15 @@ def recall_cmd(
                 human_ab(svc, ab)
             return
         if not as_json:
+            from memviewer.commands import via_hub
             from memviewer.recall.snippets import attach_tool_calls
 
-            attach_tool_calls(svc.store, out["results"])
+            if reader is not None:
+                via_hub.attach_tool_calls(reader, out["results"])
+            else:
+                attach_tool_calls(svc.store, out["results"])
+    if reader is not None:
+        reader.close()
     if as_json:
         emit_json(out)
     else:
@@ -318,10 +335,24 @@ def recall_cmd(
 
 
 @click.command("reindex")
+@click.option(
+    "--catch-up",
+    is_flag=True,
+    help="only embed what is not indexed yet, until nothing is left (what `import` starts in the background)",
+)
 @click.option("--json", "as_json", is_flag=True, help="print the summary as JSON")
 @click.pass_context
-def reindex_cmd(ctx: click.Context, as_json: bool) -> None:
+def reindex_cmd(ctx: click.Context, catch_up: bool, as_json: bool) -> None:
     """Rebuild the LanceDB vector index and session summaries from SQLite."""
+    if catch_up:
+        from memviewer.commands.background_index import run_catch_up
+
+        report = run_catch_up(ctx)
+        if as_json:
+            emit_json(report)
+        else:
+            click.echo(report["message"])
+        return
     if _hub_running(ctx):
         fail(
             "a hub is running and owns the index",

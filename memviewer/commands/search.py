@@ -6,7 +6,10 @@ from typing import Any
 
 import click
 
-from memviewer.commands.common import emit_json, fail, open_service, print_table, short
+from memviewer.commands import via_hub
+from memviewer.commands.common import emit_json, fail, fail_maybe_json, open_service, print_table, short
+from memviewer.commands.via_hub import hub_reader
+from memviewer.errors import MemviewerError
 
 QUERY_HELP = """\b
 QUERY syntax: plain words (each optional; more matches and rarer words rank
@@ -29,24 +32,37 @@ and punctuation are plain text, so any input is safe.
 def search_cmd(
     ctx: click.Context, query, session_id, around, limit, window, scope, scope_id, as_json
 ) -> None:
-    """Keyword search across sessions (QUERY), scroll one (--session), or browse recent ones."""
+    """Keyword search across sessions (QUERY), scroll one (--session), or browse recent ones.
+
+    When a hub serves the home, the hub answers (warm; same JSON as in-process)."""
+    params = {
+        "session_id": session_id,
+        "around": around,
+        "limit": limit,
+        "window": window,
+        "scope": scope,
+        "scope_id": scope_id,
+    }
     from memviewer.recall_log import RecordAs
 
-    with open_service(ctx, readonly=True) as svc:
-        result = svc.search(
-            query,
-            session_id=session_id,
-            around=around,
-            limit=limit,
-            window=window,
-            scope=scope,
-            scope_id=scope_id,
-            record=RecordAs("cli"),
-        )
-        if not as_json and result.get("success") and result.get("mode") == "scroll":
-            from memviewer.recall.snippets import attach_tool_calls_by_index
+    # Out-of-range numbers get the contract's error dict from KeywordSearch, not the hub's
+    # parameter error: those few calls stay in-process.
+    reader = hub_reader(ctx) if limit >= 1 and window >= 0 else None
+    if reader is not None:
+        with reader:
+            try:
+                result = reader.search(query, **params, record=RecordAs("cli"))
+                if not as_json and result.get("success") and result.get("mode") == "scroll":
+                    via_hub.attach_tool_calls_by_index(reader, result["session_id"], result["messages"])
+            except MemviewerError as exc:
+                fail_maybe_json(as_json, exc.message, hint=(exc.data or {}).get("hint"), code=exc.code)
+    else:
+        with open_service(ctx, readonly=True) as svc:
+            result = svc.search(query, **params, record=RecordAs("cli"))
+            if not as_json and result.get("success") and result.get("mode") == "scroll":
+                from memviewer.recall.snippets import attach_tool_calls_by_index
 
-            attach_tool_calls_by_index(svc.store, result["session_id"], result["messages"])
+                attach_tool_calls_by_index(svc.store, result["session_id"], result["messages"])
     if not result.get("success"):
         if as_json:
             fail(result["error"], data=result)

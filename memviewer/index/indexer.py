@@ -249,6 +249,7 @@ class Indexer:
 
     def status(self) -> dict[str, Any]:
         from memviewer.index.lance import SUMMARIES, TURNS
+        from memviewer.index.progress import eta_seconds
 
         state = self.index.load_state()
         with self.store.read() as conn:
@@ -271,6 +272,8 @@ class Indexer:
             "background": self._thread is not None and self._thread.is_alive(),
             "ann_index": self.index.has_vector_index(),
             "last_error": self._last_error,
+            "rate_turns_s": state.get("rate_turns_s"),
+            "eta_s": eta_seconds(behind, state.get("rate_turns_s")),
         }
 
     # -- background ----------------------------------------------------------------------
@@ -465,6 +468,7 @@ class Indexer:
         added = 0
         contextual = bool(getattr(self.settings, "contextual_embeddings", False))
         contexts: dict[str, str] = {}
+        embed_started = time.monotonic()
         while True:
             with store.read() as conn:
                 rows = [
@@ -487,6 +491,8 @@ class Indexer:
             self.index.add_turns(self._turn_rows(rows, embedder, contexts))
             added += len(rows)
             state["turn_num"] = int(rows[-1]["num"])
+            # what this pass achieves (reads, embedding, appends): the ETA of the lag
+            state["rate_turns_s"] = round(added / max(time.monotonic() - embed_started, 1e-6), 1)
             self._save_state(state)
             if progress is not None:
                 progress(added, total_new, "turns")
@@ -834,6 +840,11 @@ def index_status(settings: Any) -> dict[str, Any]:
         f"{state.get('model')} (dim {state.get('dim')}), vector search {ann}, "
         f"lag {behind} turns"
     )
+    if behind:
+        from memviewer.index.progress import eta_seconds
+
+        eta = eta_seconds(behind, state.get("rate_turns_s"))
+        detail += f", ETA {eta:.0f} s" if eta is not None else ", ETA unknown"
     ok = behind == 0
     if not ok:
         detail += " (a running hub catches up by itself; otherwise run `memviewer reindex`)"

@@ -72,6 +72,7 @@ SUMMARY_WEIGHT = 0.5
 MAX_EXPANSIONS = 512
 COMMON_DF = 2000  # a word unit in more turns than this only ranks turns that have a rarer one
 BROAD_WINDOW = 20_000  # at most this many (newest) matching turns are ranked by BM25
+COMMON_WINDOW = 1_000  # ... and this many when every word of the query is common (see _word_match)
 FALLBACK_MAX_ROWS = 20_000
 MAX_LIMIT = 1000
 MAX_WINDOW = 500
@@ -264,8 +265,9 @@ class KeywordSearch:
         tables = self.tables()
         with self._reader() as db:
             candidates: dict[int, _Candidate] = {}
-            if tables["word"] and (match := _word_match(db, pq)):
-                _add(candidates, _fts_candidates(db, fts.WORD_TABLE, match, pq, filters))
+            if tables["word"] and (found := _word_match(db, pq)):
+                match, broad = found
+                _add(candidates, _fts_candidates(db, fts.WORD_TABLE, match, pq, filters, broad))
             if pq.cjk_units and tables["cjk"] and (match := _cjk_match(db, pq.cjk_units)):
                 _add(candidates, _fts_candidates(db, fts.CJK_TABLE, match, pq, filters))
             scan = ([] if tables["word"] else pq.word_units) + ([] if tables["cjk"] else pq.cjk_units)
@@ -280,7 +282,7 @@ class KeywordSearch:
             for c in candidates.values():
                 sid = c.session["id"]
                 if sid not in sessions:
-                    sessions[sid] = _parse_meta(c.session)
+                    sessions[sid] = c.session
                 per_session[sid].append((c.score * (SUMMARY_WEIGHT if c.summary else 1.0), -c.idx))
             raw: dict[str, float] = {}
             anchors: dict[str, int] = {}
@@ -422,12 +424,18 @@ def _add(into: dict[int, _Candidate], found: Iterable[tuple[int, _Candidate]]) -
             into[num] = cand
 
 
-def _candidate(score: float, idx: int, summary: Any, session_row: Sequence[Any]) -> _Candidate:
-    return _Candidate(score, int(idx), bool(summary), dict(zip(_SESSION_COLS, session_row, strict=True)))
+def _candidate(
+    score: float, idx: int, summary: Any, session_row: Sequence[Any], seen: dict[Any, dict[str, Any]]
+) -> _Candidate:
+    """One candidate turn; the session's columns become one dict per session (``seen``)."""
+    session = seen.get(session_row[0])
+    if session is None:
+        session = seen[session_row[0]] = dict(zip(_SESSION_COLS, session_row, strict=True))
+    return _Candidate(score, int(idx), bool(summary), session)
 
 
 def _fts_candidates(
-    db: _Db, table: str, match: str, pq: ParsedQuery, filters: _Filters
+    db: _Db, table: str, match: str, pq: ParsedQuery, filters: _Filters, broad: int | None = None
 ) -> list[tuple[int, _Candidate]]:
     """The best ``CANDIDATE_TURNS`` turns by BM25 with their turn and session columns,
     each BM25 scaled by the share of query units the turn contains (``coverage``).
@@ -437,7 +445,9 @@ def _fts_candidates(
     turns) would take seconds. BM25 is therefore taken over the ``BROAD_WINDOW``
     most recently stored matching turns (FTS5 walks rowids newest first and
     stops there); any query with fewer matches is ranked in full, and rare words
-    always reach old sessions (see ``_word_match``).
+    always reach old sessions (see ``_word_match``). A query made only of common
+    words (``broad``) ranks the newest ``COMMON_WINDOW`` matches: it has no one right
+    answer, and ranking thousands of turns for it would cost milliseconds.
 
     BM25 ranks inside a LIMITed subquery, so only the kept turns are joined;
     with a filter, the filter joins run inside it (they must, to keep the LIMIT
@@ -463,7 +473,7 @@ def _fts_candidates(
         f"WHERE {' AND '.join(where)} ORDER BY {table}.rowid DESC LIMIT ?) ORDER BY bm LIMIT ?"
         ") r JOIN turns t ON t.num = r.num JOIN sessions s ON s.id = t.session_id"
     )
-    params += [BROAD_WINDOW, CANDIDATE_TURNS]
+    params += [broad or BROAD_WINDOW, CANDIDATE_TURNS]
     try:
         rows = db.all(sql, params)
     except Exception as exc:
@@ -474,11 +484,15 @@ def _fts_candidates(
                 data={"hint": 'use plain words or a "quoted phrase"'},
             ) from None
         raise
-    return [(int(r[0]), _candidate(-float(r[1]) * pq.coverage(r[4] or ""), r[2], r[3], r[5:])) for r in rows]
+    seen: dict[Any, dict[str, Any]] = {}
+    return [
+        (int(r[0]), _candidate(-float(r[1]) * pq.coverage(r[4] or ""), r[2], r[3], r[5:], seen)) for r in rows
+    ]
 
 
-def _word_match(db: _Db, pq: ParsedQuery) -> str | None:
-    """``fts_query.word_match``, restricted to turns with at least one uncommon unit.
+def _word_match(db: _Db, pq: ParsedQuery) -> tuple[str, int | None] | None:
+    """``fts_query.word_match``, restricted to turns with at least one uncommon unit,
+    and the BM25 window (None: ``BROAD_WINDOW``) the query's turns are ranked in.
 
     BM25 costs about a microsecond per matching turn, and FTS5 ranks every
     match: "What did we decide about the kiwi rollout?" would rank the ~10 % of
@@ -486,22 +500,26 @@ def _word_match(db: _Db, pq: ParsedQuery) -> str | None:
     counts each unit's matches (capped at ``COMMON_DF + 1``); when some units
     are common and at least one uncommon unit occurs, the expression becomes
     ``(uncommon units) AND (all units)``: the same BM25 scores (common words
-    still count) for the turns that can matter.
+    still count) for the turns that can matter. When every unit that occurs is
+    common, no turn can be singled out by a rare word: the newest
+    ``COMMON_WINDOW`` matches are ranked.
     """
     base = fts_query.word_match(pq)
     units = pq.word_units
-    if base is None or len(units) < 2:
-        return base
+    if base is None:
+        return None
     probe = (
         f"(SELECT count(*) FROM (SELECT 1 FROM {fts.WORD_TABLE} WHERE {fts.WORD_TABLE} MATCH ? "
         f"LIMIT {COMMON_DF + 1}))"
     )
     literals = [fts_query.fts_string(u.text) for u in units]
-    counts = db.all("SELECT " + ", ".join([probe] * len(units)), literals)[0]
+    counts = db.all("SELECT " + ", ".join([probe] * len(units)), literals)[0] if units else []
     rare = [u for u, n in zip(units, counts, strict=True) if 0 < n <= COMMON_DF]
-    if not rare or len(rare) == sum(1 for n in counts if n > 0):
-        return base
-    return f"({' OR '.join(fts_query.fts_string(u.text) for u in rare)}) AND ({base})"
+    if not rare:
+        return base, (COMMON_WINDOW if any(counts) else None)
+    if len(rare) == sum(1 for n in counts if n > 0):
+        return base, None
+    return f"({' OR '.join(fts_query.fts_string(u.text) for u in rare)}) AND ({base})", None
 
 
 def _cjk_match(db: _Db, units: Sequence[Unit]) -> str | None:
@@ -543,21 +561,42 @@ def _scan_candidates(
     lowered = [n.lower() for n in needles]
     whole_low = whole.lower() if whole and len(units) > 1 else None
     out: list[tuple[int, _Candidate]] = []
+    seen: dict[Any, dict[str, Any]] = {}
     for r in conn.execute(q):
         low = (r[1] or "").lower()
         score = sum(1.0 for n in lowered if n in low) + (2.0 if whole_low and whole_low in low else 0.0)
         if score > 0:
-            out.append((int(r[0]), _candidate(score, r[2], r[3], r[4:])))
+            out.append((int(r[0]), _candidate(score, r[2], r[3], r[4:], seen)))
     return out
 
 
-def _parse_meta(row: dict[str, Any]) -> dict[str, Any]:
-    if isinstance(row["meta"], str):  # raw SQL returns the JSON text
-        try:
-            row["meta"] = json.loads(row["meta"])
-        except ValueError:
-            row["meta"] = None
-    return row
+_PROJECTIONS: dict[tuple[Any, ...], tuple[str | None, bool]] = {}
+_PROJECTIONS_MAX = 200_000
+
+
+def _projection(row: dict[str, Any]) -> tuple[str | None, bool]:
+    """(lineage key, tagged automated) of a session row, cached by the columns they derive from.
+
+    Both read the metadata JSON, which is most of a candidate's cost otherwise; the key
+    is the raw text (and the columns), so a changed session is simply a new key.
+    """
+    meta = row["meta"]
+    key = (row["source"], row["lineage_id"], row["root_session_id"], row["thread_id"], meta)
+    if not isinstance(meta, str | None):
+        return lineage_key(row), tagged_automated(row)
+    got = _PROJECTIONS.get(key)
+    if got is None:
+        parsed = dict(row)
+        if isinstance(meta, str):  # raw SQL returns the JSON text
+            try:
+                parsed["meta"] = json.loads(meta)
+            except ValueError:
+                parsed["meta"] = None
+        got = (lineage_key(parsed), tagged_automated(parsed))
+        if len(_PROJECTIONS) >= _PROJECTIONS_MAX:
+            _PROJECTIONS.clear()
+        _PROJECTIONS[key] = got
+    return got
 
 
 # -- ranking ------------------------------------------------------------------------
@@ -581,7 +620,8 @@ def _rank(
     ids = list(raw)
     recency = {sid: sessions[sid]["last_seen_at"] or sessions[sid]["started_at"] or 0.0 for sid in ids}
     order = sorted(ids, key=lambda s: (-raw[s], -recency[s], s))
-    group = {sid: lineage_key(sessions[sid]) or f"\x00{sid}" for sid in ids}
+    proj = {sid: _projection(sessions[sid]) for sid in ids}
+    group = {sid: proj[sid][0] or f"\x00{sid}" for sid in ids}
     total = len(set(group.values()))
     best: dict[str, tuple[float, float, str]] = {}  # group -> (score, recency, sid)
     chunk = max(limit * 2, 10)
@@ -589,10 +629,10 @@ def _rank(
     while pos < len(order):
         batch = order[pos : pos + chunk]
         pos += len(batch)
-        need_rate = [sid for sid in batch if not tagged_automated(sessions[sid])]
+        need_rate = [sid for sid in batch if not proj[sid][1]]
         rates = _rate_stats(db, need_rate) if need_rate else {}
         for sid in batch:
-            automated = tagged_automated(sessions[sid]) or rate_automated(*rates.get(sid, (0, None, None)))
+            automated = proj[sid][1] or rate_automated(*rates.get(sid, (0, None, None)))
             score = raw[sid] * (AUTOMATED_DEMOTION if automated else 1.0)
             cand = (score, recency[sid], sid)
             g = group[sid]

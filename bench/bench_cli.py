@@ -1,0 +1,76 @@
+"""Benchmark: the whole CLI process of ``recall`` and ``search`` against ``memviewer --version``,
+with a hub serving the home (warm: the hub answers) and without one (cold: this process
+opens the store, loads the model). Interleaved runs, medians, one run of the script.
+
+    .venv/bin/python bench/bench_cli.py [--runs 7]
+
+A small home (tests/fixtures/praisonai imported with --wait) under a temporary folder.
+Results: ``docs/benchmarks.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from memviewer.wire.testing import HubProcess  # noqa: E402
+
+FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "praisonai"
+
+
+def _run(home: Path, sock: Path, *args: str) -> float:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMVIEWER_")}
+    env.update({"MEMVIEWER_CONFIG": os.devnull, "MEMVIEWER_SOCKET": str(sock)})
+    t = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, "-m", "memviewer.cli", "--home", str(home), *args],
+        capture_output=True,
+        env=env,
+    )
+    took = time.perf_counter() - t
+    if proc.returncode != 0:
+        raise SystemExit(f"{args}: {proc.stderr.decode(errors='replace')}")
+    return took
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=7)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="mvcli-", dir="/tmp") as tmp:
+        home, nohub, sock = Path(tmp) / "home", Path(tmp) / "none.sock", Path(tmp) / "hub.sock"
+        _run(home, nohub, "import", "praisonai", str(FIXTURES), "--wait")
+        cases = {
+            "--version": ("--version",),
+            "search": ("search", "refund policy", "--json"),
+            "recall": ("recall", "what is the refund policy for annual plans?", "--json"),
+        }
+        times: dict[str, list[float]] = {}
+        with HubProcess(home, sock, args=()):
+            for cmd in cases.values():
+                _run(home, sock, *cmd)  # page cache, the hub's model
+            for _ in range(args.runs):
+                for name, cmd in cases.items():
+                    times.setdefault(f"{name} (hub)", []).append(_run(home, sock, *cmd))
+                    if name != "--version":
+                        times.setdefault(f"{name} (no hub)", []).append(_run(home, nohub, *cmd))
+    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"# {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, load {load}, {args.runs} interleaved runs")
+    base = statistics.median(times["--version (hub)"])
+    print("| command | median s | × --version |\n|---|---:|---:|")
+    for name, xs in times.items():
+        med = statistics.median(xs)
+        print(f"| `{name}` | {med:.2f} | {med / base:.2f} |")
+
+
+if __name__ == "__main__":
+    main()

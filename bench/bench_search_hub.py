@@ -1,0 +1,187 @@
+"""Benchmark: keyword search through a real hub's JSON-RPC ``search`` vs PraisonAI's
+``SqliteSessionStore.search`` in-process, same PraisonAI folder, one run, interleaved.
+
+Per query the engines run back to back (order alternating), ``--rounds`` times, so the
+shared machine's load hits both alike. Also timed, in the same loop: memviewer's
+``KeywordSearch.search`` in-process (no socket) and one bare FTS5 ``MATCH … ORDER BY rank
+LIMIT 400`` on the same database in SQLite alone (the physical floor of a keyword query).
+
+Setup: ``pip install -e '.[dev,bench]'`` (``praisonaiagents`` 1.7.17, no torch).
+
+    .venv/bin/python bench/bench_search_hub.py --sizes 2000 10000
+
+Corpora and databases go under ``--work`` (reused between runs). Results:
+``docs/benchmarks.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import logging
+import os
+import platform
+import sqlite3
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import search_corpus  # noqa: E402
+
+from memviewer.io.praisonai import iter_session_files, load_file  # noqa: E402
+from memviewer.recall import fts_query  # noqa: E402
+from memviewer.recall.keyword import KeywordSearch  # noqa: E402
+from memviewer.session.manager import SessionManager  # noqa: E402
+from memviewer.store.db import Store  # noqa: E402
+from memviewer.wire import protocol  # noqa: E402
+from memviewer.wire.syncclient import RpcConnection  # noqa: E402
+from memviewer.wire.testing import HubProcess  # noqa: E402
+
+
+def _corpus(work: Path, n: int, planted: int) -> tuple[Path, list[dict]]:
+    folder = work / f"sessions-{n}"
+    meta = work / f"sessions-{n}.planted.json"
+    if not meta.exists():
+        search_corpus.generate(folder, n, planted)
+    return folder, json.loads(meta.read_text())
+
+
+def _home(work: Path, folder: Path, n: int) -> Path:
+    """A memviewer home holding the imported folder (keyword index only, like --no-index)."""
+    home = work / f"home-{n}"
+    db = home / "memviewer.db"
+    if (home / "imported").exists():
+        return home
+    home.mkdir(parents=True, exist_ok=True)
+    for p in home.glob("memviewer.db*"):
+        p.unlink()
+    store = Store.open(db)
+    mgr = SessionManager(store)
+    files = sorted(iter_session_files([folder]))
+    t = time.perf_counter()
+    for i in range(0, len(files), 500):
+        with store.write():
+            for path in files[i : i + 500]:
+                mgr.import_session(*load_file(path))
+    print(f"  imported {len(files)} sessions in {time.perf_counter() - t:.1f}s", flush=True)
+    store.close()
+    (home / "imported").touch()
+    return home
+
+
+def _load() -> str:
+    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def _p50(xs: list[float]) -> float:
+    return statistics.median(xs)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[2000])
+    ap.add_argument("--queries", type=int, default=30)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--work", type=Path, default=Path("/tmp/mvbench-hub"))
+    args = ap.parse_args()
+    logging.disable(logging.WARNING)
+    args.work.mkdir(parents=True, exist_ok=True)
+    from praisonaiagents.session import SqliteSessionStore
+
+    print(
+        f"# {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC · {platform.platform()} · {os.cpu_count()} CPUs · "
+        f"Python {platform.python_version()} · SQLite {sqlite3.sqlite_version} · load {_load()}",
+        flush=True,
+    )
+    rows = [
+        "| sessions | queries | hub search p50 ms | in-process p50 ms | bare FTS5 MATCH p50 ms "
+        "| PraisonAI p50 ms | ratio (PraisonAI / hub) | top-1 = planted (hub / PraisonAI) |",
+        "|---|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for n in args.sizes:
+        folder, planted = _corpus(args.work, n, min(args.queries, n))
+        home = _home(args.work, folder, n)
+        sq = SqliteSessionStore(session_dir=str(folder), db_path=str(args.work / f"praisonai-{n}.db"))
+        t = time.perf_counter()
+        sq.search("warm up the index")
+        print(f"  {n}: SqliteSessionStore first search {time.perf_counter() - t:.1f}s", flush=True)
+        store = Store.open(home / "memviewer.db", readonly=True)
+        ks = KeywordSearch(store)
+        raw = sqlite3.connect(f"file:{home / 'memviewer.db'}?mode=ro", uri=True)
+        sock = args.work / f"hub-{n}.sock"
+        with HubProcess(home, sock, args=("--no-index",)) as _hub:
+            conn = RpcConnection(sock)
+            conn.call(protocol.HELLO, {"protocol": protocol.PROTOCOL_VERSION, "role": "reader"})
+
+            def hub(q: str, conn: RpcConnection = conn) -> str | None:
+                r = conn.call(protocol.SEARCH, {"query": q, "limit": 5, "window": 5})
+                return r["results"][0]["session_id"] if r.get("results") else None
+
+            def inproc(q: str, ks: KeywordSearch = ks) -> str | None:
+                r = ks.search(q, limit=5, window=5)
+                return r["results"][0]["session_id"] if r.get("results") else None
+
+            def bare(q: str, raw: sqlite3.Connection = raw) -> str | None:
+                match = fts_query.word_match(fts_query.parse(q)) or '""'
+                sql = "SELECT rowid FROM turns_fts WHERE turns_fts MATCH ? ORDER BY rank LIMIT 400"
+                got = raw.execute(sql, (match,)).fetchall()
+                return str(got[0][0]) if got else None
+
+            def pa(q: str, sq: SqliteSessionStore = sq) -> str | None:
+                hits = sq.search(q, limit=5, window=5)
+                return hits[0].session_id if hits else None
+
+            engines: dict[str, Callable[[str], str | None]] = {
+                "hub": hub,
+                "inproc": inproc,
+                "bare": bare,
+                "pa": pa,
+            }
+            phrases = [p["query"] for p in planted]
+            truth = [p["session_id"] for p in planted]
+            common = [q for q in search_corpus.COMMON_QUERIES if q.isascii()]
+            for name, qs in (("rare phrase", phrases), ("common words", common)):
+                times: dict[str, list[float]] = {k: [] for k in engines}
+                tops: dict[str, list[str | None]] = {k: [] for k in engines}
+                for fn in engines.values():
+                    fn(qs[0])
+                    fn(qs[-1])
+                for rnd in range(args.rounds):
+                    for i, q in enumerate(qs):
+                        order = list(engines.items())
+                        if (rnd + i) % 2:
+                            order.reverse()
+                        for key, fn in order:
+                            t0 = time.perf_counter()
+                            top = fn(q)
+                            times[key].append((time.perf_counter() - t0) * 1000)
+                            if rnd == 0:
+                                tops[key].append(top)
+                agree = ""
+                if name == "rare phrase":
+                    h = sum(a == b for a, b in zip(tops["hub"], truth, strict=True))
+                    p = sum(a == b for a, b in zip(tops["pa"], truth, strict=True))
+                    same = sum(a == b for a, b in zip(tops["hub"], tops["pa"], strict=True))
+                    agree = f"{h}/{len(qs)} / {p}/{len(qs)} (same top-1 {same}/{len(qs)})"
+                med = {k: _p50(v) for k, v in times.items()}
+                row = (
+                    f"| {n} | {name} | {med['hub']:.2f} | {med['inproc']:.2f} | {med['bare']:.3f} | "
+                    f"{med['pa']:.2f} | {med['pa'] / med['hub']:.1f}x | {agree or '–'} |"
+                )
+                rows.append(row)
+                print(row, f"(load {_load()})", flush=True)
+            conn.close()
+        ks.close()
+        store.close()
+        raw.close()
+    print("\n" + "\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()

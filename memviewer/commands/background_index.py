@@ -1,0 +1,120 @@
+"""Who embeds what an import stored, when the import does not wait (the default).
+
+An import returns once its turns are stored and keyword-searchable. The vector index
+then catches up in the background:
+
+* a hub serving the home embeds them: its indexer polls SQLite for rows other
+  processes committed (``Indexer`` ``POLL_S``);
+* without a hub, the import starts ``memviewer reindex --catch-up`` as a detached
+  process (a fresh interpreter via ``subprocess``, never ``fork``; its own session, so
+  closing the terminal does not stop it; output in ``<home>/indexer.log``). It embeds
+  until nothing is left and exits; the next hub or viewer start would catch up too.
+
+``import --wait`` keeps the blocking behaviour (returns once everything is recallable).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from typing import Any
+
+import click
+
+from memviewer.commands.common import settings_of
+
+LOG_FILE = "indexer.log"
+
+
+def catch_up_in_background(ctx: click.Context, svc: Any) -> dict[str, Any]:
+    """Make sure someone embeds the new turns; returns the lag and who is on it."""
+    from memviewer.index.progress import catch_up_pid, index_lag
+    from memviewer.wire.probe import serving_hub
+
+    settings = settings_of(ctx)
+    home = settings.home_path
+    with svc.store.read() as conn:
+        lag = index_lag(home, conn)
+    if lag["lag"] == 0:
+        return {**lag, "indexer": None}
+    if serving_hub(settings) is not None:
+        return {**lag, "indexer": "hub"}
+    pid = catch_up_pid(home) or spawn_catch_up(ctx)
+    return {**lag, "indexer": "background", "pid": pid, "log": str(home / LOG_FILE)}
+
+
+def spawn_catch_up(ctx: click.Context) -> int:
+    """Start a detached ``memviewer reindex --catch-up`` on this home; returns its pid."""
+    settings = settings_of(ctx)
+    root = ctx.find_root().params
+    args = [sys.executable, "-c", "from memviewer.cli import main; main()", "--home", str(settings.home_path)]
+    if root.get("config_file"):
+        args += ["--config", str(root["config_file"])]
+    if root.get("socket_path"):
+        args += ["--socket", str(root["socket_path"])]
+    args += ["reindex", "--catch-up"]
+    settings.home_path.mkdir(parents=True, exist_ok=True)
+    with open(settings.home_path / LOG_FILE, "ab") as log:
+        proc = subprocess.Popen(
+            args,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env=dict(os.environ),
+        )
+    return proc.pid
+
+
+def describe(info: dict[str, Any]) -> str:
+    """The line an import prints about the vector index."""
+    from memviewer.index.progress import describe as lag_text
+
+    if not info.get("lag"):
+        return "keyword search and recall are ready"
+    who = {
+        "hub": "the hub's indexer embeds them",
+        "background": f"a background indexer embeds them (pid {info.get('pid')}, log {info.get('log')})",
+    }.get(str(info.get("indexer")), "nobody embeds them: run `memviewer reindex --catch-up`")
+    return (
+        f"keyword search is ready; {lag_text(info)}: {who}. "
+        "`memviewer doctor` shows progress; `import --wait` waits for it"
+    )
+
+
+def run_catch_up(ctx: click.Context) -> dict[str, Any]:
+    """``reindex --catch-up``: embed until the watermark covers every committed turn.
+
+    A hub serving the home does this itself (then nothing happens here). A pid file in
+    the lance folder tells other imports that this process is at work; two at once are
+    harmless (the index's write lock serialises them; the second finds nothing to do).
+    """
+    from memviewer.commands.common import open_service
+    from memviewer.index.progress import CATCH_UP_PID, index_lag
+    from memviewer.paths import lance_dir
+    from memviewer.wire.probe import serving_hub
+
+    settings = settings_of(ctx)
+    if serving_hub(settings) is not None:
+        return {"added_turns": 0, "message": "a hub serves this home: its indexer catches up"}
+    folder = lance_dir(settings.home_path)
+    folder.mkdir(parents=True, exist_ok=True)
+    pid_file = folder / CATCH_UP_PID
+    pid_file.write_text(str(os.getpid()), encoding="ascii")
+    added = 0
+    try:
+        with open_service(ctx) as svc:
+            indexer = svc.indexer()
+            if indexer is None:
+                return {"added_turns": 0, "message": "no vector index in this install"}
+            while True:  # imports that commit meanwhile are picked up too
+                step = int(indexer.sync().get("added_turns", 0) or 0)
+                added += step
+                with svc.store.read() as conn:
+                    if index_lag(settings.home_path, conn)["lag"] == 0 or step == 0:
+                        break
+    finally:
+        if pid_file.exists() and pid_file.read_text(encoding="ascii").strip() == str(os.getpid()):
+            pid_file.unlink()
+    return {"added_turns": added, "message": f"embedded {added} turns; the index is up to date"}

@@ -1,0 +1,65 @@
+"""``recall`` and ``search`` through the hub that serves the home (a warm CLI).
+
+When a hub serves the home it has the store, the keyword index and the embedding model
+open and warm; asking it costs one socket round trip. Doing the work in this process
+would first import SQLAlchemy's query layer, LanceDB, onnxruntime and numpy and load the
+model (about 2 s). Only the standard library, ``memviewer.api`` and ``memviewer.wire`` are
+imported on this path; the results are the hub's JSON, exactly what ``MemoryService``
+returns in-process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, MutableMapping
+from typing import Any
+
+import click
+
+from memviewer.commands.common import settings_of
+
+
+def hub_reader(ctx: click.Context) -> Any | None:
+    """The hub's reader (``RemoteService``) when a hub serves this home, else None."""
+    from memviewer.api import open_reader
+    from memviewer.wire.probe import serving_hub
+
+    settings = settings_of(ctx)
+    try:
+        if serving_hub(settings) is None:
+            return None
+    except OSError:
+        return None
+    from memviewer.wire.remote import RemoteService
+
+    reader = open_reader(settings, client="memviewer.cli")
+    if isinstance(reader, RemoteService):
+        return reader
+    reader.close()  # the hub went away since the probe: the caller works in-process
+    return None
+
+
+def attach_tool_calls(reader: Any, results: Iterable[MutableMapping[str, Any]]) -> None:
+    """``recall.snippets.attach_tool_calls`` over the hub: blank rows get their tool calls
+    from the session the hub serves (display only; the JSON contract is untouched)."""
+    blank = [r for r in results if not str(r.get("content") or "").strip() and r.get("turn_id")]
+    by_session: dict[str, dict[str, Any]] = {}
+    for r in blank:
+        sid = str(r.get("session_id") or "")
+        if sid not in by_session:
+            by_session[sid] = {t["turn_id"]: t for t in reader.session(sid)["turns"]} if sid else {}
+        turn = by_session[sid].get(r["turn_id"])
+        if turn and turn.get("tool_calls"):
+            r["tool_calls"] = turn["tool_calls"]
+
+
+def attach_tool_calls_by_index(
+    reader: Any, session_id: str, messages: Iterable[MutableMapping[str, Any]]
+) -> None:
+    """The scroll window's blank messages get their tool calls (keyed by index)."""
+    blank = [m for m in messages if not str(m.get("content") or "").strip()]
+    if not blank:
+        return
+    calls = {t["index"]: t.get("tool_calls") for t in reader.session(session_id)["turns"]}
+    for m in blank:
+        if calls.get(m["index"]):
+            m["tool_calls"] = calls[m["index"]]

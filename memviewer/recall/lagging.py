@@ -1,0 +1,76 @@
+"""Recall on an index that is still catching up (an import that did not wait).
+
+The vector index lags SQLite while a hub or a background indexer embeds what an import
+stored. Recall then still answers with what is indexed, says so in its diagnostics
+(escalation ``INDEX_LAGGING``, ``diagnostics["index_lag"]``: turns not embedded yet and
+an ETA), and adds the keyword index's best turns among those not embedded yet after the
+vector results, marked ``score_breakdown: {"keyword_only": …}`` (SQLite's BM25, not
+comparable to the vector scores): keyword search covers every stored turn as soon as
+it is committed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memviewer.store.db import Store
+
+INDEX_LAGGING = "index:lagging"
+
+
+def add_lag(
+    store: Store,
+    home: Path,
+    search: Callable[..., dict[str, Any]],
+    query: str,
+    out: dict[str, Any],
+    params: dict[str, Any],
+) -> dict[str, Any]:
+    """``out`` with the lag escalation and keyword results when the index is behind.
+
+    ``search`` is the keyword search to ask (the service's)."""
+    from memviewer.index.progress import index_lag
+    from memviewer.store import repos
+    from memviewer.store.index_progress import turns_at
+
+    with store.read() as conn:
+        lag = index_lag(home, conn)
+    if lag["lag"] <= 0:
+        return out
+    diagnostics = out.setdefault("diagnostics", {})
+    diagnostics.setdefault("escalations", []).append(INDEX_LAGGING)
+    diagnostics["index_lag"] = {k: lag[k] for k in ("lag", "eta_s", "rate_turns_s")}
+    top_k = int(params.get("top_k") or 10)
+    found = search(query, limit=top_k, window=0, scope=params.get("scope"), scope_id=params.get("scope_id"))
+    hits = found.get("results") or [] if found.get("success") else []
+    keys = [(h["session_id"], int(h["anchor_index"])) for h in hits]
+    with store.read() as conn:
+        turns = turns_at(conn, keys)
+    have = {r.get("turn_id") for r in out.get("results", [])}
+    added = 0
+    for hit, key in zip(hits, keys, strict=True):
+        row = turns.get(key)
+        if row is None or int(row["num"]) <= lag["turn_num"] or row["id"] in have:
+            continue  # embedded turns are the vector search's to rank
+        pub = repos.turn_public(row)
+        out.setdefault("results", []).append(
+            {
+                "turn_id": pub["turn_id"],
+                "session_id": pub["session_id"],
+                "episode_id": pub["episode_id"],
+                "index": pub["index"],
+                "role": pub["role"],
+                "content": pub["content"],
+                "archived": pub["archived"],
+                "timestamp": pub["timestamp"],
+                "score": float(hit["score"]),
+                "score_breakdown": {"keyword_only": float(hit["score"])},
+                "metadata": row["meta"] if row["meta"] is not None else {},
+            }
+        )
+        added += 1
+    diagnostics["index_lag"]["keyword_results"] = added
+    return out

@@ -1,0 +1,130 @@
+"""Import does not wait for embeddings; a lagging index is reported and recall says so.
+
+In-process with the hash embedder (fast): a lagging index escalates in recall and still
+answers with keyword results for the turns not embedded yet. Real processes and the
+real model (marked): ``import praisonai`` returns with the lag, a detached
+``reindex --catch-up`` embeds the rest, and ``doctor`` reports the lag with an ETA.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from memviewer.index.progress import catch_up_pid, eta_seconds, index_lag
+from memviewer.recall.lagging import INDEX_LAGGING
+
+FIXTURES = Path(__file__).parent / "fixtures" / "praisonai"
+
+
+def _seed(service, sid: str, texts: list[str]) -> None:
+    service.import_session(
+        {"id": sid, "title": sid, "started_at": 1_700_000_000.0},
+        [
+            {"id": f"{sid}-t{i}", "role": "user", "content": t, "timestamp": 1_700_000_000.0 + i}
+            for i, t in enumerate(texts)
+        ],
+    )
+
+
+def test_eta_from_the_measured_rate() -> None:
+    assert eta_seconds(0, None) == 0.0
+    assert eta_seconds(500, 100.0) == 5.0
+    assert eta_seconds(500, None) is None and eta_seconds(500, 0) is None and eta_seconds(5, True) is None
+
+
+def test_recall_on_a_lagging_index_escalates_and_adds_keyword_results(service) -> None:
+    _seed(service, "s-old", ["the heron migration plan is ready", "we ship the heron plan on friday"])
+    service.sync_index()
+    assert INDEX_LAGGING not in service.recall("heron migration")["diagnostics"]["escalations"]
+    _seed(service, "s-new", ["zanzibar rollout checklist for the heron team"])  # stored, not embedded
+    with service.store.read() as conn:
+        assert index_lag(service.home, conn)["lag"] == 1
+    out = service.recall("zanzibar rollout")
+    d = out["diagnostics"]
+    assert INDEX_LAGGING in d["escalations"]
+    assert d["index_lag"]["lag"] == 1 and d["index_lag"]["keyword_results"] == 1
+    extra = [r for r in out["results"] if "keyword_only" in r["score_breakdown"]]
+    assert [(r["session_id"], r["index"]) for r in extra] == [("s-new", 0)]
+    assert "zanzibar" in extra[0]["content"]
+    service.sync_index()
+    again = service.recall("zanzibar rollout")
+    assert (
+        INDEX_LAGGING not in again["diagnostics"]["escalations"] and "index_lag" not in again["diagnostics"]
+    )
+    assert again["results"][0]["session_id"] == "s-new"  # now found by the vector index
+
+
+def test_status_reports_rate_and_eta_after_a_pass(service) -> None:
+    _seed(service, "s-a", [f"turn number {i} about kiwis" for i in range(5)])
+    service.sync_index()
+    status = service.indexer().status()
+    assert status["lag"] == 0 and status["eta_s"] == 0.0
+    assert isinstance(status["rate_turns_s"], float) and status["rate_turns_s"] > 0
+    _seed(service, "s-b", ["one more"])
+    status = service.indexer().status()
+    assert status["lag"] == 1 and status["eta_s"] == round(1 / status["rate_turns_s"], 1)
+
+
+def _cli(home: Path, *args: str, socket: Path) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMVIEWER_")}
+    env.update({"MEMVIEWER_CONFIG": os.devnull, "MEMVIEWER_SOCKET": str(socket)})
+    return subprocess.run(
+        [sys.executable, "-m", "memviewer.cli", "--home", str(home), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=240,
+    )
+
+
+@pytest.mark.integration
+@pytest.mark.model
+def test_import_returns_before_embedding_and_a_background_catch_up_finishes(
+    tmp_path: Path, short_tmp: Path
+) -> None:
+    home = tmp_path / "home"
+    sock = short_tmp / "none.sock"  # no hub: the import starts the background indexer
+    proc = _cli(home, "import", "praisonai", str(FIXTURES), "--json", socket=sock)
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    turns = sum(r["turns"] for r in report["imported"])
+    assert report["index"]["lag"] == turns > 0  # returned with nothing embedded yet
+    assert report["index"]["indexer"] == "background" and report["index"]["pid"] > 0
+    # keyword search works at once
+    found = _cli(home, "search", "refund", "--json", socket=sock)
+    assert found.returncode == 0 and json.loads(found.stdout)["total_found"] > 0
+    deadline = time.monotonic() + 180
+    while catch_up_pid(home) is not None and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert catch_up_pid(home) is None, (home / "indexer.log").read_text(errors="replace")
+    doctor = _cli(home, "doctor", "--json", socket=sock)
+    assert "lag 0 turns" in doctor.stdout, doctor.stdout
+    assert "embedded" in (home / "indexer.log").read_text()
+
+
+@pytest.mark.integration
+@pytest.mark.model
+def test_import_wait_returns_once_embedded_and_doctor_shows_lag_and_eta(
+    tmp_path: Path, short_tmp: Path
+) -> None:
+    home = tmp_path / "home"
+    sock = short_tmp / "none.sock"
+    proc = _cli(home, "import", "praisonai", str(FIXTURES), "--wait", "--json", socket=sock)
+    assert proc.returncode == 0, proc.stderr
+    assert "index" not in json.loads(proc.stdout)  # nothing left to report
+    extra = tmp_path / "more"
+    extra.mkdir()
+    (extra / "late.json").write_text(
+        json.dumps({"session_id": "late", "messages": [{"role": "user", "content": "a late kiwi"}]})
+    )
+    # --no-index: stored, never embedded here, so the lag stays for doctor to see
+    assert _cli(home, "import", "praisonai", str(extra), "--no-index", socket=sock).returncode == 0
+    doctor = _cli(home, "doctor", socket=sock)
+    assert "lag 1 turns, ETA" in doctor.stdout, doctor.stdout
