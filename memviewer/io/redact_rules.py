@@ -382,10 +382,28 @@ class _AssignmentRule:
         for match in self.regex.finditer(text):
             group = "qs" if match.group("vq") else "bs"
             value = match.group(group)
+            if group == "bs" and _is_reference(
+                value, text[match.end() : match.end() + 1], match.group("name")
+            ):
+                continue
             view = _AssignmentMatch(match, value)
             if _assignment_value(view):  # type: ignore[arg-type]
                 start, end = match.span(group)
                 yield start, end
+
+
+_DOTTED = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+", _A)
+_IDENT = re.compile(r"[A-Za-z_-]+", _A)
+
+
+def _is_reference(value: str, after: str, name: str) -> bool:
+    """An unquoted value in code that names the secret instead of holding it: a call or an
+    index (``token = make_token(...)``, ``request.form['password']``), an attribute path
+    (``req.body.accessToken``), a file path, or (for names other than passwords) a bare word."""
+    if after in ("(", "[") or _DOTTED.fullmatch(value) or value.startswith(("/", "./", "../", "~/")):
+        return True
+    is_password = any(w.startswith("pass") or w == "pwd" for w in _WORD_SPLIT.split(name.lower()))
+    return not is_password and _IDENT.fullmatch(value) is not None
 
 
 class _AssignmentMatch:
