@@ -75,17 +75,33 @@ def import_praisonai(ctx: click.Context, paths, no_index, as_json, replace) -> N
     `failed: PATH: reason` and skipped; the exit code is then 1.
     """
     update, close = progress_callback("importing")
+    reading, close_reading = progress_callback("reading")
     from memviewer.index.embedder import ModelChecksumError, ModelNotFoundError
+
+    started: set[str] = set()
+
+    def file_progress(done: int, size: int, path: str) -> None:
+        """A big file is read in chunks: say so once, then draw its bytes on a TTY."""
+        if path not in started:
+            started.add(path)
+            click.echo(f"reading {path} ({size / 1e6:.0f} MB) …", err=True)
+        if reading is not None:
+            reading(done, size, path)
+            if done >= size:
+                close_reading()
 
     with open_service(ctx) as svc:
         try:
-            report = svc.import_praisonai(paths, update, index=not no_index, replace=replace)
+            report = svc.import_praisonai(
+                paths, update, index=not no_index, replace=replace, file_progress=file_progress
+            )
         except (ModelNotFoundError, ModelChecksumError) as exc:
             fail(
                 f"sessions were stored, but embedding them failed: {exc}",
                 hint="fix the model, then run `memviewer reindex` (keyword search works already)",
             )
         finally:
+            close_reading()
             close()
     if as_json:
         emit_json(report.to_dict())
