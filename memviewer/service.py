@@ -232,11 +232,16 @@ class MemoryService:
         *,
         index: bool = True,
         replace: bool = False,
+        file_progress: Callable[[int, int, str], None] | None = None,
     ) -> ImportReport:
-        """Import PraisonAI files; with ``index`` returns once they are recallable."""
+        """Import PraisonAI files; with ``index`` returns once they are recallable.
+
+        ``file_progress(bytes, size, path)`` follows the reading of a big file."""
         from memviewer.io.praisonai import import_paths
 
-        report = import_paths(self.import_session, paths_, progress, replace=replace)
+        report = import_paths(
+            self.import_session, paths_, progress, replace=replace, file_progress=file_progress
+        )
         if index and report.imported:
             self.sync_index(report.session_ids)
         return report

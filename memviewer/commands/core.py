@@ -87,18 +87,38 @@ def import_praisonai(ctx: click.Context, paths, no_index, wait, as_json, replace
     `memviewer reindex --catch-up`).
     """
     update, close = progress_callback("importing")
+    reading, close_reading = progress_callback("reading")
     from memviewer.index.embedder import ModelChecksumError, ModelNotFoundError
+
+    started: set[str] = set()
+
+    def file_progress(done: int, size: int, path: str) -> None:
+        """A big file is read in chunks: say so once, then draw its bytes on a TTY."""
+        if path not in started:
+            started.add(path)
+            click.echo(f"reading {path} ({size / 1e6:.0f} MB) …", err=True)
+        if reading is not None:
+            reading(done, size, path)
+            if done >= size:
+                close_reading()
 
     pending: dict[str, Any] | None = None
     with open_service(ctx) as svc:
         try:
-            report = svc.import_praisonai(paths, update, index=wait and not no_index, replace=replace)
+            report = svc.import_praisonai(
+                paths,
+                update,
+                index=wait and not no_index,
+                replace=replace,
+                file_progress=file_progress,
+            )
         except (ModelNotFoundError, ModelChecksumError) as exc:
             fail(
                 f"sessions were stored, but embedding them failed: {exc}",
                 hint="fix the model, then run `memviewer reindex` (keyword search works already)",
             )
         finally:
+            close_reading()
             close()
         if not wait and not no_index and report.imported:
             from memviewer.commands.background_index import catch_up_in_background

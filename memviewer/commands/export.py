@@ -70,6 +70,11 @@ def export_cmd(ctx: click.Context, session_ids, all_sessions, fmt, output, redac
 
     special = fmt != "praisonai" and not os.path.isfile(result["path"])
     click.echo(summary, err=result["path"] == "-" or special)
+    # One bad session never stops the rest: each failure is named, and the exit code says so.
+    for failure in result.get("failed", []):
+        click.echo(f"failed: {failure['session_id']}: {failure['error']}", err=True)
+    if result.get("failed"):
+        ctx.exit(1)
 
 
 COMMANDS = (export_cmd,)

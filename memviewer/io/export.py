@@ -115,26 +115,46 @@ def export_sessions(
 
         redactor = Redactor(redact, id_key=installation_key(home) if home is not None else None)
     stats = {"sessions": 0, "turns": 0}
+    failed: list[dict[str, str]] = []
 
     def each_bundle() -> Iterator[bundles.Bundle]:
+        done = 0
         for sid in id_iter:
-            with store.read() as conn:
-                b = bundles.load_bundle(conn, sid)
-            if b is None:
-                continue  # deleted while we were exporting
-            if redactor is not None:
-                b = bundles.redact_bundle(b, redactor)
-            stats["sessions"] += 1
-            stats["turns"] += len(b.turns)
-            yield b
+            done += 1
+            try:
+                with store.read() as conn:
+                    b = bundles.load_bundle(conn, sid)
+                if b is not None and redactor is not None:
+                    b = bundles.redact_bundle(b, redactor)
+            except MemviewerError:
+                raise  # the store itself failed: every other session would too
+            except Exception as exc:  # one bad session never stops the rest
+                failed.append(_failure(sid, exc))
+                b = None
+            if b is not None:  # None: deleted while we were exporting, or failed
+                yield b
             if progress:
-                progress(stats["sessions"], total, sid)
+                progress(done, total, sid)
+
+    def written(b: bundles.Bundle) -> None:
+        stats["sessions"] += 1
+        stats["turns"] += len(b.turns)
+
+    def failed_write(b: bundles.Bundle, exc: Exception) -> None:
+        failed.append(_failure(b.id, exc))
 
     if fmt == "praisonai":
-        path = _export_praisonai(each_bundle(), out, force)
+        path = _export_praisonai(each_bundle(), out, force, written, failed_write)
     else:
-        path = _export_stream(each_bundle(), fmt, out, redact)
-    result: dict[str, Any] = {"format": fmt, **stats, "path": path, "redact": redact, "redactions": {}}
+        path = _export_stream(each_bundle(), fmt, out, redact, written, failed_write)
+    result: dict[str, Any] = {
+        "format": fmt,
+        **stats,
+        "path": path,
+        "redact": redact,
+        "redactions": {},
+        "failed": failed,
+    }
     if redactor is not None:
         result["redactions"] = {k: v for k, v in redactor.counts.items() if v}
         if redactor.ids_masked:
@@ -142,8 +162,28 @@ def export_sessions(
     return result
 
 
-def _export_stream(items: Iterator[bundles.Bundle], fmt: str, out: Any, redact: str | None) -> str:
+def _failure(sid: str, exc: Exception) -> dict[str, str]:
+    return {"session_id": sid, "error": f"{type(exc).__name__}: {exc}"[:300]}
+
+
+_Written = Callable[[bundles.Bundle], None]
+_Failed = Callable[[bundles.Bundle, Exception], None]
+
+
+def _export_stream(
+    items: Iterator[bundles.Bundle],
+    fmt: str,
+    out: Any,
+    redact: str | None,
+    written: _Written | None = None,
+    failed: _Failed | None = None,
+) -> str:
     writer_cls = STREAM_WRITERS[fmt]
+    ok, bad = written or (lambda b: None), failed or _reraise
+
+    def _write_all(writer: Any, items: Iterator[bundles.Bundle]) -> None:
+        _write_each(writer, items, ok, bad)
+
     if out is None or out == "-":
         _write_all(writer_cls(sys.stdout, redact), items)
         sys.stdout.flush()
@@ -226,14 +266,34 @@ def _refuse_inside_home(target: Path, home: Path | None) -> None:
                 )
 
 
-def _write_all(writer: Any, items: Iterator[bundles.Bundle]) -> None:
+def _reraise(b: bundles.Bundle, exc: Exception) -> None:
+    raise exc
+
+
+def _write_each(writer: Any, items: Iterator[bundles.Bundle], ok: _Written, bad: _Failed) -> None:
+    """Write every bundle; one that cannot be rendered is reported and skipped. The writers
+    render a whole session before writing any of it, so a skipped one leaves no fragment;
+    an OSError is the target failing, which stops the export."""
     writer.begin()
     for b in items:
-        writer.write(b)
+        try:
+            writer.write(b)
+        except OSError:
+            raise
+        except Exception as exc:
+            bad(b, exc)
+            continue
+        ok(b)
     writer.end()
 
 
-def _export_praisonai(items: Iterator[bundles.Bundle], out: Any, force: bool = False) -> str:
+def _export_praisonai(
+    items: Iterator[bundles.Bundle],
+    out: Any,
+    force: bool = False,
+    written: _Written | None = None,
+    failed: _Failed | None = None,
+) -> str:
     if out is None or out == "-" or hasattr(out, "write"):
         raise MemviewerError(
             INVALID_ARGUMENT,
@@ -249,8 +309,7 @@ def _export_praisonai(items: Iterator[bundles.Bundle], out: Any, force: bool = F
         folder.mkdir(parents=True, exist_ok=True)
         staging.mkdir(exist_ok=True)
         writer = PraisonAIWriter(staging)
-        for b in items:
-            writer.write(b)
+        _write_each(writer, items, written or (lambda b: None), failed or _reraise)
         existing = [name for name in writer.names if os.path.lexists(folder / name)]
         if existing and not force:
             shown = ", ".join(existing[:5]) + (f" and {len(existing) - 5} more" if len(existing) > 5 else "")

@@ -271,6 +271,7 @@ def import_paths(
     progress: Callable[[int, int, str], None] | None = None,
     *,
     replace: bool = False,
+    file_progress: Callable[[int, int, str], None] | None = None,
 ) -> ImportReport:
     """Import every session file; a bad file is reported by name and skipped, the rest go on.
 
@@ -279,14 +280,21 @@ def import_paths(
     session in place, while a session that exists from elsewhere (published live,
     another file) is refused unless ``replace`` (see ``SessionManager.import_session``).
     Only a failing store (disk full, I/O error) stops the run: it would fail every file.
+    A file of ``praisonai_stream.STREAM_MIN_BYTES`` or more is read incrementally (same
+    result), reporting ``file_progress(bytes_read, file_size, path)`` as it goes.
     """
+    from memviewer.io import praisonai_stream
+
     report = ImportReport()
     files = list(iter_session_files(paths))
     for i, path in enumerate(files, 1):
         try:
             if not path.exists():
                 raise ForeignFileError("no such file or folder")
-            session, turns = load_file(path)
+            if praisonai_stream.should_stream(path):
+                session, turns = praisonai_stream.load_file_streaming(path, file_progress)
+            else:
+                session, turns = load_file(path)
             origin = f"praisonai:{path.resolve()}"
             result = import_session(session, turns, origin=origin, replace=replace)
             result["path"] = str(path)

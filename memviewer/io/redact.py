@@ -4,16 +4,22 @@ Exports of agent memory are shared in bug reports and chats, and transcripts are
 pasted keys, emails and paths. Masks are numbered per secret (``[REDACTED:email:1]``), so a
 reader can still tell that two turns mention the same address without learning it.
 
+What is masked comes from ``memviewer.io.redact_rules`` (detect-secrets' vendor detectors,
+our own rules for private-key blocks, ``NAME=<secret>`` assignments, authorization headers,
+and checksum-validated PII); docs/redaction.md has the table of what each level masks.
+
 Design notes:
 
-* Classes run from the most specific to the least (provider API keys before generic
-  high-entropy strings, cards before phone numbers before bare digit runs) and masked
-  spans are never looked at again, so masks cannot overlap or nest.
-* Every pattern starts only at the beginning of a character run (a look-behind on its own
-  alphabet), which keeps matching linear on long inputs.
+* Classes run from the most specific to the least (a private-key block before a vendor key
+  before a generic high-entropy string, cards before phone numbers before bare digit runs)
+  and masked spans are never looked at again, so masks cannot overlap or nest.
 * ``redact`` repeats its passes until nothing changes: masking one span can expose a
   boundary that lets another pattern match, and a fixpoint is what makes redaction
   idempotent (running it over an export twice is a no-op).
+* Structured values are in scope (``redact_obj``): a value under a secret-named key
+  (``"password"``, ``"api_key"``, ``"AWS_SECRET_ACCESS_KEY"``) is masked whole; integers are
+  checked as text (``{"card_number": 4111111111111111}``); a string that is itself JSON
+  (tool-call arguments) is parsed, redacted value by value and written back.
 
 Ids (``scope_id``/``user_id``, session, episode and turn ids, lineage keys) are not text to
 mask but keys that group and link records, so ``redact_id`` replaces a sensitive id as a
@@ -42,27 +48,33 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import hmac
-import ipaddress
+import json
 import logging
-import math
 import os
 import re
 import secrets
-from collections import Counter
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from memviewer.io.redact_rules import (
+    PII_CLASSES,
+    RULES,
+    SECRET_CLASSES,
+    STRICT_ONLY_CLASSES,
+    is_secret_name,
+)
 
 log = logging.getLogger("memviewer.io.redact")
 
 LEVELS = ("standard", "strict")
-STANDARD_CLASSES = ("api_key", "secret", "card", "email", "ip", "phone")
-STRICT_CLASSES = ("url_query", "home_path", "digits")
+STANDARD_CLASSES = SECRET_CLASSES + PII_CLASSES
+STRICT_CLASSES = STRICT_ONLY_CLASSES
+PATTERNS = RULES  # the rule table, by class (kept under its old name)
 
 # Ids are pseudonymised when they contain one of these classes (strict: every enabled class).
 # Standard leaves other ids alone: a hex or random-looking id is normal, a vendor key is not.
-STANDARD_ID_CLASSES = ("email", "api_key")
+STANDARD_ID_CLASSES = ("email", "api_key", "private_key")
 KEY_FILE = "redaction.key"
 # 16 consonants, one per hex nibble: pseudonyms hold no digits (so no pattern matches them
 # again) and no vowels (so they never spell a word).
@@ -72,189 +84,9 @@ _PREFIX_RE = re.compile(r"[a-z]{1,16}")
 
 # What a mask looks like; text matching this is left alone, which also makes us idempotent.
 MASK_RE = re.compile(r"\[REDACTED:[a-z_]+:[0-9]+\]")
-
-_A = re.ASCII  # "\d" must not match Arabic-Indic digits, "\w" not CJK letters.
-
-
-@dataclass(frozen=True)
-class _Pattern:
-    regex: re.Pattern[str]
-    # Keep the match only if this returns True for the masked text.
-    accept: Callable[[str], bool] | None = None
-    # Name of the group to mask; None masks the whole match ("Bearer <token>" keeps "Bearer").
-    group: str | None = None
-
-
-def _p(pattern: str, accept: Callable[[str], bool] | None = None, group: str | None = None) -> _Pattern:
-    return _Pattern(re.compile(pattern, _A), accept, group)
-
-
-# ---- validators -----------------------------------------------------------------------------
-
-
-def _digits(text: str) -> str:
-    return "".join(ch for ch in text if "0" <= ch <= "9")
-
-
-def _luhn_ok(text: str) -> bool:
-    digits = _digits(text)
-    if not 13 <= len(digits) <= 19 or digits[0] == "0":
-        return False
-    total = 0
-    for i, ch in enumerate(reversed(digits)):
-        d = ord(ch) - 48
-        if i % 2:
-            d = d * 2 - 9 if d > 4 else d * 2
-        total += d
-    return total % 10 == 0
-
-
-def _has_letter_and_digit(text: str) -> bool:
-    return any(c.isdigit() for c in text) and any(c.isalpha() for c in text)
-
-
-def _char_class(ch: str) -> int:
-    return 0 if ch.isupper() else 1 if ch.islower() else 2
-
-
-def _looks_random(text: str) -> bool:
-    """Tell a base64 blob from a long identifier, path or kebab-case name.
-
-    Random base64 mixes upper, lower and digits and switches between them on most
-    alphanumerics (about 3 in 5); ``CamelCase/with-words2`` switches only at word starts.
-    Separators (``+/_-=``) are ignored so that ``some-long-name`` does not count as mixing.
-    """
-    alnum = [c for c in text if c.isalnum()]
-    classes = [_char_class(c) for c in alnum]
-    if len(alnum) < 32 or len(set(classes)) < 3:
-        return False
-    switches = sum(1 for a, b in zip(classes, classes[1:], strict=False) if a != b)
-    if switches < 0.3 * len(alnum):
-        return False
-    counts = Counter(alnum)
-    entropy = -sum(n / len(alnum) * math.log2(n / len(alnum)) for n in counts.values())
-    return entropy >= 4.0
-
-
-def _phone_digits(lo: int, hi: int) -> Callable[[str], bool]:
-    def accept(text: str) -> bool:
-        return lo <= len(_digits(text)) <= hi
-
-    return accept
-
-
-def _valid_ipv6(text: str) -> bool:
-    # Two groups ("a::b", "std::x" look-alikes, "[::2]" slices) are too likely to be code;
-    # real addresses worth hiding have at least three groups.
-    if len([g for g in text.split(":") if g]) < 3:
-        return False
-    try:
-        ipaddress.IPv6Address(text)
-    except ValueError:
-        return False
-    return True
-
-
-# ---- patterns, most specific first ----------------------------------------------------------
-
-_TOKEN = r"[A-Za-z0-9_-]"
-_B = r"(?<![A-Za-z0-9_-])"  # start of a token run
-_E = r"(?![A-Za-z0-9_-])"  # end of a token run
-
-_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
-# After a number: no more digits/letters, and no ".<digit>" (versions like 1.2.3.4.5).
-_NUM_END = r"(?![A-Za-z0-9_]|\.[0-9]|[/:-][0-9])"
-_NUM_START = r"(?<![A-Za-z0-9_.+/:-])"
-_SEP = r"[ .-]"
-
-_URL_TAIL = r"[^\s<>\"'`]*[^\s<>\"'`.,;:!?)\]}]"  # URL chars, not ending on punctuation
-# Path chars; a path may not end on punctuation, and ":" starts a line number ("x.py:12").
-_PATH_BODY = r"(?:[^\s<>\"'`|;,:)\]}]*[^\s<>\"'`|;,.:!?)\]}])?"
-_PATH_TAIL = rf"(?:[/\\]{_PATH_BODY})?"
-
-PATTERNS: dict[str, tuple[_Pattern, ...]] = {
-    "api_key": (
-        _p(rf"{_B}sk-(?:ant-|proj-)?{_TOKEN}{{20,}}{_E}", _has_letter_and_digit),
-        _p(rf"{_B}(?:gh[pousr]_[A-Za-z0-9]{{30,}}|github_pat_[A-Za-z0-9_]{{30,}}){_E}"),
-        _p(rf"{_B}xox[abposr]-[A-Za-z0-9-]{{10,}}{_E}"),
-        _p(r"(?<![A-Za-z0-9])(?:AKIA|ASIA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
-        _p(rf"{_B}AIza{_TOKEN}{{35}}{_E}"),
-        _p(rf"{_B}glpat-{_TOKEN}{{20,}}{_E}"),
-        _p(rf"{_B}hf_[A-Za-z0-9]{{30,}}{_E}"),
-        # JWT: header.payload.signature, header and payload are base64url JSON ("eyJ" = '{"').
-        _p(rf"{_B}eyJ{_TOKEN}{{8,}}\.eyJ{_TOKEN}{{8,}}\.{_TOKEN}*"),
-        # Any other bearer credential ("Authorization: Bearer <opaque token>").
-        _p(
-            r"(?i:\bbearer)\s+(?P<s>[A-Za-z0-9._~+/-]{16,}=*)(?![A-Za-z0-9._~+/=-])",
-            _has_letter_and_digit,
-            group="s",
-        ),
-    ),
-    "secret": (
-        # Password in URL userinfo: scheme://user:PASSWORD@host
-        _p(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]+:(?P<s>[^\s/@]+)@", group="s"),
-        _p(r"(?<![A-Za-z0-9])(?:0[xX])?[0-9A-Fa-f]{32,}(?![A-Za-z0-9])", _has_letter_and_digit),
-        _p(r"(?<![A-Za-z0-9+/=_-])[A-Za-z0-9+/_-]{40,}={0,2}(?![A-Za-z0-9+/=_-])", _looks_random),
-    ),
-    "card": (
-        _p(
-            r"(?<![0-9+-])(?:[0-9]{13,19}"
-            r"|[0-9]{4}(?P<a>[ -])[0-9]{4}(?P=a)[0-9]{4}(?P=a)[0-9]{1,7}"  # 4-4-4-4(+3)
-            r"|[0-9]{4}(?P<b>[ -])[0-9]{6}(?P=b)[0-9]{4,5})"  # Amex / Diners 4-6-5, 4-6-4
-            r"(?![0-9]|-[0-9])",
-            _luhn_ok,
-        ),
-    ),
-    "email": (
-        _p(
-            r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]+@"
-            r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\.[A-Za-z0-9-]+)*\.[A-Za-z]{2,}"
-            r"(?![A-Za-z0-9-])"
-        ),
-    ),
-    "ip": (
-        _p(rf"(?<![A-Za-z0-9_.]){_OCTET}(?:\.{_OCTET}){{3}}(?![A-Za-z0-9_]|\.[0-9])"),
-        _p(
-            r"(?<![A-Za-z0-9_:.])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![A-Za-z0-9_:])",
-            _valid_ipv6,
-        ),
-    ),
-    "phone": (
-        # International: +CC then 2-5 groups, separators optional ("+4915112345678").
-        _p(
-            r"(?<![A-Za-z0-9_+])\+[1-9][0-9]{0,2}(?:[ .-]?\(?[0-9]{1,4}\)?){2,5}" + _NUM_END,
-            _phone_digits(8, 15),
-        ),
-        # North American: (555) 123-4567, 555-123-4567, 555.123.4567, 1-800-555-1234
-        _p(
-            rf"{_NUM_START}(?:1{_SEP})?(?:\([0-9]{{3}}\)\s?|[0-9]{{3}}{_SEP})"
-            rf"[0-9]{{3}}{_SEP}[0-9]{{4}}" + _NUM_END
-        ),
-        # Trunk-prefixed national numbers: 030 1234567, 0151-1234567, 020 7946 0958,
-        # 06 12 34 56 78, (030) 1234 5678. Dots are excluded on purpose: 06.10.2024 is a date.
-        _p(
-            rf"{_NUM_START}(?:0[0-9]{{1,4}}[ /-]|\(0[0-9]{{1,4}}\)\s?)[0-9]{{2,8}}"
-            r"(?:[ -][0-9]{2,6}){0,3}" + _NUM_END,
-            _phone_digits(8, 13),
-        ),
-        # Chinese mobile, commonly written without separators: 13812345678, 138-1234-5678
-        _p(rf"{_NUM_START}1[3-9][0-9](?:[0-9]{{8}}|([ -])[0-9]{{4}}\1[0-9]{{4}})" + _NUM_END),
-    ),
-    "url_query": (
-        _p(
-            r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#<>\"'`]+[^\s?#<>\"'`]*\?(?P<s>"
-            + _URL_TAIL
-            + ")",
-            group="s",
-        ),
-    ),
-    "home_path": (
-        _p(r"(?<![A-Za-z0-9_/.~-])/(?:home|Users)/[A-Za-z0-9._-]+" + _PATH_TAIL),
-        _p(r"(?<![A-Za-z0-9_])[A-Za-z]:(?:\\{1,2}|/)Users(?:\\{1,2}|/)[^\\/\s<>\"'`|:]+" + _PATH_TAIL),
-        _p(r"(?<![A-Za-z0-9_/.~-])~[A-Za-z0-9._-]*/" + _PATH_BODY),
-    ),
-    "digits": (_p(r"(?<![0-9])[0-9]{6,}(?![0-9])"),),
-}
+# Values under a secret-named key that are not secrets themselves.
+_EMPTY_VALUES = frozenset({"", "none", "null", "nil", "undefined", "true", "false", "***", "redacted"})
+_MAX_JSON_TEXT = 8 * 1024 * 1024  # a bigger JSON-looking string is redacted as text only
 
 
 def pseudonym(value: str, prefix: str = "id", key: bytes | None = None) -> str:
@@ -333,7 +165,9 @@ class Redactor:
 
     def id_is_sensitive(self, value: str) -> bool:
         """Whether an id holds data of a class this level pseudonymises ids for."""
-        return any(self._matches(pattern, value) for cls in self.id_classes for pattern in PATTERNS[cls])
+        return any(
+            next(iter(rule.spans(value)), None) is not None for cls in self.id_classes for rule in RULES[cls]
+        )
 
     def redact(self, text: str) -> str:
         """Return ``text`` with every secret replaced by its mask."""
@@ -344,18 +178,51 @@ class Redactor:
             text = out
 
     def redact_obj(self, obj: Any) -> Any:
-        """Redact every string value inside nested dicts/lists/tuples; keys stay readable."""
+        """Redact every value inside nested dicts/lists/tuples; keys stay readable.
+
+        A value under a secret-named key is masked whole; integers are checked as text; a
+        string holding JSON is redacted value by value.
+        """
         if isinstance(obj, str):
-            return self.redact(obj)
+            return self._redact_string(obj)
         if isinstance(obj, dict):
-            return {key: self.redact_obj(value) for key, value in obj.items()}
+            return {key: self._redact_item(key, value) for key, value in obj.items()}
         if isinstance(obj, list):
             return [self.redact_obj(value) for value in obj]
         if isinstance(obj, tuple):
             return tuple(self.redact_obj(value) for value in obj)
+        if isinstance(obj, int) and not isinstance(obj, bool):
+            text = str(obj)
+            out = self.redact(text)
+            return obj if out == text else out
         return obj
 
     # -- internals --------------------------------------------------------------------------
+
+    def _redact_item(self, key: Any, value: Any) -> Any:
+        if isinstance(key, str) and is_secret_name(key):
+            if isinstance(value, int | str) and not isinstance(value, bool):
+                text = str(value)
+                if text.strip().lower() not in _EMPTY_VALUES and not MASK_RE.fullmatch(text):
+                    if "secret" in self.counts:
+                        return self._mask("secret", text)
+        return self.redact_obj(value)
+
+    def _redact_string(self, text: str) -> str:
+        head = text.lstrip()[:1]
+        if head in ("{", "[") and len(text) <= _MAX_JSON_TEXT:
+            try:
+                parsed = json.loads(text)
+            except (ValueError, RecursionError):
+                parsed = None
+            if isinstance(parsed, dict | list):
+                redacted = self.redact_obj(parsed)
+                if redacted != parsed:
+                    spaced = ": " in text or ", " in text
+                    text = json.dumps(
+                        redacted, ensure_ascii=False, separators=(", ", ": ") if spaced else (",", ":")
+                    )
+        return self.redact(text)
 
     def _mask(self, cls: str, secret: str) -> str:
         key = (cls, secret)
@@ -372,34 +239,23 @@ class Redactor:
         # never see (or split) an earlier mask.
         pieces = list(_split_masks(text))
         for cls in self.classes:
-            for pattern in PATTERNS[cls]:
+            for rule in RULES[cls]:
                 pieces = [
                     out
                     for piece, masked in pieces
-                    for out in ([(piece, True)] if masked else self._apply(cls, pattern, piece))
+                    for out in ([(piece, True)] if masked else self._apply(cls, rule, piece))
                 ]
         return "".join(piece for piece, _ in pieces)
 
-    @staticmethod
-    def _matches(pattern: _Pattern, text: str) -> bool:
-        for match in pattern.regex.finditer(text):
-            start, end = match.span(pattern.group or 0)
-            if start >= 0 and start != end and (pattern.accept is None or pattern.accept(text[start:end])):
-                return True
-        return False
-
-    def _apply(self, cls: str, pattern: _Pattern, text: str) -> Iterator[tuple[str, bool]]:
+    def _apply(self, cls: str, rule: Any, text: str) -> Iterator[tuple[str, bool]]:
+        spans = sorted(rule.spans(text), key=lambda span: (span[0], -span[1])) if text else []
         pos = 0
-        for match in pattern.regex.finditer(text):
-            start, end = match.span(pattern.group or 0)
-            if start < 0 or start == end:
-                continue
-            secret = text[start:end]
-            if pattern.accept is not None and not pattern.accept(secret):
-                continue
+        for start, end in spans:
+            if start < pos:
+                continue  # overlaps a span already masked
             if start > pos:
                 yield text[pos:start], False
-            yield self._mask(cls, secret), True
+            yield self._mask(cls, text[start:end]), True
             pos = end
         if pos < len(text):
             yield text[pos:], False

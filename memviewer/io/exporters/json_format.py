@@ -103,9 +103,10 @@ class JsonWriter:
         self.stream.write(head[:-1] + ',"sessions":[\n')
 
     def write(self, bundle: Bundle) -> None:
+        text = dumps(session_record(bundle))  # rendered whole before any of it is written
         if self.count:
             self.stream.write(",\n")
-        self.stream.write(dumps(session_record(bundle)))
+        self.stream.write(text)
         self.count += 1
 
     def end(self) -> None:

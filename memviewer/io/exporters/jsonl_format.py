@@ -38,11 +38,13 @@ class JsonlWriter:
         pass
 
     def write(self, bundle: Bundle) -> None:
+        lines = []
         for t in bundle.turns:
             # the bundle's id, which redaction may have pseudonymised, names the session
             public = {**turn_public(t), "session_id": bundle.id}
             line = {k: public[k] for k in FIELDS}
-            self.stream.write(json.dumps(line, ensure_ascii=False, allow_nan=False) + "\n")
+            lines.append(json.dumps(line, ensure_ascii=False, allow_nan=False) + "\n")
+        self.stream.write("".join(lines))  # a session that cannot be rendered writes nothing
 
     def end(self) -> None:
         pass

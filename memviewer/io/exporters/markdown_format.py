@@ -6,11 +6,19 @@ summary, and the active turns. Turn text is quoted (``>``) so headings or
 rules inside a message cannot break the document's structure; tool calls fold
 into ``<details>`` blocks with the function name and pretty-printed arguments;
 an episode's first turn notes the episode id, intent and how it closed.
+
+A transcript is opened in renderers (GitHub, editors' previews) and terminals, so stored text
+never reaches it raw: terminal control bytes (C0 except tab and newline, DEL, C1 — ESC
+sequences, BEL) are dropped, ``&`` and ``<`` are written as entities so no HTML (``<script>``,
+``<img onerror>``, a closing ``</code>`` or ``</details>``) is ever live, and values shown as
+code use a backtick run longer than any inside them. Fenced blocks (tool-call arguments) are
+literal in Markdown and only lose the control bytes.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any, TextIO
 
 from memviewer.io.exporters.bundle import Bundle
@@ -19,11 +27,34 @@ from memviewer.timeutil import iso
 LINEAGE = ("lineage_id", "root_session_id", "thread_id", "parent_session_id")
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+
+
+def _plain(value: Any) -> str:
+    """Stored text without terminal control bytes (tab and newline stay)."""
+    return _CONTROL.sub("", str(value))
+
+
+def _text(value: Any) -> str:
+    """Stored text as inert Markdown: no control bytes, no live HTML or entities."""
+    return _plain(value).replace("&", "&amp;").replace("<", "&lt;")
+
+
+def _code(value: Any) -> str:
+    """``value`` as a code span that nothing inside it can close."""
+    text = _plain(value).replace("\n", " ")
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    ticks = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
+
+
 def _cell(value: Any) -> str:
-    return str(value).replace("|", "\\|").replace("\n", " ")
+    return _text(value).replace("|", "\\|").replace("\n", " ")
 
 
 def _quote(text: str) -> str:
+    text = _text(text)
     if not text.strip():
         return "> *(empty)*"
     return "\n".join(">" + (" " + line if line else "") for line in text.split("\n"))
@@ -47,7 +78,10 @@ def _fence(text: str) -> str:
 
 def _tool_calls(calls: Any) -> list[str]:
     if not isinstance(calls, list):
-        return [] if calls is None else ["```json", json.dumps(calls, ensure_ascii=False), "```", ""]
+        if calls is None:
+            return []
+        body = _plain(json.dumps(calls, ensure_ascii=False))
+        return [f"{_fence(body)}json", body, _fence(body), ""]
     out: list[str] = []
     for call in calls:
         if not isinstance(call, dict):
@@ -56,7 +90,7 @@ def _tool_calls(calls: Any) -> list[str]:
         name = fn.get("name") or call.get("name") or "tool"
         args = fn.get("arguments", call.get("arguments", call.get("args", call.get("input", {}))))
         ident = f" ({call['id']})" if call.get("id") else ""
-        body = _pretty_args(args)
+        body = _plain(_pretty_args(args))
         fence = _fence(body)
         out += [
             f"<details><summary>tool call <code>{_cell(name)}</code>{_cell(ident)}</summary>",
@@ -95,7 +129,7 @@ class MarkdownWriter:
             lines += ["---", ""]
         lines += [f"# {_cell(s['title'] or s['id'])}", "", "| | |", "|---|---|"]
         rows = [
-            ("session", f"`{s['id']}`"),
+            ("session", _code(s["id"])),
             ("agent", s["agent"] or "—"),
             ("scope", f"{s['scope']}:{s['scope_id']}"),
             ("status", s["status"]),
@@ -108,12 +142,15 @@ class MarkdownWriter:
             rows.insert(6, ("closed", iso(s["closed_at"])))
         if s["source"]:
             rows.append(("source", s["source"]))
-        lineage = [f"{k}=`{s[k]}`" for k in LINEAGE if s.get(k)]
+        lineage = [f"{k}={_code(s[k])}" for k in LINEAGE if s.get(k)]
         if lineage:
             rows.append(("lineage", ", ".join(lineage)))
         if self.redaction:
             rows.append(("redaction", self.redaction))
-        lines += [f"| {k} | {_cell(v)} |" for k, v in rows]
+        code_rows = {"session", "lineage"}  # already code spans: only the table's pipe is escaped
+        lines += [
+            f"| {k} | {v.replace('|', chr(92) + '|') if k in code_rows else _cell(v)} |" for k, v in rows
+        ]
         lines.append("")
         seen_episodes: set[str] = set()
         if archived:
@@ -140,9 +177,9 @@ class MarkdownWriter:
     ) -> list[str]:
         out: list[str] = []
         for t in turns:
-            head = f"### #{t['idx']} · {t['role']} · {iso(t['timestamp'])}"
+            head = f"### #{t['idx']} · {_text(t['role'])} · {iso(t['timestamp'])}"
             if t["tool_call_id"]:
-                head += f" · result of `{t['tool_call_id']}`"
+                head += f" · result of {_code(t['tool_call_id'])}"
             out += [head, ""]
             eid = t["episode_id"]
             if eid and eid not in seen:
@@ -151,8 +188,8 @@ class MarkdownWriter:
                 if ep is not None:
                     closed = ep["closed_by"] or ep["status"]
                     out += [
-                        f"*episode `{eid}` · intent {ep['intent_kind']} "
-                        f"({ep['intent_confidence']:.2f}, {ep['intent_rule']}) · {closed}*",
+                        f"*episode {_code(eid)} · intent {_text(ep['intent_kind'])} "
+                        f"({ep['intent_confidence']:.2f}, {_text(ep['intent_rule'])}) · {_text(closed)}*",
                         "",
                     ]
             out += [_quote(t["content"] or ""), ""]

@@ -27,14 +27,31 @@ from memviewer.timeutil import to_datetime
 
 LINEAGE = ("lineage_id", "root_session_id", "thread_id", "parent_session_id")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+_HASHED = re.compile(r".*-[0-9a-f]{10}")  # the shape of a hashed name (see file_name)
+MAX_STEM = 120  # bytes of an id kept readable in a hashed name; far below NAME_MAX (255)
 
 
 def file_name(session_id: str) -> str:
-    """``<id>.json``; ids that are not filename-safe get a hash suffix (the id lives in the file)."""
+    """A unique, safe ``<name>.json`` for a session id (the id itself lives in the file).
+
+    An id that is filename-safe (``[A-Za-z0-9._-]``, not starting with ``.``, at most
+    ``MAX_STEM`` characters) and does not end like a hashed name is used as it is. Any
+    other id becomes ``<safe prefix>-<10 hex of SHA-256(id)>``: ``a/b`` and the literal id
+    ``a_b-c14cddc033`` can no longer meet (the latter is not used verbatim, it ends like a
+    hash), and a 302-character id gets a name the filesystem accepts.
+    """
     safe = _UNSAFE.sub("_", session_id)
-    if safe != session_id or safe in ("", ".", ".."):
-        safe = f"{safe}-{hashlib.sha256(session_id.encode()).hexdigest()[:10]}"
-    return f"{safe}.json"
+    verbatim = (
+        safe == session_id
+        and session_id
+        and not session_id.startswith(".")
+        and len(session_id) <= MAX_STEM
+        and not _HASHED.fullmatch(session_id)
+    )
+    if verbatim:
+        return f"{session_id}.json"
+    stem = safe.lstrip(".")[:MAX_STEM] or "session"
+    return f"{stem}-{hashlib.sha256(session_id.encode('utf-8', 'surrogatepass')).hexdigest()[:10]}.json"
 
 
 def _iso(ts: float | None) -> str | None:
@@ -119,7 +136,14 @@ class PraisonAIWriter:
         self.folder = folder
         self.names: list[str] = []
 
+    def begin(self) -> None:
+        pass
+
+    def end(self) -> None:
+        pass
+
     def write(self, bundle: Bundle) -> None:
         name = file_name(bundle.id)
-        (self.folder / name).write_text(render(bundle), encoding="utf-8")
+        text = render(bundle)  # rendered whole first: a session that cannot be leaves no file
+        (self.folder / name).write_text(text, encoding="utf-8")
         self.names.append(name)
