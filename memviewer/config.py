@@ -48,6 +48,13 @@ KEYS: tuple[Key, ...] = (
     Key("w_speaker", float, 0.2, "recall: share of the score for turns by the speaker the query asks about"),
     Key("w_time", float, 0.1, "recall: share of the score for closeness to a date the query names"),
     Key("ann_threshold", int, 50_000, "turns in a scope before an IVF_PQ index is built"),
+    Key(
+        "watch_praisonai",
+        list,
+        None,
+        "PraisonAI session folders the hub follows (env: paths joined by the OS path separator)",
+    ),
+    Key("otlp", str, None, "OTLP/HTTP receiver address HOST:PORT (default off; a bare port is loopback)"),
 )
 KEY_BY_NAME = {k.name: k for k in KEYS}
 
@@ -102,6 +109,12 @@ def _problem(key: Key, value: Any) -> tuple[Any, str | None]:
         if not math.isfinite(number):
             return None, f"{value!r} is not a finite number"
         return number, None
+    if key.type is list:  # a list of paths: a TOML array, or one string split on os.pathsep
+        items = value.split(os.pathsep) if isinstance(value, str) else value
+        if not isinstance(items, list) or not all(isinstance(x, str) for x in items):
+            return None, f"{value!r} is not a list of paths"
+        items = [x for x in items if x.strip()]
+        return items, None
     if not isinstance(value, str):
         return None, f"{value!r} is not a string"
     if key.name in PATH_KEYS and not value.strip():

@@ -51,7 +51,12 @@ def test_recall_params_refuse(raw: dict, message: str) -> None:
 
 def test_recall_params_defaults_and_digits() -> None:
     params = RecallParams.from_mapping({"query": "q", "top_k": "7", "scope": ""})
-    assert params.as_kwargs() == {"top_sessions": 5, "chunks_per_session": 3, "top_k": 7, "mode": "hierarchical"}
+    assert params.as_kwargs() == {
+        "top_sessions": 5,
+        "chunks_per_session": 3,
+        "top_k": 7,
+        "mode": "hierarchical",
+    }
 
 
 def test_search_params_bounds() -> None:

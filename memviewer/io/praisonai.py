@@ -202,7 +202,7 @@ def parse_session(
     started = created or (min(stamps) if stamps else fallback_ts)
     last = updated or (max(stamps) if stamps else started)
     first_user = next((t["content"] for t in turns if t["role"] == "user" and t["content"]), "")
-    title = title or agent or " ".join(first_user.split())[:80]
+    title = title or " ".join(first_user.split())[:80] or agent  # like native sessions
     extra = {k: v for k, v in data.items() if k not in _KNOWN_KEYS}
     session_meta = dict(meta)
     if extra:

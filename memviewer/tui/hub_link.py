@@ -80,9 +80,15 @@ class HostedHub:
         self.close_report: dict[str, Any] = {}
 
     async def start(self) -> None:
+        from memviewer.sources import build_sources
         from memviewer.wire.hub import Hub
 
         settings = self.service.settings
+        try:
+            sources = build_sources(settings)  # watch_praisonai / otlp settings
+        except ValueError as exc:
+            log.error("sources not started: %s", exc)
+            sources = []
         self.hub = Hub(
             self.service,
             self.socket_path,
@@ -90,6 +96,7 @@ class HostedHub:
             subscriber_queue=getattr(settings, "subscriber_queue", 10_000),
             start_indexer=self.start_indexer,
             abandon_on_stop=False,
+            sources=sources,
         )
         await self.hub.start()
 
