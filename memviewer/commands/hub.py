@@ -47,9 +47,8 @@ def serve_cmd(
 
     from memviewer import __version__
     from memviewer.service import MemoryService
-    from memviewer.wire.hub import Hub, HubError
-
     from memviewer.sources import build_sources
+    from memviewer.wire.hub import Hub, HubError
 
     try:
         settings = settings_of(ctx).with_overrides(watch_praisonai=list(watch_praisonai) or None, otlp=otlp)
