@@ -268,3 +268,20 @@ def test_mapped_commands_apply_to_a_real_store(service) -> None:
     stored = service.session(sid)["turns"]
     assert [t["role"] for t in stored] == ["user", "assistant", "tool"]
     assert stored[2]["content"] == '{"ok": true}' and stored[2]["tool_call_id"] == "c1"
+
+
+def test_sources_label_for_the_viewer_header() -> None:
+    from memviewer.tui.hub_link import sources_label
+
+    label = sources_label(
+        [
+            {"kind": "praisonai", "target": "/data/s", "connected": True, "last_delivery": 990.0},
+            {"kind": "otlp", "target": "127.0.0.1:4318", "connected": True, "last_delivery": None},
+            {"kind": "praisonai", "target": "/gone", "connected": False, "last_delivery": None},
+        ],
+        now=1000.0,
+    )
+    assert (
+        label
+        == "praisonai /data/s: 10s ago · otlp 127.0.0.1:4318: nothing yet · praisonai /gone: not connected"
+    )
