@@ -123,6 +123,16 @@ def test_span_events_and_log_records_shapes() -> None:
     assert m.map_logs(logs).commands == []  # the same records exported again
 
 
+def test_openlit_content_events() -> None:
+    events = [
+        SpanEvent("gen_ai.content.prompt", 1.0, {"gen_ai.prompt": "user: summarise the log"}),
+        SpanEvent("gen_ai.content.completion", 2.0, {"gen_ai.completion": "It failed twice."}),
+    ]
+    attrs = {"gen_ai.operation.name": "chat", "gen_ai.conversation.id": "lit"}
+    r = GenAIMapper().map_spans([span("0d" * 8, attrs, events=events)])
+    assert turns(r.commands) == [("user", "user: summarise the log"), ("assistant", "It failed twice.")]
+
+
 def test_claude_code_log_records() -> None:
     attrs = {"session.id": "cc-1", "prompt": "fix the flaky test", "prompt_length": 18}
     r = GenAIMapper().map_logs(

@@ -264,3 +264,48 @@ def test_pydantic_ai_run_with_a_tool_is_one_session(otlp_hub) -> None:
     assert turns[2]["tool_call_id"] == call_id and turns[2]["content"].startswith("sunny in")
     assert turns[3]["content"] == str(result.output) or "sunny" in turns[3]["content"]
     provider.shutdown()
+
+
+@pytest.mark.integration
+def test_sdk_log_exporter_events_and_retrieval_spans(otlp_hub) -> None:
+    from opentelemetry._logs import LogRecord
+    from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+    from opentelemetry.sdk._logs import LoggerProvider
+    from opentelemetry.sdk._logs.export import SimpleLogRecordProcessor
+
+    endpoint, remote = otlp_hub
+    logs = LoggerProvider(resource=Resource.create({"service.name": "events-agent"}))
+    logs.add_log_record_processor(SimpleLogRecordProcessor(OTLPLogExporter(endpoint=f"{endpoint}/v1/logs")))
+    logger = logs.get_logger("gen_ai")
+    conv = {"gen_ai.conversation.id": "logs-1"}
+    logger.emit(LogRecord(event_name="gen_ai.user.message", body={"content": "ping"}, attributes=conv))
+    logger.emit(
+        LogRecord(
+            event_name="gen_ai.choice",
+            body={"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "pong"}},
+            attributes=conv,
+        )
+    )
+    logger.emit(LogRecord(event_name="app.other", body="not a GenAI event", attributes=conv))
+    sid = session_for("logs-1")
+    got = wait_for(lambda: len(_turns(remote, sid)) == 2 and _turns(remote, sid), what="2 turns from logs")
+    assert [(t["role"], t["content"]) for t in got] == [("user", "ping"), ("assistant", "pong")]
+    assert remote.session(sid)["session"]["agent"] == "events-agent"
+    logs.shutdown()
+
+    # a retrieval span is handed on as record_recall: stored by a hub with the recall log,
+    # refused (and counted) by one without it; the request succeeds either way
+    provider, _ = _provider(endpoint)
+    with provider.get_tracer("t").start_as_current_span("retrieval memory") as span:
+        span.set_attribute("gen_ai.operation.name", "retrieval")
+        span.set_attribute("gen_ai.conversation.id", "logs-1")
+        span.set_attribute("gen_ai.retrieval.query.text", "what did I say?")
+        span.set_attribute("retrieval.documents.0.document.content", "ping")
+    provider.shutdown()
+    c = wait_for(
+        lambda: (lambda c: c if c["recalls"] + c["recall_refusals"] == 1 else None)(
+            otlp_status(remote)["counters"]
+        ),
+        what="the recall handed on",
+    )
+    assert c["command_errors"] == 0

@@ -289,7 +289,13 @@ def messages_from_flat(attrs: dict[str, Any], prefix: str, inner: str, ts: float
 
 
 def message_from_event(name: str, attrs: dict[str, Any], body: Any, ts: float, key: str) -> Message | None:
-    """One ``gen_ai.*.message`` / ``gen_ai.choice`` event (span event or log record)."""
+    """One ``gen_ai.*.message`` / ``gen_ai.choice`` event (span event or log record), or
+    OpenLIT's ``gen_ai.content.prompt`` / ``gen_ai.content.completion`` span events."""
+    if name in ("gen_ai.content.prompt", "gen_ai.content.completion"):
+        text = attrs.get("gen_ai.prompt" if name.endswith("prompt") else "gen_ai.completion")
+        if not isinstance(text, str):
+            return None
+        return Message("user" if name.endswith("prompt") else "assistant", text[:MAX_TEXT], ts=ts, key=key)
     role = MESSAGE_EVENTS.get(name)
     if role is None:
         return None
