@@ -107,6 +107,18 @@ def otlp_run(url: str, bodies: list[bytes]) -> float:
     return time.perf_counter() - t0
 
 
+def map_only(bodies: list[bytes]) -> float:
+    """Decode + map in process (no HTTP, no store): the receiver's own CPU per span."""
+    from memviewer.sources.genai_map import GenAIMapper
+    from memviewer.sources.otlp_decode import decode_traces_pb
+
+    mapper = GenAIMapper()
+    t0 = time.perf_counter()
+    for body in bodies:
+        mapper.map_spans(decode_traces_pb(body))
+    return time.perf_counter() - t0
+
+
 def publisher_run(sock: Path, spool: Path, turns: int) -> float:
     with Publisher(sock, spool) as pub:
         assert pub.flush(30)
@@ -229,6 +241,7 @@ def main() -> None:
             )
             spans = args.conversations * args.turns_per_conversation // 2
             turns = args.conversations * args.turns_per_conversation
+            t_map = map_only(bodies)
             t_otlp = otlp_run(url, bodies)
             t_pub = publisher_run(hub.socket_path, base / "spool", turns)
             rows.append(
@@ -236,6 +249,7 @@ def main() -> None:
                     "otlp_spans_s": spans / t_otlp,
                     "otlp_turns_s": turns / t_otlp,
                     "publisher_turns_s": turns / t_pub,
+                    "map_only_spans_s": spans / t_map,
                 }
             )
             print(json.dumps({k: round(v, 1) for k, v in rows[-1].items()}), flush=True)

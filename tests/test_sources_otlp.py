@@ -177,6 +177,10 @@ def test_bad_bodies_are_answered_and_the_receiver_keeps_serving(otlp_hub) -> Non
     assert post(url, b"{}", "text/plain")[0] == 415
     assert post(f"{endpoint}/v2/other", b"{}", "application/json")[0] == 404
     assert post(url, b"\x1f\x8b\x08garbage", "application/json", "gzip")[0] == 400
+    deep = b'{"resourceSpans": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    assert post(url, deep, "application/json")[0] == 400
+    bomb = gzip.compress(b"0" * (33 * 1024 * 1024))  # inflates past the 32 MB limit
+    assert post(url, bomb, "application/x-protobuf", "gzip")[0] == 413
     # a span whose messages are not JSON: partial success names it; the good span is stored
     good = _json_span(
         "aa" * 8, "conv-7", [{"role": "user", "parts": [{"type": "text", "content": "hello there"}]}]
@@ -198,7 +202,7 @@ def test_bad_bodies_are_answered_and_the_receiver_keeps_serving(otlp_hub) -> Non
     sid = "otel-" + uid("trace:" + "cd" * 16)
     assert [t["content"] for t in _turns(remote, sid)] == ["no conv"]
     c = otlp_status(remote)["counters"]
-    assert c["bad_requests"] == 3 and c["unsupported_media_type"] == 1
+    assert c["bad_requests"] == 5 and c["unsupported_media_type"] == 1
     assert c["rejected_spans"] == 1 and c["without_conversation_id"] == 1
     # still serving the protocol socket
     assert remote.hello()["server"] == "memviewer-hub"

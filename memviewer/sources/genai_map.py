@@ -108,7 +108,7 @@ def _json_value(value: Any, what: str) -> Any:
     if isinstance(value, str):
         try:
             return json.loads(value)
-        except ValueError:
+        except (ValueError, RecursionError):
             raise BadInput(f"{what} is not JSON") from None
     return value
 

@@ -99,6 +99,7 @@ class OtlpReceiver:
             "recall_refusals",
             "store_refusals",
             "metrics_ignored",
+            "internal_errors",
         ):
             self.state.counters[name] = 0
         self._hub: Any = None
@@ -273,9 +274,20 @@ class OtlpReceiver:
             self.state.error(exc.message)
             log.error("OTLP %s request not stored: %s", signal, exc.message)
             return 503, answer_type, _status(answer_type, exc.message), [("retry-after", "5")]
+        except Exception as exc:  # a mapping bug must cost one request, never the receiver
+            self.state.count("internal_errors")
+            self.state.error(f"{type(exc).__name__}: {exc}")
+            log.exception("OTLP %s request failed", signal)
+            return 500, answer_type, _status(answer_type, f"internal error: {type(exc).__name__}"), []
         return self._account(signal, answer_type, result, commands, outcome)
 
     def _map(self, signal: str, ctype: str, body: bytes) -> MapResult:
+        try:
+            return self._map_body(signal, ctype, body)
+        except RecursionError:
+            raise otlp_decode.OtlpDecodeError("the request is nested too deeply") from None
+
+    def _map_body(self, signal: str, ctype: str, body: bytes) -> MapResult:
         if signal == "traces":
             spans = (otlp_decode.decode_traces_pb if ctype == PROTOBUF else otlp_decode.decode_traces_json)(
                 body
