@@ -295,3 +295,25 @@ def test_sources_label_for_the_viewer_header() -> None:
         label
         == "praisonai /data/s: 10s ago · otlp 127.0.0.1:4318: nothing yet · praisonai /gone: not connected"
     )
+
+
+def test_doctor_sources_line() -> None:
+    from memviewer.sources.status import doctor_check
+
+    assert doctor_check([])["ok"]
+    line = doctor_check(
+        [
+            {
+                "kind": "otlp",
+                "target": "127.0.0.1:4318",
+                "connected": True,
+                "counters": {"bad_requests": 2, "turns": 9},
+                "last_error": "not valid JSON",
+            },
+            {"kind": "praisonai", "target": "/x", "connected": False, "counters": {}},
+        ]
+    )
+    assert not line["ok"]
+    assert line["detail"] == (
+        "otlp 127.0.0.1:4318: connected (bad_requests 2); last: not valid JSON; praisonai /x: NOT connected"
+    )

@@ -40,3 +40,39 @@ class SourceStatus:
             "last_error": self.last_error,
             "counters": dict(self.counters),
         }
+
+
+# Counters that mean some input was not stored (the rest of the feed still was).
+PROBLEM_COUNTERS = (
+    "invalid_json",
+    "rejected_files",
+    "store_refusals",
+    "internal_errors",
+    "bad_requests",
+    "unsupported_media_type",
+    "rejected_spans",
+    "bad_messages",
+    "command_errors",
+    "messages_without_episode",
+)
+
+
+def doctor_check(sources: list[dict[str, Any]]) -> dict[str, Any]:
+    """``memviewer doctor``'s sources line: fails when a configured source is not connected;
+    bad input it met is reported (counted, with the last error) without failing."""
+    if not sources:
+        return {"name": "sources", "ok": True, "detail": "no sources configured on the hub"}
+    parts = []
+    ok = True
+    for src in sources:
+        counters = src.get("counters") or {}
+        problems = {k: counters[k] for k in PROBLEM_COUNTERS if counters.get(k)}
+        state = "connected" if src.get("connected") else "NOT connected"
+        ok = ok and bool(src.get("connected"))
+        text = f"{src.get('kind')} {src.get('target')}: {state}"
+        if problems:
+            text += " (" + ", ".join(f"{k} {v}" for k, v in problems.items()) + ")"
+            if src.get("last_error"):
+                text += f"; last: {src['last_error']}"
+        parts.append(text)
+    return {"name": "sources", "ok": ok, "detail": "; ".join(parts)}
