@@ -210,3 +210,34 @@ def test_sessions_from_file_title_and_children() -> None:
     assert [t["content"] for t in child_turns] == ["x"]
     again = sessions_from_file(data, "s1", 1_700_000_002.0)
     assert [t["id"] for t in again[1][1]] == [t["id"] for t in child_turns]  # stable ids
+
+
+@pytest.mark.integration
+def test_polling_where_inotify_is_not_used(tmp_path: Path, short_tmp: Path) -> None:
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    hub = HubProcess(
+        tmp_path / "home",
+        short_tmp / "hub.sock",
+        args=("--no-index", "--watch-praisonai", str(folder)),
+        extra_env={"WATCHFILES_FORCE_POLLING": "1"},
+    )
+    with hub, RemoteService(hub.socket_path) as remote:
+        wait_for(lambda: watcher_status(remote)["connected"], what="the watcher")
+        assert watcher_status(remote)["polling"] is True
+        store = praisonai_store.DefaultSessionStore(session_dir=str(folder))
+        store.add_message("poll-1", "user", "seen by polling")
+        wait_for(lambda: len(turns_of(remote, "poll-1")) == 1, what="the polled file")
+
+
+def test_serve_refuses_a_bad_otlp_address(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from memviewer.cli import cli
+
+    r = CliRunner().invoke(
+        cli,
+        ["--home", str(tmp_path / "h"), "--socket", str(tmp_path / "s"), "serve", "--otlp", "nohost:http"],
+    )
+    assert r.exit_code == 1
+    assert "otlp address 'nohost:http'" in r.output + (r.stderr if r.stderr_bytes else "")

@@ -118,7 +118,10 @@ class PraisonAIWatcher:
         rescan_interval: float = 2.0,
     ) -> None:
         self.folder = Path(folder).expanduser()
-        self.force_polling = (not inotify_available()) if force_polling is None else force_polling
+        if force_polling is None:  # watchfiles' own switch is honoured too
+            env = os.environ.get("WATCHFILES_FORCE_POLLING", "").strip().lower()
+            force_polling = not inotify_available() or env not in ("", "0", "false", "no", "off")
+        self.force_polling = force_polling
         self.debounce_ms = debounce_ms
         self.step_ms = step_ms
         self.rescan_interval = rescan_interval
