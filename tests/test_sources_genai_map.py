@@ -317,3 +317,69 @@ def test_doctor_sources_line() -> None:
     assert line["detail"] == (
         "otlp 127.0.0.1:4318: connected (bad_requests 2); last: not valid JSON; praisonai /x: NOT connected"
     )
+
+
+def test_receiver_answers_503_with_retry_after_when_the_store_refuses() -> None:
+    """A full disk (the hub's submit raising its retryable error) is a 503 the exporter retries."""
+    import asyncio
+    import urllib.error
+    import urllib.request
+
+    from memviewer.errors import MemviewerError
+    from memviewer.sources.otlp_http import OtlpReceiver
+
+    class FullDiskHub:
+        async def submit(self, commands):
+            raise MemviewerError(
+                "internal", "batch not applied: database or disk is full", data={"retry": True}
+            )
+
+    user = '[{"role":"user","parts":[{"type":"text","content":"x"}]}]'
+    body = json.dumps(
+        {
+            "resourceSpans": [
+                {
+                    "scopeSpans": [
+                        {
+                            "spans": [
+                                {
+                                    "traceId": "ab" * 16,
+                                    "spanId": "cd" * 8,
+                                    "name": "chat m",
+                                    "attributes": [
+                                        {
+                                            "key": "gen_ai.input.messages",
+                                            "value": {"stringValue": user},
+                                        }
+                                    ],
+                                }
+                            ]
+                        }
+                    ]
+                }
+            ]
+        }
+    ).encode()
+
+    def post(port: int) -> tuple[int, str | None]:
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{port}/v1/traces", data=body, headers={"Content-Type": "application/json"}
+        )
+        try:
+            urllib.request.urlopen(req, timeout=10)
+        except urllib.error.HTTPError as err:
+            return err.code, err.headers.get("Retry-After")
+        return 200, None
+
+    async def scenario() -> None:
+        rx = OtlpReceiver("127.0.0.1", 0)
+        await rx.start(FullDiskHub())
+        try:
+            code, retry = await asyncio.to_thread(post, rx.address[1])
+            assert (code, retry) == (503, "5")
+            assert rx.status()["counters"]["store_refusals"] == 1
+            assert "disk is full" in rx.status()["last_error"]
+        finally:
+            await rx.stop()
+
+    asyncio.run(scenario())
