@@ -50,6 +50,13 @@ KEYS: tuple[Key, ...] = (
     Key("ann_threshold", int, 50_000, "turns in a scope before an IVF_PQ index is built"),
     Key("recall_log_max", int, 5000, "searches and recalls kept in the recall log (0 = no logging)"),
     Key("recall_log_days", float, 30.0, "recall log entries older than this many days go (0 = no age limit)"),
+    Key(
+        "watch_praisonai",
+        list,
+        None,
+        "PraisonAI session folders the hub follows (env: paths joined by the OS path separator)",
+    ),
+    Key("otlp", str, None, "OTLP/HTTP receiver address HOST:PORT (default off; a bare port is loopback)"),
 )
 KEY_BY_NAME = {k.name: k for k in KEYS}
 
@@ -106,6 +113,12 @@ def _problem(key: Key, value: Any) -> tuple[Any, str | None]:
         if not math.isfinite(number):
             return None, f"{value!r} is not a finite number"
         return number, None
+    if key.type is list:  # a list of paths: a TOML array, or one string split on os.pathsep
+        items = value.split(os.pathsep) if isinstance(value, str) else value
+        if not isinstance(items, list) or not all(isinstance(x, str) for x in items):
+            return None, f"{value!r} is not a list of paths"
+        items = [x for x in items if x.strip()]
+        return items, None
     if not isinstance(value, str):
         return None, f"{value!r} is not a string"
     if key.name in PATH_KEYS and not value.strip():
@@ -154,6 +167,8 @@ class Settings:
     ann_threshold: int = 50_000
     recall_log_max: int = 5000
     recall_log_days: float = 30.0
+    watch_praisonai: list | None = None
+    otlp: str | None = None
     #: key -> "default" | "file:PATH" | "env:NAME" | "flag"
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     #: Problems that do not stop loading (an unknown key in the file); the CLI prints them.

@@ -217,7 +217,29 @@ def _permissions(settings: Settings) -> Check:
     }
 
 
-CHECKS: tuple[Callable[[Settings], Check], ...] = (_store, _fts, _model, _index, _disk, _permissions, _hub)
+def _sources(settings: Settings) -> Check:
+    """The running hub's sources (PraisonAI folders, OTLP): connected, and what bad input they met."""
+    from memviewer.sources.status import doctor_check
+    from memviewer.wire.probe import probe_hub
+
+    if probe_hub(settings.socket_path) is None:
+        return {"name": "sources", "ok": True, "detail": "no hub running"}
+    from memviewer.wire.remote import RemoteService
+
+    with RemoteService(settings.socket_path) as remote:
+        return doctor_check(list(remote.stats().get("hub", {}).get("sources", [])))
+
+
+CHECKS: tuple[Callable[[Settings], Check], ...] = (
+    _store,
+    _fts,
+    _model,
+    _index,
+    _disk,
+    _permissions,
+    _hub,
+    _sources,
+)
 
 
 def run_checks(settings: Settings) -> list[Check]:

@@ -237,7 +237,7 @@ class MemoryService:
         """Import PraisonAI files; with ``index`` returns once they are recallable.
 
         ``file_progress(bytes, size, path)`` follows the reading of a big file."""
-        from memviewer.io.praisonai import import_paths
+        from memviewer.io.praisonai_import import import_paths
 
         report = import_paths(
             self.import_session, paths_, progress, replace=replace, file_progress=file_progress

@@ -14,7 +14,7 @@ from memviewer import doctor
 from memviewer.cli import cli
 
 FIXTURES = Path(__file__).parent / "fixtures" / "praisonai"
-NAMES = ["store", "keyword index", "model", "vector index", "disk", "permissions", "hub"]
+NAMES = ["store", "keyword index", "model", "vector index", "disk", "permissions", "hub", "sources"]
 
 
 def _doctor(home: Path) -> tuple[int, dict[str, Any]]:

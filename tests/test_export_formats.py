@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from memviewer.cli import cli
 from memviewer.errors import MemviewerError
 from memviewer.io.export import export_sessions
-from memviewer.io.praisonai import import_paths
+from memviewer.io.praisonai_import import import_paths
 from memviewer.session.manager import SessionManager
 from memviewer.store.db import Store
 

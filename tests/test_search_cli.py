@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from memviewer.cli import cli
-from memviewer.io.praisonai import import_paths
+from memviewer.io.praisonai_import import import_paths
 from memviewer.session.manager import SessionManager
 from memviewer.store.db import Store
 

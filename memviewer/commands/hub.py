@@ -19,8 +19,23 @@ from memviewer.commands.common import dumps, fail, settings_of, short
     hidden=True,
     help="no-op, kept for old scripts: a stopped hub always leaves episodes open",
 )
+@click.option(
+    "--watch-praisonai",
+    "watch_praisonai",
+    multiple=True,
+    metavar="DIR",
+    help="follow a PraisonAI session folder (repeatable; setting watch_praisonai)",
+)
+@click.option(
+    "--otlp",
+    default=None,
+    metavar="HOST:PORT",
+    help="receive OpenTelemetry GenAI traces over OTLP/HTTP (a bare PORT listens on 127.0.0.1)",
+)
 @click.pass_context
-def serve_cmd(ctx: click.Context, no_index: bool, keep_open: bool) -> None:
+def serve_cmd(
+    ctx: click.Context, no_index: bool, keep_open: bool, watch_praisonai: tuple[str, ...], otlp: str | None
+) -> None:
     """Run the hub in the foreground (Ctrl-C or SIGTERM stops it cleanly).
 
     Agents publish to it through memviewer.client.Publisher; the TUI, `tail`
@@ -33,9 +48,14 @@ def serve_cmd(ctx: click.Context, no_index: bool, keep_open: bool) -> None:
 
     from memviewer import __version__
     from memviewer.service import MemoryService
+    from memviewer.sources import build_sources
     from memviewer.wire.hub import Hub, HubError
 
-    settings = settings_of(ctx)
+    try:
+        settings = settings_of(ctx).with_overrides(watch_praisonai=list(watch_praisonai) or None, otlp=otlp)
+        sources = build_sources(settings)
+    except ValueError as exc:
+        fail(str(exc))
     sock = settings.socket_path
     from memviewer.errors import MemviewerError
     from memviewer.wire.probe import checked_hello
@@ -59,6 +79,7 @@ def serve_cmd(ctx: click.Context, no_index: bool, keep_open: bool) -> None:
             frame_limit=settings.frame_limit,
             subscriber_queue=settings.subscriber_queue,
             start_indexer=not no_index,
+            sources=sources,
         )
         await hub.start()
         loop = asyncio.get_running_loop()

@@ -12,15 +12,13 @@ import hashlib
 import json
 import logging
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memviewer.errors import MemviewerError
 from memviewer.jsonvalues import check_value, loads_strict
 from memviewer.session.importcheck import MAX_INT, kind
-from memviewer.store.db import storage_failure
 from memviewer.timeutil import now, parse_ts
 
 log = logging.getLogger("memviewer.io")
@@ -202,7 +200,7 @@ def parse_session(
     started = created or (min(stamps) if stamps else fallback_ts)
     last = updated or (max(stamps) if stamps else started)
     first_user = next((t["content"] for t in turns if t["role"] == "user" and t["content"]), "")
-    title = title or agent or " ".join(first_user.split())[:80]
+    title = title or " ".join(first_user.split())[:80] or agent  # like native sessions
     extra = {k: v for k, v in data.items() if k not in _KNOWN_KEYS}
     session_meta = dict(meta)
     if extra:
@@ -263,53 +261,3 @@ def load_file(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         mtime = None
     stem = path.name[: -len(".json")] if path.name.endswith(".json") else path.stem
     return parse_session(data, stem, mtime)
-
-
-def import_paths(
-    import_session: Callable[..., dict[str, Any]],
-    paths: Iterable[str | Path],
-    progress: Callable[[int, int, str], None] | None = None,
-    *,
-    replace: bool = False,
-    file_progress: Callable[[int, int, str], None] | None = None,
-) -> ImportReport:
-    """Import every session file; a bad file is reported by name and skipped, the rest go on.
-
-    Each file is one session imported in one transaction (all or nothing), with
-    origin ``praisonai:<absolute path>``: re-importing the same file updates the
-    session in place, while a session that exists from elsewhere (published live,
-    another file) is refused unless ``replace`` (see ``SessionManager.import_session``).
-    Only a failing store (disk full, I/O error) stops the run: it would fail every file.
-    A file of ``praisonai_stream.STREAM_MIN_BYTES`` or more is read incrementally (same
-    result), reporting ``file_progress(bytes_read, file_size, path)`` as it goes.
-    """
-    from memviewer.io import praisonai_stream
-
-    report = ImportReport()
-    files = list(iter_session_files(paths))
-    for i, path in enumerate(files, 1):
-        try:
-            if not path.exists():
-                raise ForeignFileError("no such file or folder")
-            if praisonai_stream.should_stream(path):
-                session, turns = praisonai_stream.load_file_streaming(path, file_progress)
-            else:
-                session, turns = load_file(path)
-            origin = f"praisonai:{path.resolve()}"
-            result = import_session(session, turns, origin=origin, replace=replace)
-            result["path"] = str(path)
-            report.imported.append(result)
-        except (ForeignFileError, MemviewerError) as exc:
-            if isinstance(exc, MemviewerError) and storage_failure(exc) is not None:
-                raise
-            reason = exc.message if isinstance(exc, MemviewerError) else str(exc)
-            log.info("skipped %s: %s", path, reason)
-            report.failed.append((str(path), reason))
-        except Exception as exc:  # a file must never sink the run: report it, go on
-            if storage_failure(exc) is not None:
-                raise
-            log.exception("import of %s failed", path)
-            report.failed.append((str(path), f"internal error: {type(exc).__name__}: {exc}"[:300]))
-        if progress:
-            progress(i, len(files), str(path))
-    return report

@@ -29,7 +29,7 @@ from textual.screen import ModalScreen, Screen
 
 from memviewer.config import Settings
 from memviewer.tui.formatting import RENDERED_UNSAFE, printable
-from memviewer.tui.hub_link import HostedHub, HubStatus, decide
+from memviewer.tui.hub_link import HostedHub, HubStatus, decide, hub_sources, sources_label
 from memviewer.tui.live_feed import LiveFeed
 from memviewer.tui.live_worker import follow_hub
 from memviewer.tui.messages import HubChanged, LiveState
@@ -40,6 +40,8 @@ from memviewer.tui.screens.recall import RecallScreen
 from memviewer.tui.screens.recalls import RecallsScreen
 from memviewer.tui.screens.session import SessionScreen
 from memviewer.tui.screens.sessions import SessionsScreen
+
+SOURCES_REFRESH_S = 5.0  # how often the header re-reads the hub's sources
 
 ServiceFactory = Callable[[Settings, bool], Any]
 PAINT_REPORT_ENV = "MEMVIEWER_TUI_PAINT_REPORT"
@@ -162,6 +164,10 @@ class MemviewerApp(App[None]):
         # Everything built so far (modules, screens, styles) lives as long as the app:
         # keep it out of full garbage collections, which otherwise stall the UI ~100 ms.
         gc.freeze()
+        if self.hub_status.role == "hosting":  # read in process
+            self.set_interval(SOURCES_REFRESH_S, self.refresh_sources)
+        elif self.hub_status.role == "connected":  # a stats call (it counts rows): less often
+            self.set_interval(SOURCES_REFRESH_S * 3, self.refresh_sources)
         if self.hub_status.role == "hosting":
             self.boot_hub()
         elif self.live_enabled:
@@ -202,6 +208,15 @@ class MemviewerApp(App[None]):
             lambda state, detail: self.post_message(LiveState(state, detail)),
             home=self.settings.home_path,
         )
+
+    @work(thread=True, exclusive=True, group="sources")
+    def refresh_sources(self) -> None:
+        """The header names the hub's sources (PraisonAI folders, OTLP) and their last delivery."""
+        sources = hub_sources(self.hosted, self.settings.socket_path)
+        label = self.hub_status.label()
+        if sources:
+            label += " · " + sources_label(sources)
+        self.post_message(HubChanged(label))
 
     def on_hub_changed(self, message: HubChanged) -> None:
         self.sub_title = printable(message.label)

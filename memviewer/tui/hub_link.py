@@ -81,6 +81,45 @@ def decide(socket_path: Path, mode: str, settings: Any = None) -> HubStatus:
     return HubStatus("hosting", socket_path)
 
 
+def sources_label(sources: list[dict[str, Any]], now: float | None = None) -> str:
+    """``praisonai ~/sessions: 12s ago · otlp 127.0.0.1:4318: waiting`` for the header:
+    which sources the hub follows, whether each is connected and when it last delivered."""
+    import time
+
+    now = time.time() if now is None else now
+    parts = []
+    for src in sources:
+        target = str(src.get("target", ""))
+        home = str(Path.home())
+        if target.startswith(home + "/"):
+            target = "~" + target[len(home) :]
+        if not src.get("connected"):
+            state = "not connected"
+        elif src.get("last_delivery"):
+            age = max(0, int(now - float(src["last_delivery"])))
+            state = (
+                f"{age}s ago" if age < 120 else f"{age // 60}m ago" if age < 7200 else f"{age // 3600}h ago"
+            )
+        else:
+            state = "nothing yet"
+        parts.append(f"{src.get('kind', '?')} {target}: {state}")
+    return " · ".join(parts)
+
+
+def hub_sources(hosted: HostedHub | None, socket_path: Path) -> list[dict[str, Any]]:
+    """The hub's sources: read in process when hosting, else from its ``stats`` (blocking)."""
+    if hosted is not None and hosted.hub is not None:
+        return [s.status() for s in hosted.hub.sources]
+    try:
+        from memviewer.wire.remote import RemoteService
+
+        with RemoteService(socket_path) as remote:
+            return list(remote.stats().get("hub", {}).get("sources", []))
+    except Exception as exc:  # an old hub, a hub going away: no sources line
+        log.debug("reading the hub's sources failed: %s", exc)
+        return []
+
+
 class HostedHub:
     """The in-process hub: started and closed on the app's event loop.
 
@@ -97,15 +136,22 @@ class HostedHub:
         self.close_report: dict[str, Any] = {}
 
     async def start(self) -> None:
+        from memviewer.sources import build_sources
         from memviewer.wire.hub import Hub
 
         settings = self.service.settings
+        try:
+            sources = build_sources(settings)  # watch_praisonai / otlp settings
+        except ValueError as exc:
+            log.error("sources not started: %s", exc)
+            sources = []
         self.hub = Hub(
             self.service,
             self.socket_path,
             frame_limit=getattr(settings, "frame_limit", 1_048_576),
             subscriber_queue=getattr(settings, "subscriber_queue", 10_000),
             start_indexer=self.start_indexer,
+            sources=sources,
         )
         await self.hub.start()
 

@@ -341,6 +341,7 @@ class Hub:
         spool_scan_interval: float = 30.0,
         foreign_poll_interval: float = 0.5,
         abandon_on_stop: bool = False,
+        sources: list[Any] | None = None,
     ) -> None:
         if abandon_on_stop:
             raise ValueError(
@@ -368,6 +369,8 @@ class Hub:
         home_attr = getattr(service, "home", None)
         self.home: Path | None = Path(trust.resolved(home_attr)) if home_attr is not None else None
         self.store_id: str | None = None
+        # Sources (memviewer.sources): started after the socket answers, stopped first.
+        self.sources: list[Any] = list(sources or [])
 
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.AbstractServer | None = None
@@ -457,6 +460,11 @@ class Hub:
         self._tasks.append(asyncio.create_task(self._foreign_watch(), name="memviewer-hub-foreign"))
         if self.start_indexer:
             threading.Thread(target=self._start_indexer, name="memviewer-indexer-start", daemon=True).start()
+        for source in self.sources:
+            try:
+                await source.start(self)
+            except Exception:  # a source that cannot start (port taken…) is reported, the hub serves
+                log.exception("source %s did not start", getattr(source, "kind", source))
         log.info("hub %s listening on %s", __version__, self.socket_path)
 
     async def serve_forever(self) -> None:
@@ -496,6 +504,11 @@ class Hub:
         loop = asyncio.get_running_loop()
         if self._server is not None:
             self._server.close()
+        for source in self.sources:  # no new writes from them once the queue drains
+            try:
+                await source.stop()
+            except Exception:
+                log.exception("stopping source %s failed", getattr(source, "kind", source))
         for task in self._tasks[1:]:
             task.cancel()
         if self._write_q is not None and self._tasks:
@@ -1149,6 +1162,28 @@ class Hub:
         self._write_q.put_nowait((commands, fut))
         return {"results": await fut}
 
+    async def submit(self, commands: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Publish commands from an in-process source (OTLP receiver…) through the same
+        queue as ``publish``: group-committed with the agents' batches, answered after commit.
+        Raises ``MemviewerError`` (retryable) when the hub is closing or the store failed."""
+        if not commands:
+            return []
+        if self._closing or self._write_q is None or self._loop is None:
+            raise MemviewerError("internal", "the hub is shutting down", data={"retry": True})
+        fut: asyncio.Future[list[dict[str, Any]]] = self._loop.create_future()
+        self._write_q.put_nowait((commands, fut))
+        try:
+            return await fut
+        except RpcError as err:
+            raise MemviewerError("internal", err.message, data={"retry": True, **err.data}) from None
+
+    async def write(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """Run ``fn(*args)`` on the writer thread (a source's import), in turn with the
+        publish batches; the event loop does not wait on it."""
+        if self._closing or self._writer is None or self._loop is None:
+            raise MemviewerError("internal", "the hub is shutting down", data={"retry": True})
+        return await self._loop.run_in_executor(self._writer, fn, *args)
+
     async def _m_subscribe(self, conn: _Conn, params: dict[str, Any]) -> Any:
         from_seq = params.get("from_seq") or 0
         if from_seq < 0:
@@ -1229,6 +1264,7 @@ class Hub:
             "spool_dir": str(self.spool_dir),
             "spool_ingested": list(self.spool_reports),
             "indexer": self.indexer_status,
+            "sources": [source.status() for source in self.sources],
         }
 
     # -- the subscriber feed ----------------------------------------------------------------

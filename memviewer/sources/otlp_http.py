@@ -1,0 +1,418 @@
+"""An OTLP/HTTP receiver inside the hub: ``POST /v1/traces`` and ``POST /v1/logs``.
+
+HTTP/1.1 framing is ``h11``'s (keep-alive, chunked bodies); the server runs on the hub's
+event loop and never waits on the store itself: decoding and mapping run in a thread,
+the commands go through ``Hub.submit`` (the publishers' queue, group commit), and the
+answer is sent once they are durable. Answers follow the OTLP/HTTP spec:
+
+* 200 with an ``Export*ServiceResponse`` in the request's encoding (protobuf or JSON);
+  ``partial_success`` names how many spans/records were rejected and why;
+* 400 for a body that is not a request (a ``google.rpc.Status`` saying why), 404 for
+  another path, 405 for another method, 413 for a body over ``max_body`` (after gzip too),
+  415 for a content type other than ``application/x-protobuf`` / ``application/json``;
+* 503 with ``Retry-After`` when the store refused the batch (full disk …): exporters retry.
+
+``/v1/metrics`` is answered 200 and ignored (counted), so an agent that exports metrics
+to the same endpoint (Claude Code) does not log errors.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import json
+import logging
+import zlib
+from typing import Any
+
+from memviewer.errors import MemviewerError
+from memviewer.sources import otlp_decode
+from memviewer.sources.genai_map import GenAIMapper, MapResult
+from memviewer.sources.status import SourceStatus
+
+log = logging.getLogger("memviewer.sources.otlp")
+
+PROTOBUF = "application/x-protobuf"
+JSON = "application/json"
+MAX_BODY = 32 * 1024 * 1024
+MAX_HEADER = 64 * 1024
+IDLE_TIMEOUT = 60.0
+
+
+def parse_address(text: str) -> tuple[str, int]:
+    """``HOST:PORT``, ``[v6]:PORT``, ``:PORT`` or ``PORT``; no host means 127.0.0.1."""
+    raw = str(text).strip()
+    if raw.startswith("["):
+        host, _, port = raw[1:].partition("]:")
+    elif raw.count(":") == 1 or raw.isdigit():
+        host, _, port = raw.rpartition(":")
+    else:
+        raise ValueError(f"otlp address {text!r} is not HOST:PORT")
+    host = host or "127.0.0.1"
+    if not port.isdigit() or not 0 <= int(port) <= 65535:
+        raise ValueError(f"otlp address {text!r}: the port must be a number 0-65535")
+    return host, int(port)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+class _Reject(Exception):
+    def __init__(self, status: int, message: str, headers: list[tuple[str, str]] | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.headers = headers or []
+
+
+class OtlpReceiver:
+    """``start(hub)`` binds the address (a host other than loopback only when named)."""
+
+    kind = "otlp"
+
+    def __init__(self, host: str, port: int, *, max_body: int = MAX_BODY) -> None:
+        self.host = host
+        self.port = port
+        self.max_body = max_body
+        self.mapper = GenAIMapper()
+        self.state = SourceStatus(self.kind, f"{host}:{port}")
+        for name in (
+            "requests",
+            "spans",
+            "genai_spans",
+            "log_records",
+            "turns",
+            "recalls",
+            "rejected_spans",
+            "bad_requests",
+            "unsupported_media_type",
+            "without_conversation_id",
+            "bad_messages",
+            "command_errors",
+            "recall_refusals",
+            "store_refusals",
+            "metrics_ignored",
+            "internal_errors",
+        ):
+            self.state.counters[name] = 0
+        self._hub: Any = None
+        self._server: asyncio.AbstractServer | None = None
+        self._lock = asyncio.Lock()  # one mapping at a time: the mapper's state is ordered
+        self._conns: set[asyncio.Task[Any]] = set()
+
+    @property
+    def address(self) -> tuple[str, int]:
+        if self._server is not None and self._server.sockets:
+            name = self._server.sockets[0].getsockname()
+            return name[0], name[1]
+        return self.host, self.port
+
+    async def start(self, hub: Any) -> None:
+        self._hub = hub
+        if not is_loopback(self.host):
+            log.warning("OTLP receiver listens on %s, reachable from other machines", self.host)
+        try:
+            self._server = await asyncio.start_server(self._client, self.host, self.port, limit=MAX_HEADER)
+        except OSError as exc:
+            self.state.error(f"cannot listen on {self.host}:{self.port}: {exc.strerror or exc}")
+            log.error("OTLP receiver not started: cannot listen on %s:%s: %s", self.host, self.port, exc)
+            raise
+        host, port = self.address
+        self.state.target = f"{host}:{port}"
+        self.state.connected = True
+        log.info("OTLP/HTTP receiver on http://%s:%s (/v1/traces, /v1/logs)", host, port)
+
+    async def stop(self) -> None:
+        self.state.connected = False
+        if self._server is not None:
+            self._server.close()
+            for task in list(self._conns):
+                task.cancel()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 2)
+            self._server = None
+
+    def status(self) -> dict[str, Any]:
+        return self.state.to_dict()
+
+    # -- HTTP --------------------------------------------------------------------------------
+    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        import h11
+
+        task = asyncio.current_task()
+        if task is not None:
+            self._conns.add(task)
+        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEADER)
+        try:
+            while True:
+                request, body, error = await self._read_request(conn, reader)
+                if request is None and error is None:
+                    return  # the client closed
+                if error is not None:
+                    status, ctype, payload, headers = (
+                        error.status,
+                        JSON,
+                        _status_json(error.message),
+                        error.headers,
+                    )
+                else:
+                    status, ctype, payload, headers = await self._handle(request, body)
+                await self._send(conn, writer, status, ctype, payload, headers)
+                if conn.our_state is h11.MUST_CLOSE or error is not None:
+                    return
+                try:
+                    conn.start_next_cycle()
+                except h11.LocalProtocolError:
+                    return
+        except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
+            return
+        except asyncio.CancelledError:
+            return
+        except Exception:
+            log.exception("OTLP connection failed")
+        finally:
+            if task is not None:
+                self._conns.discard(task)
+            with contextlib.suppress(Exception):
+                writer.close()
+
+    async def _read_request(
+        self, conn: Any, reader: asyncio.StreamReader
+    ) -> tuple[Any, bytes, _Reject | None]:
+        import h11
+
+        request = None
+        chunks: list[bytes] = []
+        size = 0
+        while True:
+            try:
+                event = conn.next_event()
+            except h11.RemoteProtocolError as exc:
+                return None, b"", _Reject(400, f"bad HTTP request: {exc}")
+            if event is h11.NEED_DATA:
+                data = await asyncio.wait_for(reader.read(256 * 1024), IDLE_TIMEOUT)
+                conn.receive_data(data)
+                if not data and request is None:
+                    return None, b"", None
+                continue
+            if isinstance(event, h11.ConnectionClosed):
+                return None, b"", None
+            if isinstance(event, h11.Request):
+                request = event
+                length = dict(event.headers).get(b"content-length")
+                if length is not None and length.isdigit() and int(length) > self.max_body:
+                    return request, b"", _Reject(413, f"body larger than {self.max_body} bytes")
+                continue
+            if isinstance(event, h11.Data):
+                size += len(event.data)
+                if size > self.max_body:
+                    return request, b"", _Reject(413, f"body larger than {self.max_body} bytes")
+                chunks.append(event.data)
+                continue
+            if isinstance(event, h11.EndOfMessage):
+                return request, b"".join(chunks), None
+
+    async def _send(
+        self, conn: Any, writer: asyncio.StreamWriter, status: int, ctype: str, payload: bytes, headers: Any
+    ) -> None:
+        import h11
+
+        head = [("content-type", ctype), ("content-length", str(len(payload))), *headers]
+        out = conn.send(h11.Response(status_code=status, headers=head))
+        out += conn.send(h11.Data(data=payload)) if payload else b""
+        out += conn.send(h11.EndOfMessage())
+        writer.write(out)
+        await writer.drain()
+
+    async def _handle(self, request: Any, body: bytes) -> tuple[int, str, bytes, list[tuple[str, str]]]:
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in request.headers}
+        path = request.target.decode("latin-1").split("?", 1)[0]
+        ctype = headers.get("content-type", "").split(";", 1)[0].strip().lower()
+        answer_type = JSON if ctype == JSON else PROTOBUF
+        self.state.count("requests")
+        if path not in ("/v1/traces", "/v1/logs", "/v1/metrics"):
+            return 404, JSON, _status_json(f"no such endpoint {path}; use /v1/traces or /v1/logs"), []
+        if request.method != b"POST":
+            return 405, JSON, _status_json("use POST"), [("allow", "POST")]
+        if ctype not in (PROTOBUF, JSON):
+            self.state.count("unsupported_media_type")
+            return (
+                415,
+                JSON,
+                _status_json(f"content type {ctype or '(none)'!r}: use {PROTOBUF} or {JSON}"),
+                [],
+            )
+        try:
+            body = _decompress(body, headers.get("content-encoding", "").strip().lower(), self.max_body)
+        except _Reject as rej:
+            self.state.count("bad_requests")
+            return rej.status, answer_type, _status(answer_type, rej.message), []
+        if path == "/v1/metrics":
+            self.state.count("metrics_ignored")
+            return 200, answer_type, _response(answer_type, "metrics", 0, ""), []
+        signal = "traces" if path == "/v1/traces" else "logs"
+        loop = asyncio.get_running_loop()
+        try:
+            async with self._lock:  # decode + map in a thread, in arrival order
+                result = await loop.run_in_executor(None, self._map, signal, ctype, body)
+                commands = result.commands
+                outcome = await self._hub.submit(commands) if commands else []
+        except otlp_decode.OtlpDecodeError as exc:
+            self.state.count("bad_requests")
+            self.state.error(str(exc))
+            log.warning("OTLP %s request refused: %s", signal, exc)
+            return 400, answer_type, _status(answer_type, str(exc)), []
+        except MemviewerError as exc:  # the store failed or the hub is stopping: retryable
+            self.state.count("store_refusals")
+            self.state.error(exc.message)
+            log.error("OTLP %s request not stored: %s", signal, exc.message)
+            return 503, answer_type, _status(answer_type, exc.message), [("retry-after", "5")]
+        except Exception as exc:  # a mapping bug must cost one request, never the receiver
+            self.state.count("internal_errors")
+            self.state.error(f"{type(exc).__name__}: {exc}")
+            log.exception("OTLP %s request failed", signal)
+            return 500, answer_type, _status(answer_type, f"internal error: {type(exc).__name__}"), []
+        return self._account(signal, answer_type, result, commands, outcome)
+
+    def _map(self, signal: str, ctype: str, body: bytes) -> MapResult:
+        try:
+            return self._map_body(signal, ctype, body)
+        except RecursionError:
+            raise otlp_decode.OtlpDecodeError("the request is nested too deeply") from None
+
+    def _map_body(self, signal: str, ctype: str, body: bytes) -> MapResult:
+        if signal == "traces":
+            spans = (otlp_decode.decode_traces_pb if ctype == PROTOBUF else otlp_decode.decode_traces_json)(
+                body
+            )
+            return self.mapper.map_spans(spans)
+        records = (otlp_decode.decode_logs_pb if ctype == PROTOBUF else otlp_decode.decode_logs_json)(body)
+        return self.mapper.map_logs(records)
+
+    def _account(
+        self,
+        signal: str,
+        answer_type: str,
+        result: MapResult,
+        commands: list[dict[str, Any]],
+        outcome: list[dict[str, Any]],
+    ) -> tuple[int, str, bytes, list[tuple[str, str]]]:
+        st = self.state
+        st.count("spans" if signal == "traces" else "log_records", result.spans)
+        st.count("genai_spans", result.genai_spans)
+        for name, n in result.counters.items():
+            if name in ("turns", "recalls"):
+                continue
+            st.count(name, n)
+        problems = [reason for _, reason in result.rejected]
+        stored = 0
+        for cmd, res in zip(commands, outcome, strict=False):
+            err = res.get("error")
+            if err is None:
+                if cmd["op"] in ("start_episode", "add_turn"):
+                    stored += 1
+                    st.count("turns")
+                elif cmd["op"] == "record_recall":
+                    st.count("recalls")
+                continue
+            if cmd["op"] == "record_recall":
+                st.count("recall_refusals")
+                continue  # the hub's recall log may be absent; the turns still count
+            st.count("command_errors")
+            problems.append(f"{cmd['op']}: {err.get('message', err)}")
+        if result.counters.get("without_conversation_id"):
+            log.info(
+                "%d %s without gen_ai.conversation.id: grouped by trace id",
+                result.counters["without_conversation_id"],
+                "spans" if signal == "traces" else "log records",
+            )
+        for reason in problems[:5]:
+            log.warning("OTLP %s: %s", signal, reason)
+        if problems:
+            st.error(problems[0])
+        rejected = len(result.rejected)
+        st.count("rejected_spans", rejected)
+        if stored:
+            st.delivered()
+        message = "; ".join(problems[:3])
+        return (
+            200,
+            answer_type,
+            _response(answer_type, signal, rejected, message if (rejected or problems) else ""),
+            [],
+        )
+
+
+def _decompress(body: bytes, encoding: str, limit: int) -> bytes:
+    if encoding in ("", "identity"):
+        return body
+    if encoding not in ("gzip", "deflate"):
+        raise _Reject(415, f"content encoding {encoding!r} is not supported (use gzip)")
+    wbits = 16 + zlib.MAX_WBITS if encoding == "gzip" else zlib.MAX_WBITS
+    d = zlib.decompressobj(wbits)
+    try:
+        out = d.decompress(body, limit + 1)
+    except zlib.error as exc:
+        raise _Reject(400, f"the {encoding} body is corrupt: {exc}") from None
+    if len(out) > limit or d.unconsumed_tail:
+        raise _Reject(413, f"the body inflates past {limit} bytes")
+    if not d.eof:
+        raise _Reject(400, f"the {encoding} body is truncated")
+    return out
+
+
+def _status_json(message: str) -> bytes:
+    return json.dumps({"code": 3, "message": message}).encode()
+
+
+def _status(ctype: str, message: str) -> bytes:
+    if ctype == JSON:
+        return _status_json(message)
+    # google.rpc.Status {int32 code = 1; string message = 2}, encoded by hand: its
+    # generated module lives in googleapis-common-protos, not in opentelemetry-proto.
+    text = message.encode("utf-8")[:65536]
+    return b"\x08\x03\x12" + _varint(len(text)) + text
+
+
+def _varint(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        byte, n = n & 0x7F, n >> 7
+        out.append(byte | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def _response(ctype: str, signal: str, rejected: int, message: str) -> bytes:
+    field = {"traces": "rejected_spans", "logs": "rejected_log_records", "metrics": "rejected_data_points"}[
+        signal
+    ]
+    if ctype == JSON:
+        if not rejected and not message:
+            return b"{}"
+        camel = {"traces": "rejectedSpans", "logs": "rejectedLogRecords", "metrics": "rejectedDataPoints"}[
+            signal
+        ]
+        return json.dumps({"partialSuccess": {camel: str(rejected), "errorMessage": message}}).encode()
+    if signal == "traces":
+        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+            ExportTraceServiceResponse as Resp,
+        )
+    elif signal == "logs":
+        from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse as Resp
+    else:
+        from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+            ExportMetricsServiceResponse as Resp,
+        )
+    resp = Resp()
+    if rejected or message:
+        setattr(resp.partial_success, field, rejected)
+        resp.partial_success.error_message = message
+    return resp.SerializeToString()

@@ -1,0 +1,333 @@
+"""Follow a PraisonAI session folder (``~/.praisonai/sessions``) from inside the hub.
+
+A PraisonAI ``DefaultSessionStore`` rewrites a session's whole ``<id>.json`` file
+(temp file + ``os.replace``) on every message. The watcher (``watchfiles``: inotify,
+or polling where inotify is missing) sees the change, reads and parses the file in a
+thread, and hands the result to the hub's writer thread as the same import that
+``memviewer import praisonai`` runs, with the same origin (``praisonai:<path>``), so
+watching a file and importing it by hand agree. The import is a diff by turn id
+(``SessionManager.import_session``): only turns not yet stored are inserted, nothing
+is re-inserted or re-indexed, and a file whose bytes did not change is not even
+parsed again.
+
+* ``*.json.lock`` and PraisonAI's ``*.tmp`` files are ignored (only ``*.json``).
+* A file that is not valid JSON (caught mid-write by a non-atomic writer) is counted
+  (``invalid_json``) and retried on its next change event.
+* A deleted file deletes nothing: the stored session stays as it was (``deleted_files``).
+* Sub-agent transcripts in ``metadata.agent_histories`` become child sessions
+  (``<session>.agent.<key>``, ``parent_session_id`` = the session), so they are searchable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import hashlib
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from memviewer.errors import MemviewerError
+from memviewer.sources.status import SourceStatus
+
+log = logging.getLogger("memviewer.sources.praisonai")
+
+AGENT_HISTORIES = "agent_histories"
+
+
+def inotify_available() -> bool:
+    """Whether the kernel gives this process an inotify instance (Linux); elsewhere the
+    native backend of ``watchfiles`` (FSEvents, ReadDirectoryChangesW) is assumed."""
+    if not sys.platform.startswith("linux"):
+        return True
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fd = libc.inotify_init1(os.O_CLOEXEC | os.O_NONBLOCK)
+    except (OSError, AttributeError):
+        return False
+    if fd < 0:
+        return False
+    os.close(fd)
+    return True
+
+
+def is_session_file(path: str | Path) -> bool:
+    name = Path(path).name
+    return name.endswith(".json") and not name.startswith(".")
+
+
+def child_session_id(parent_id: str, agent_key: str) -> str:
+    return f"{parent_id}.agent.{agent_key}"
+
+
+def sessions_from_file(data: Any, stem: str, mtime: float | None) -> list[tuple[dict[str, Any], list[Any]]]:
+    """(session row, turns) for the file's session and one per sub-agent transcript.
+
+    The parent's metadata keeps the list of child ids instead of the transcripts
+    (they are stored once, as the child sessions' turns). Raises ``ForeignFileError``.
+    """
+    from memviewer.io.praisonai import ForeignFileError, parse_session
+
+    histories: dict[str, Any] = {}
+    if isinstance(data, dict) and isinstance(data.get("metadata"), dict):
+        raw = data["metadata"].get(AGENT_HISTORIES)
+        if isinstance(raw, dict):
+            histories = {str(k): v for k, v in raw.items() if isinstance(v, list)}
+            data = {**data, "metadata": {k: v for k, v in data["metadata"].items() if k != AGENT_HISTORIES}}
+    session, turns = parse_session(data, stem, mtime)
+    out = [(session, turns)]
+    if not histories:
+        return out
+    children = []
+    for key, messages in sorted(histories.items()):
+        cid = child_session_id(session["id"], key)
+        child_data = {
+            "session_id": cid,
+            "messages": messages,
+            "created_at": data.get("created_at"),
+            "agent_name": key,
+            "user_id": data.get("user_id"),
+            "parent_session_id": session["id"],
+        }
+        try:
+            child, child_turns = parse_session(child_data, cid, session["started_at"])
+        except ForeignFileError as exc:
+            raise ForeignFileError(f"metadata.agent_histories[{key!r}]: {exc}") from None
+        child["meta"]["metadata"] = {"agent_key": key}
+        out.append((child, child_turns))
+        children.append(cid)
+    session["meta"]["metadata"][AGENT_HISTORIES] = {"child_sessions": children}
+    return out
+
+
+class PraisonAIWatcher:
+    """One watched folder; ``start(hub)`` / ``stop()`` run on the hub's event loop."""
+
+    kind = "praisonai"
+
+    def __init__(
+        self,
+        folder: Path,
+        *,
+        force_polling: bool | None = None,
+        debounce_ms: int = 60,
+        step_ms: int = 20,
+        rescan_interval: float = 2.0,
+    ) -> None:
+        self.folder = Path(folder).expanduser()
+        if force_polling is None:  # watchfiles' own switch is honoured too
+            env = os.environ.get("WATCHFILES_FORCE_POLLING", "").strip().lower()
+            force_polling = not inotify_available() or env not in ("", "0", "false", "no", "off")
+        self.force_polling = force_polling
+        self.debounce_ms = debounce_ms
+        self.step_ms = step_ms
+        self.rescan_interval = rescan_interval
+        self.state = SourceStatus(self.kind, str(self.folder))
+        self.state.counters.update(
+            {
+                "files_seen": 0,
+                "files_imported": 0,
+                "turns_added": 0,
+                "sessions_created": 0,
+                "invalid_json": 0,
+                "rejected_files": 0,
+                "deleted_files": 0,
+            }
+        )
+        self._hub: Any = None
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[Any] | None = None
+        self._worker: asyncio.Task[Any] | None = None
+        self._queue: asyncio.Queue[Path] = asyncio.Queue()
+        self._queued: set[Path] = set()
+        self._digest: dict[Path, str] = {}  # bytes last imported, per file
+
+    # -- lifecycle -------------------------------------------------------------
+    async def start(self, hub: Any) -> None:
+        self._hub = hub
+        self._stop.clear()
+        self._worker = asyncio.create_task(self._work(), name=f"memviewer-praisonai-import:{self.folder}")
+        self._task = asyncio.create_task(self._watch(), name=f"memviewer-praisonai-watch:{self.folder}")
+
+    async def stop(self) -> None:
+        self._stop.set()
+        for task in (self._task, self._worker):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        self.state.connected = False
+
+    def status(self) -> dict[str, Any]:
+        out = self.state.to_dict()
+        out["polling"] = self.force_polling
+        out["queued"] = len(self._queued)
+        return out
+
+    # -- watching --------------------------------------------------------------
+    async def _watch(self) -> None:
+        import watchfiles
+
+        while not self._stop.is_set():
+            if not self.folder.is_dir():  # wait for the folder (PraisonAI makes it on first save)
+                if self.state.last_error is None:
+                    log.warning("watched PraisonAI folder %s does not exist (yet); waiting", self.folder)
+                self.state.error(f"{self.folder} is not a folder (waiting for it)")
+                self.state.connected = False
+                await asyncio.sleep(self.rescan_interval)
+                continue
+            self.state.connected = True
+            self.state.last_error = None
+            log.info(
+                "watching PraisonAI sessions in %s%s", self.folder, " (polling)" if self.force_polling else ""
+            )
+            self._scan()
+            try:
+                async for changes in watchfiles.awatch(
+                    self.folder,
+                    watch_filter=lambda _change, path: is_session_file(path),
+                    stop_event=self._stop,
+                    debounce=self.debounce_ms,
+                    step=self.step_ms,
+                    force_polling=self.force_polling,
+                    poll_delay_ms=100,
+                    recursive=True,
+                    ignore_permission_denied=True,
+                ):
+                    for _change, path in sorted(changes, key=lambda c: c[1]):
+                        self._enqueue(Path(path))
+                    if not self.folder.is_dir():
+                        break
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # inotify limits, a vanished folder: poll instead
+                log.warning("watching %s failed (%s); switching to polling", self.folder, exc)
+                self.state.error(f"watch failed: {exc}")
+                self.force_polling = True
+                await asyncio.sleep(self.rescan_interval)
+
+    def _scan(self) -> None:
+        with contextlib.suppress(OSError):
+            for path in sorted(self.folder.rglob("*.json")):
+                if is_session_file(path):
+                    self._enqueue(path)
+
+    def _enqueue(self, path: Path) -> None:
+        if path not in self._queued:
+            self._queued.add(path)
+            self._queue.put_nowait(path)
+
+    async def _work(self) -> None:
+        while True:
+            path = await self._queue.get()
+            self._queued.discard(path)
+            try:
+                await self._sync(path)
+            except asyncio.CancelledError:
+                raise
+            except MemviewerError as exc:
+                # The store failed (full disk …) or the hub is stopping: keep the file queued state
+                # clean and let the next change (or the next start's scan) retry it.
+                self.state.count("store_refusals")
+                self.state.error(f"{path}: {exc.message}")
+                log.error("PraisonAI file %s not stored: %s", path, exc.message)
+                self._digest.pop(path, None)
+            except Exception as exc:
+                self.state.count("internal_errors")
+                self.state.error(f"{path}: {type(exc).__name__}: {exc}")
+                log.exception("PraisonAI file %s could not be synced", path)
+
+    async def _sync(self, path: Path) -> None:
+        """Read, parse (a thread) and import (the writer thread) one file."""
+        loop = asyncio.get_running_loop()
+        read = await loop.run_in_executor(None, _read, path, self._digest.get(path))
+        kind, payload = read
+        if kind == "gone":
+            if path in self._digest:
+                self._digest.pop(path, None)
+                self.state.count("deleted_files")
+                log.info("PraisonAI file %s was deleted; its stored session is kept", path)
+            return
+        if kind == "same":
+            return
+        self.state.count("files_seen")
+        if kind == "invalid_json":
+            self.state.count("invalid_json")
+            self.state.error(f"{path}: {payload}")
+            log.warning(
+                "PraisonAI file %s is not valid JSON yet (%s); retrying on its next change", path, payload
+            )
+            return
+        if kind == "rejected":
+            self.state.count("rejected_files")
+            self.state.error(f"{path}: {payload}")
+            log.warning("PraisonAI file %s skipped: %s", path, payload)
+            return
+        digest, sessions = payload
+        origin = f"praisonai:{path.resolve()}"
+        results = await self._hub.write(_import_all, self._hub.service, sessions, origin)
+        refused = [r for r in results if "error" in r]
+        for r in refused:
+            self.state.count("rejected_files")
+            self.state.error(f"{path}: {r['error']}")
+            log.warning("PraisonAI file %s: session %s refused: %s", path, r["session_id"], r["error"])
+        added = sum(r.get("new_turns", 0) for r in results)
+        self.state.count("files_imported")
+        self.state.count("turns_added", added)
+        self.state.count("sessions_created", sum(1 for r in results if r.get("created")))
+        if added or any(r.get("created") for r in results):
+            self.state.delivered()
+        if not refused:
+            self._digest[path] = digest
+
+
+def _read(path: Path, last_digest: str | None) -> tuple[str, Any]:
+    """Thread: ``("gone"|"same"|"invalid_json"|"rejected", why)`` or ``("ok", (digest, sessions))``."""
+    from memviewer.io.praisonai import ForeignFileError
+    from memviewer.timeutil import parse_ts
+    from memviewer.wire.protocol import loads_strict
+
+    try:
+        raw = path.read_bytes()
+        mtime = path.stat().st_mtime
+    except FileNotFoundError:
+        return "gone", None
+    except OSError as exc:
+        return "rejected", f"cannot read: {exc.strerror or exc}"
+    digest = hashlib.sha256(raw).hexdigest()
+    if digest == last_digest:
+        return "same", None
+    try:
+        data = loads_strict(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        return "invalid_json", "not valid UTF-8"
+    except ValueError as exc:
+        return "invalid_json", str(exc)[:200]
+    try:
+        stamp = parse_ts(mtime)
+    except ValueError:
+        stamp = None
+    stem = path.name[: -len(".json")]
+    try:
+        return "ok", (digest, sessions_from_file(data, stem, stamp))
+    except ForeignFileError as exc:
+        return "rejected", str(exc)
+
+
+def _import_all(service: Any, sessions: list[tuple[dict[str, Any], list[Any]]], origin: str) -> list[dict]:
+    """Writer thread: the parent first, then its children; a refused session fails alone."""
+    from memviewer.store.db import storage_failure
+
+    out = []
+    for i, (session, turns) in enumerate(sessions):
+        where = origin if i == 0 else f"{origin}#agent:{session['meta']['metadata'].get('agent_key')}"
+        try:
+            out.append(service.import_session(session, turns, origin=where))
+        except MemviewerError as exc:
+            if storage_failure(exc) is not None or exc.code == "internal":
+                raise
+            out.append({"session_id": session["id"], "error": exc.message})
+    return out
