@@ -170,6 +170,30 @@ def _clean_id(value: Any) -> str:
     return str(value).strip().rstrip(".,;").strip()
 
 
+_DIA = re.compile(r"D(\d+):(\d+)")
+
+
+def evidence_ids(values: Sequence[Any]) -> list[str]:
+    """Evidence turn ids, with REALTALK's compound entries read as what they mean:
+    ``"D5:12;D5:16"`` (a list), ``"D12:3-D12:5"`` (a range inside one session) and
+    ``"D13:45:D20:19"`` (two ids run together)."""
+    out: list[str] = []
+    for value in values:
+        for piece in re.split(r"[;,]", str(value)):
+            piece = _clean_id(piece)
+            if not piece:
+                continue
+            found = _DIA.findall(piece)
+            if "-" in piece and len(found) == 2 and found[0][0] == found[1][0]:
+                lo, hi = sorted((int(found[0][1]), int(found[1][1])))
+                out.extend(f"D{found[0][0]}:{k}" for k in range(lo, min(hi, lo + 50) + 1))
+            elif len(found) > 1:
+                out.extend(f"D{a}:{b}" for a, b in found)
+            else:
+                out.append(piece)
+    return list(dict.fromkeys(out))
+
+
 def _message_text(m: dict[str, Any], key: str) -> str:
     text = m.get(key)
     text = "" if text is None else str(text)
@@ -227,7 +251,7 @@ def _from_raw(item: dict[str, Any], i: int, path: Path) -> Conversation:
         if not isinstance(ev, list):
             raise ValueError(f"{path}: conversation {cid}, question #{j}: evidence must be a list")
         name = cats.get(cat, str(cat)) if isinstance(cat, int) else str(cat or "unknown")
-        questions.append(Question(q["question"], [_clean_id(e) for e in ev], name))
+        questions.append(Question(q["question"], evidence_ids(ev), name))
     return Conversation(cid, speakers, sessions, questions)
 
 
@@ -269,7 +293,7 @@ def _from_common(item: dict[str, Any], i: int, path: Path) -> Conversation:
         questions.append(
             Question(
                 q["question"],
-                [_clean_id(e) for e in ev],
+                evidence_ids(ev),
                 str(q.get("category") or "unknown"),
                 _parse_time(q.get("as_of"), at),
             )
