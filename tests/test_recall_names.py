@@ -111,3 +111,27 @@ def test_recall_echo_penalty_demotes_a_question_turn(service: Any) -> None:
     assert d["s2-0"]["score_breakdown"]["echo"] == 1.0 and "echo" not in d["s2-1"]["score_breakdown"]
     assert abs(d["s2-0"]["score"] - 0.5 * p["s2-0"]["score"]) < 1e-6
     assert abs(d["s2-1"]["score"] - p["s2-1"]["score"]) < 1e-6
+
+
+def _stage1(svc: Any, query: str, scope_id: str, **tuning: float) -> dict[str, float]:
+    out = svc.recall(query, scope="conv", scope_id=scope_id, tuning=tuning or None)
+    return {s["session_id"]: s["score"] for s in out["diagnostics"]["stage1"]}
+
+
+def test_chat_sessions_give_their_best_turn_a_stage1_share_agent_sessions_do_not(service: Any) -> None:
+    for sid, topic in (("c-a", "sourdough bread baking"), ("c-b", "marathon running shoes")):
+        _chat(service, sid, [("Ann", "user", f"I love {topic}"), ("Bob", "assistant", f"{topic} is fun")])
+    for sid, topic in (("g-a", "sourdough bread baking"), ("g-b", "marathon running shoes")):
+        service.import_session(
+            {"id": sid, "agent": "a", "scope": "conv", "scope_id": "agent", "started_at": 1_700_000_000.0},
+            [
+                {"id": f"{sid}-{i}", "role": r, "content": f"{topic} {r}", "timestamp": 1_700_000_000.0 + i}
+                for i, r in enumerate(("user", "assistant"))
+            ],
+        )
+    service.sync_index()
+    q = "Who loves sourdough bread?"
+    chat_default, chat_off = _stage1(service, q, "c1"), _stage1(service, q, "c1", chat_session_turn_weight=0)
+    assert chat_default != chat_off  # the best-turn share moved the chat sessions' scores
+    agent_default = _stage1(service, q, "agent")
+    assert agent_default == _stage1(service, q, "agent", chat_session_turn_weight=0)

@@ -63,7 +63,7 @@ from memviewer.timeutil import EARLIEST, LATEST
 
 SCOPE = "conv"
 SYSTEMS = ("hierarchical", "flat", "keyword", "dense", "bm25", "blend")
-FLAT_VARIANTS = {"flat": {}, "keyword": {"w_dense": 0.0}, "dense": {"w_keyword": 0.0}}
+FLAT_VARIANTS = {"flat": {}, "keyword": {"dense": 0.0}, "dense": {"keyword": 0.0}}  # Weights fields
 SESSION_K = 5
 TURN_KS = (5, 10)
 DEPTH = 50
