@@ -3,12 +3,13 @@ Caroline wrote.
 
 A turn's author is its ``metadata.speaker`` (not ``metadata.name``, which OpenAI-style tool
 messages use for the function); ``role`` alone cannot tell two people apart when both are
-people (a REALTALK or LoCoMo chat stores them as ``user`` and ``assistant``). ``named_authors`` matches the question's words
-against the authors of the candidate turns: a word equal to a part of the name ("Fahim" for
-"Fahim Khan", "elise" for "Elise"), or, for a capitalised word of five letters or more, a
-close spelling ("Muhammad" for the author "Muhhamed", difflib ratio ≥ ``FUZZY_RATIO``) when no
-author matched exactly. A question that names every author present (or none) gets no name
-prior; ``memviewer.recall.scoring`` then falls back to the "I / you" rule.
+people (a REALTALK or LoCoMo chat stores them as ``user`` and ``assistant``).
+``named_authors`` matches the question's words against the authors of the candidate turns: a
+word equal to a part of the name ("Fahim" for "Fahim Khan", "elise" for "Elise"), or, for a
+capitalised word of five letters or more, a close spelling ("Muhammad" for the author
+"Muhhamed", difflib ratio ≥ ``FUZZY_RATIO``) that is not exactly a part of another author's
+name. A question that names every author present (or none) gets no name prior;
+``memviewer.recall.scoring`` then falls back to the "I / you" rule.
 """
 
 from __future__ import annotations
