@@ -442,4 +442,78 @@ def eval_longmemeval(ctx: click.Context, file, limit, split, cache_dir, keep_hom
     click.echo(markdown_table(report))
 
 
+@click.option("--limit", type=click.IntRange(1), default=None, help="only the first N conversations")
+@click.option(
+    "--split",
+    type=click.IntRange(0),
+    default=None,
+    help="report the first N conversations (tuning) and the rest (hold-out) separately "
+    "[default: half, rounded up]",
+)
+@click.option(
+    "--system",
+    "systems",
+    multiple=True,
+    help="only these systems (repeatable): hierarchical, flat, keyword, dense, bm25, blend",
+)
+@click.option(
+    "--cache-dir",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="embedding cache folder (default: <tmp>/memviewer-eval-cache)",
+)
+@click.option(
+    "--keep-home",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="ingest into this folder and keep it (re-runs skip ingestion)",
+)
+@click.option("--json", "as_json", is_flag=True)
+@click.argument("file", type=click.Path(exists=True, dir_okay=False))
+@click.pass_context
+def _eval_conversations(
+    ctx: click.Context, file, limit, split, systems, cache_dir, keep_home, as_json
+) -> None:
+    """Turn R@5/R@10, session R@5 and MRR on conversations with questions (REALTALK, LoCoMo or
+    the conversation+QA format; gzip or plain JSON), per category and split half."""
+    from memviewer.eval.conversations import SYSTEMS, markdown_table, run
+
+    settings = settings_of(ctx)
+    update, close = progress_callback("ingesting")
+    try:
+        from memviewer.index.embedder import OnnxEmbedder
+
+        report = run(
+            file,
+            limit=limit,
+            home=keep_home,
+            cache_dir=cache_dir,
+            split=split,
+            systems=tuple(systems) or SYSTEMS,
+            embedder=OnnxEmbedder(settings.model_dir),
+            progress=update,
+        )
+    except ValueError as exc:
+        fail(str(exc))
+    except _model_errors() as exc:
+        fail(f"embedding model unavailable: {exc}")
+    finally:
+        close()
+    if as_json:
+        emit_json(report)
+        return
+    m = report["meta"]
+    click.echo(
+        f"{m['conversations']} conversations, {m['sessions']} sessions, {m['turns']} turns, "
+        f"{m['questions']} questions ({m['skipped_questions']} without evidence turns skipped), "
+        f"model {m['model']}"
+    )
+    click.echo(markdown_table(report))
+
+
+_eval_conversations_cmd = click.command("realtalk")(_eval_conversations)
+eval_group.add_command(_eval_conversations_cmd, "realtalk")
+eval_group.add_command(_eval_conversations_cmd, "conversations")
+
+
 COMMANDS = (recall_cmd, reindex_cmd, eval_group)

@@ -352,7 +352,7 @@ def evaluate(
     }
 
 
-def check_eval_home(home: Path) -> None:
+def check_eval_home(home: Path, scopes: Sequence[str] = (SCOPE,)) -> None:
     """Refuse a ``--keep-home`` folder that holds anything but earlier evaluations.
 
     The evaluation writes ``scope=eval`` sessions into it; mixed into someone's real
@@ -378,7 +378,10 @@ def check_eval_home(home: Path) -> None:
     try:
         conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
         try:
-            others = conn.execute("SELECT COUNT(*) FROM sessions WHERE scope != ?", (SCOPE,)).fetchone()[0]
+            marks = ", ".join("?" for _ in scopes)
+            others = conn.execute(
+                f"SELECT COUNT(*) FROM sessions WHERE coalesce(scope, '') NOT IN ({marks})", tuple(scopes)
+            ).fetchone()[0]
         finally:
             conn.close()
     except sqlite3.Error as exc:

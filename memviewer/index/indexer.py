@@ -739,6 +739,7 @@ class Indexer:
                             func.substr(T.c.content, 1, SUMMARY_TURN_CHARS).label("content"),
                             T.c.timestamp,
                             T.c.is_compaction_summary,
+                            T.c.meta,  # a turn's author (metadata.speaker) shapes chat summaries
                         )
                         .where(T.c.session_id == sid)
                         .order_by(T.c.idx)

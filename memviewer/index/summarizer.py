@@ -187,6 +187,8 @@ def _source_hash(turns: Sequence[dict[str, Any]], salt: str = "") -> str:
     h = hashlib.sha256(f"{EXTRACTIVE_VERSION}\x00{salt}\x02".encode())
     for t in turns:
         h.update(f"{t['role']}\x00{t['content']}\x01".encode())
+        if (who := _author(t)) is not None:  # only turns naming their author: old hashes hold
+            h.update(f"@{who}\x03".encode())
     return h.hexdigest()
 
 
@@ -198,9 +200,70 @@ def _day(ts: float | None) -> str | None:
     return None if (dt := to_datetime(ts)) is None else dt.strftime("%Y-%m-%d")  # a bad stored time
 
 
+def _author(t: dict[str, Any]) -> str | None:
+    meta = t.get("meta")
+    if isinstance(meta, str):  # a raw JSON column
+        try:
+            meta = json.loads(meta)
+        except ValueError:
+            return None
+    value = meta.get("speaker") if isinstance(meta, dict) else None
+    return value.strip() if isinstance(value, str) and value.strip() else None
+
+
+MAX_PEOPLE_SENTENCES = 10
+
+
+def conversation_extractive(real: Sequence[dict[str, Any]], authors: Sequence[str | None]) -> tuple[str, str]:
+    """``(summary, search_text)`` of a chat between named people (turns carrying
+    ``metadata.speaker``): both sides say things worth finding, and a day-long chat opens with
+    greetings, so the summary takes the most informative sentences of the whole session, each
+    under its author's name, and the search text covers every turn."""
+    scored: list[tuple[float, int, str]] = []
+    for i, (t, who) in enumerate(zip(real, authors, strict=True)):
+        text = str(t["content"])
+        if not text.strip():
+            continue
+        sent = informative_sentence(text)
+        ws = words(sent)
+        content = sum(1 for w in ws if len(w) > 2 and w not in STOP_WORDS)
+        if content < 3 or (_FILLER_START.match(sent) and content < 6):
+            continue
+        scored.append((min(content, 12) + (3 if any(w in _PERSONAL for w in ws) else 0), i, f"{who}: {sent}"))
+    top = sorted(sorted(scored, key=lambda x: (-x[0], x[1]))[:MAX_PEOPLE_SENTENCES], key=lambda x: x[1])
+    texts = [str(t["content"]) for t in real if str(t["content"]).strip()]
+    people = sorted({a for a in authors if a})
+    terms = salient_terms(texts)
+    names = entities(texts)
+    days = sorted({d for t in real if (d := _day(t.get("timestamp")))})
+    parts = []
+    if people:
+        parts.append("Between " + " and ".join(people))
+    if top:
+        parts.append(" | ".join(x[2] for x in top))
+    if names:
+        parts.append("Mentions: " + ", ".join(names))
+    if terms:
+        parts.append("Topics: " + ", ".join(terms))
+    if days:
+        parts.append("Dates: " + (days[0] if len(days) == 1 else f"{days[0]} to {days[-1]}"))
+    summary = " ".join(p if p.endswith((".", "!", "?", "…")) else p + "." for p in parts)
+    if len(summary) > SUMMARY_CHARS:
+        summary = summary[: SUMMARY_CHARS - 1].rstrip() + "…"
+    search = "\n".join(x for x in (summary, *texts) if x)
+    return summary, search[:SEARCH_TEXT_CHARS]
+
+
 def extractive(turns: Sequence[dict[str, Any]], title: str = "") -> tuple[str, str]:
-    """``(summary, search_text)`` from the session's turns, no model needed."""
+    """``(summary, search_text)`` from the session's turns, no model needed.
+
+    Sessions whose turns name their authors (``metadata.speaker``, a chat between people) are
+    summarised by ``conversation_extractive``; agent sessions (user and assistant) as below.
+    """
     real = [t for t in turns if not t.get("is_compaction_summary")]
+    authors = [_author(t) for t in real]
+    if sum(1 for a in authors if a) * 2 >= len(real) > 0:
+        return conversation_extractive(real, authors)
     user = [str(t["content"]) for t in real if t["role"] == "user" and str(t["content"]).strip()]
     other = [str(t["content"]) for t in real if t["role"] != "user" and str(t["content"]).strip()]
     requests: list[str] = []

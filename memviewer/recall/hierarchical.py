@@ -39,7 +39,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from memviewer.errors import INVALID_ARGUMENT, MemviewerError
-from memviewer.recall import lexical, scoring, timeref
+from memviewer.recall import lexical, names, scoring, timeref
 from memviewer.recall import rerank as reranking
 from memviewer.recall.trace import RecallTrace
 
@@ -61,6 +61,11 @@ TUNING_DEFAULTS: dict[str, float] = {
     "dense_minmax": 0.0,  # 1: min-max normalise cosine over the candidates (measured)
     "raw_keyword_query": 1.0,  # 0: send only content words to BM25 (measured worse)
     "session_mmr": 0.0,  # λ of a within-session redundancy penalty when picking M (measured)
+    "name_prior": 1.0,  # 0: a question naming a turn's author (metadata.speaker) gets no speaker share
+    "echo_penalty": 0.0,  # share taken off a turn that is itself a question echoing the query
+    "neighbour_share": 0.0,  # share of the best adjacent candidate's score in a turn's score
+    "chat_session_turn_weight": 0.4,  # session_turn_weight for chats between named people (REALTALK)
+    "adaptive_k": 0.0,  # r > 0: up to K more sessions whose Stage-1 score is ≥ r × the best one
 }
 
 TURN_COLUMNS = ["turn_id", "session_id", "role", "archived", "timestamp", "text", "vector"]
@@ -194,7 +199,9 @@ def recall(
     if w.time <= 0:
         window = None
     if mode == "flat":
-        candidates = _turn_candidates(index, qvec, query, where, top_k, w, tune, use_ann, window, trace)
+        candidates = _turn_candidates(
+            index, qvec, query, where, top_k, w, tune, use_ann, window, trace, store=parts.store
+        )
         clock.lap("stage2")
         diagnostics["stage2_candidates"] = len(candidates)
         chosen = candidates[:top_k]
@@ -202,15 +209,18 @@ def recall(
         has_sessions = index.count(SUMMARIES, where) > 0
         if not has_sessions:
             diagnostics["escalations"].append(STAGE1_EMPTY)
-            candidates = _turn_candidates(index, qvec, query, where, top_k, w, tune, use_ann, window, trace)
+            candidates = _turn_candidates(
+                index, qvec, query, where, top_k, w, tune, use_ann, window, trace, store=parts.store
+            )
             clock.lap("stage2")
             diagnostics["stage2_candidates"] = len(candidates)
             chosen = candidates[:top_k]
         else:
             candidates = _turn_candidates(
-                index, qvec, query, where, pool_size, w, tune, use_ann, window, trace
+                index, qvec, query, where, pool_size, w, tune, use_ann, window, trace, store=parts.store
             )
             clock.lap("stage2")
+            extra_k = float(tune["adaptive_k"])
             sessions = _rank_sessions(
                 parts.store,
                 index,
@@ -218,13 +228,16 @@ def recall(
                 query,
                 where,
                 (scope, scope_id),
-                k,
+                2 * k if extra_k > 0 else k,
                 w,
                 tune,
                 candidates,
                 window,
                 trace,
             )
+            if extra_k > 0:  # sessions beyond K that score close to the best one join
+                top = sessions[0]["score"] if sessions else 0.0
+                sessions = sessions[:k] + [s for s in sessions[k:] if s["score"] >= extra_k * top]
             clock.lap("stage1")
             diagnostics["stage1"] = sessions
             diagnostics["stage2_candidates"] = len(candidates)
@@ -289,6 +302,8 @@ def _turn_candidates(
     use_ann: bool,
     window: timeref.TimeWindow | None = None,
     trace: RecallTrace | None = None,
+    *,
+    store: Store | None = None,
 ) -> list[dict[str, Any]]:
     """Stage 2: dense ∪ BM25 hits of the scope, blended, best ``n`` first."""
     import numpy as np
@@ -314,6 +329,13 @@ def _turn_candidates(
     newest = max(float(rows[i]["timestamp"]) for i in ids)
     q_terms = scoring.content_terms(query)
     addressed = scoring.addressed_speaker(query)
+    authors: dict[str, str] = {}
+    preferred: set[str] = set()
+    if store is not None:
+        authors = _authors(store, ids)
+    if authors and w.speaker > 0 and tune["name_prior"]:
+        preferred = names.preferred_authors(query, authors.values())
+    echo = float(tune["echo_penalty"])
     dense_v = np.maximum(cos, 0.0)
     if tune["dense_minmax"] and len(ids) > 1:
         lo, hi = float(cos.min()), float(cos.max())
@@ -337,7 +359,10 @@ def _turn_candidates(
         }
         score = scoring.blend(parts, w)
         priors = []
-        if addressed is not None and w.speaker > 0:
+        if preferred:  # the question names this turn's author (or the other one)
+            parts["speaker"] = 1.0 if authors.get(tid) in preferred and str(r["text"]).strip() else 0.0
+            priors.append((w.speaker, parts["speaker"]))
+        elif addressed is not None and w.speaker > 0:
             # a turn without text (a bare tool call) cannot be where anyone said it
             parts["speaker"] = 1.0 if r["role"] == addressed and str(r["text"]).strip() else 0.0
             priors.append((w.speaker, parts["speaker"]))
@@ -345,6 +370,9 @@ def _turn_candidates(
             parts["time"] = window.closeness(float(r["timestamp"]))
             priors.append((w.time, parts["time"]))
         score = scoring.with_priors(score, priors)
+        if echo > 0 and scoring.echoes_query(str(r["text"]), q_terms):
+            parts["echo"] = 1.0  # a question like the query restates it rather than answering it
+            score *= 1.0 - echo
         breakdown = {k: round(v, 6) for k, v in parts.items()}
         breakdown["bm25"] = round(bm25.get(tid, 0.0), 4)
         breakdown["coverage"] = round(cov, 4)
@@ -356,12 +384,42 @@ def _turn_candidates(
                 "score": score,
                 "score_breakdown": breakdown,
                 "_vec": vecs[i],
+                "_authored": tid in authors,
             }
         )
+    share = float(tune["neighbour_share"])
+    if share > 0 and store is not None:
+        _with_neighbours(store, out, share)
     out.sort(key=lambda c: (-c["score"], c["turn_id"]))
     if trace is not None:
         trace.scored = out
     return out[:n]
+
+
+def _with_neighbours(store: Store, cands: list[dict[str, Any]], share: float) -> None:
+    """``score = (1 - share) * score + share * best score of the turns just before and after``
+    (among the candidates): a short chat message is often answered, or completed, next door."""
+    from memviewer.store import repos
+
+    with store.read() as conn:
+        pos = repos.turn_positions(conn, [c["turn_id"] for c in cands])
+    at = {pos[c["turn_id"]]: c["score"] for c in cands if c["turn_id"] in pos}
+    for c in cands:
+        p = pos.get(c["turn_id"])
+        if p is None:
+            continue
+        near = max(at.get((p[0], p[1] - 1), 0.0), at.get((p[0], p[1] + 1), 0.0))
+        c["score_breakdown"]["neighbour"] = round(near, 6)
+        c["score"] = (1.0 - share) * c["score"] + share * near
+
+
+def _authors(store: Store, ids: list[str]) -> dict[str, str]:
+    """``{turn id: author name}`` from the turns' ``metadata.speaker``."""
+    from memviewer.store import repos
+
+    with store.read() as conn:
+        fields = repos.turn_meta_fields(conn, ids, ("speaker",))
+    return {tid: a for tid, f in fields.items() if (a := names.author_of(f))}
 
 
 def _rank_sessions(
@@ -398,6 +456,10 @@ def _rank_sessions(
     for c in candidates:
         best_turn.setdefault(c["session_id"], c["score"])
     turn_w = float(tune["session_turn_weight"])
+    if turn_w <= 0 and candidates and 2 * sum(1 for c in candidates if c.get("_authored")) >= len(candidates):
+        # a chat between named people: its summary cannot hold a day of talk, so the session's
+        # best turn takes a share (REALTALK tune half +0.014 turn R@10; docs/benchmarks.md)
+        turn_w = float(tune["chat_session_turn_weight"])
     wanted = [sid for sid in best_turn if sid not in rows] if turn_w > 0 else []
     if window is not None:  # sessions with a turn in the window join the candidates
         wanted += [sid for sid in _sessions_in(store, scope, window) if sid not in rows and sid not in wanted]

@@ -205,5 +205,22 @@ def addressed_speaker(query: str) -> str | None:
     return None
 
 
+ECHO_COVERAGE = 0.5  # share of the query's content words a question turn must repeat to echo it
+
+
+def echoes_query(text: str, query_terms: set[str]) -> bool:
+    """A turn that is itself a question repeating most of the query's content words.
+
+    Such a turn ("did you ever finish the Pachinko saga?") ranks high for the query that
+    asks about it, yet the answer is in another turn; ``tuning={"echo_penalty": p}`` takes
+    the share ``p`` off its score.
+    """
+    stripped = text.rstrip()
+    if not stripped.endswith("?") or not query_terms:
+        return False
+    last = re.split(r"(?<=[.!])\s+", stripped)[-1]  # the question sentence, not a statement before it
+    return coverage(query_terms, last) >= ECHO_COVERAGE
+
+
 def max_of(values: Iterable[float]) -> float:
     return max(values, default=0.0)

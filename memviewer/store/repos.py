@@ -364,3 +364,31 @@ def session_public(row: dict[str, Any], counts: dict[str, int] | None = None) ->
     if counts is not None:
         out.update(counts)
     return out
+
+
+def turn_meta_fields(
+    conn: Connection, turn_ids: Sequence[str], keys: Sequence[str]
+) -> dict[str, dict[str, Any]]:
+    """``{turn id: {key: value}}`` of the given top-level metadata keys, for turns that have any
+    (recall reads the author's name this way without loading whole rows)."""
+    out: dict[str, dict[str, Any]] = {}
+    ids = list(turn_ids)
+    cols = [func.json_extract(T.c.meta, f"$.{k}").label(k) for k in keys]
+    for i in range(0, len(ids), 500):
+        q = select(T.c.id, *cols).where(T.c.id.in_(ids[i : i + 500]), T.c.meta.is_not(None))
+        for row in conn.execute(q):
+            values = {k: v for k, v in zip(keys, row[1:], strict=True) if v is not None}
+            if values:
+                out[row[0]] = values
+    return out
+
+
+def turn_positions(conn: Connection, turn_ids: Sequence[str]) -> dict[str, tuple[str, int]]:
+    """``{turn id: (session id, idx)}``: where each turn sits, for scoring it with its neighbours."""
+    out: dict[str, tuple[str, int]] = {}
+    ids = list(turn_ids)
+    for i in range(0, len(ids), 500):
+        q = select(T.c.id, T.c.session_id, T.c.idx).where(T.c.id.in_(ids[i : i + 500]))
+        for tid, sid, idx in conn.execute(q):
+            out[tid] = (sid, int(idx))
+    return out

@@ -1,0 +1,137 @@
+"""Recall rules for conversations between people: a question naming a person favours that
+person's turns; a turn that is itself a question echoing the query can be demoted. Real store
+and LanceDB, ``HashEmbedder``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from memviewer.recall import names, scoring
+
+
+def test_named_authors_exact_part_of_a_name_and_case() -> None:
+    authors = {"Fahim Khan", "Muhhamed"}
+    assert names.named_authors("What are Fahim's hobbies?", authors) == {"Fahim Khan"}
+    assert names.named_authors("what did fahim khan read", authors) == {"Fahim Khan"}
+    assert names.named_authors("What did elise bake?", {"elise", "Kevin"}) == {"elise"}
+
+
+def test_named_authors_close_spelling_only_capitalised_and_only_without_exact() -> None:
+    authors = {"Fahim Khan", "Muhhamed"}
+    assert names.named_authors("When did Muhammad cancel plans?", authors) == {"Muhhamed"}
+    # lower case is not taken as a name for a fuzzy match
+    assert names.named_authors("when did muhammad cancel plans?", authors) == set()
+    # an exact match wins over a close spelling of the other author
+    assert names.named_authors("Did Paola meet Paolo?", {"Paola", "Kevin"}) == {"Paola"}
+    assert names.named_authors("What is the weather like?", authors) == set()
+
+
+def test_preferred_authors_none_when_every_author_is_named_or_none() -> None:
+    authors = {"Fahim Khan", "Muhhamed"}
+    assert names.preferred_authors("What games do Fahim and Muhammad play?", authors) == set()
+    assert names.preferred_authors("What games does Fahim play?", authors) == {"Fahim Khan"}
+    assert names.preferred_authors("What games does Fahim play?", set()) == set()
+
+
+def test_author_of_reads_speaker_only() -> None:
+    assert names.author_of({"speaker": "Ann", "name": "x"}) == "Ann"
+    assert names.author_of({"name": "read_file"}) is None  # a tool message's function name
+    assert names.author_of({"speaker": "  "}) is None
+    assert names.author_of(None) is None
+
+
+def test_echoes_query_only_for_a_question_repeating_the_query() -> None:
+    q = scoring.content_terms("When did Fahim finish the Pachinko saga?")
+    assert scoring.echoes_query("Did you finish the Pachinko saga yet?", q)
+    assert not scoring.echoes_query("I finished the Pachinko saga last night.", q)  # an answer
+    assert not scoring.echoes_query("How was your weekend?", q)  # a question about something else
+    # a statement followed by an unrelated question is judged by its last sentence
+    assert not scoring.echoes_query("I finished the Pachinko saga. How are you?", q)
+
+
+def _chat(svc: Any, sid: str, turns: list[tuple[str, str, str]]) -> None:
+    svc.import_session(
+        {"id": sid, "agent": "chat", "scope": "conv", "scope_id": "c1", "started_at": 1_700_000_000.0},
+        [
+            {
+                "id": f"{sid}-{i}",
+                "role": role,
+                "content": text,
+                "timestamp": 1_700_000_000.0 + i,
+                "meta": {"speaker": who},
+            }
+            for i, (who, role, text) in enumerate(turns)
+        ],
+    )
+
+
+def test_recall_favours_the_named_authors_turns(service: Any) -> None:
+    _chat(
+        service,
+        "s1",
+        [
+            ("Ann", "user", "I adopted a grey cat named Pixel from the shelter"),
+            ("Bob", "assistant", "Bob here: my cat is a grey cat too, from the shelter as well"),
+            ("Ann", "user", "Pixel sleeps all day"),
+        ],
+    )
+    service.sync_index()
+    q = "Which cat did Ann adopt from the shelter?"
+    on = service.recall(q, scope="conv", scope_id="c1", mode="flat")
+    off = service.recall(q, scope="conv", scope_id="c1", mode="flat", tuning={"name_prior": 0})
+    by_id = {r["turn_id"]: r for r in on["results"]}
+    assert by_id["s1-0"]["score_breakdown"]["speaker"] == 1.0
+    assert by_id["s1-1"]["score_breakdown"]["speaker"] == 0.0
+    assert "speaker" not in {k for r in off["results"] for k in r["score_breakdown"]}
+    gap_on = by_id["s1-0"]["score"] - by_id["s1-1"]["score"]
+    off_by_id = {r["turn_id"]: r for r in off["results"]}
+    assert gap_on > off_by_id["s1-0"]["score"] - off_by_id["s1-1"]["score"]
+    # naming both speakers favours neither
+    both = service.recall("Which cat did Ann and Bob adopt?", scope="conv", scope_id="c1", mode="flat")
+    assert all("speaker" not in r["score_breakdown"] for r in both["results"])
+
+
+def test_recall_echo_penalty_demotes_a_question_turn(service: Any) -> None:
+    _chat(
+        service,
+        "s2",
+        [
+            ("Bob", "assistant", "Did you finish the Pachinko saga?"),
+            ("Ann", "user", "Yes, I finished the Pachinko saga on Sunday"),
+        ],
+    )
+    service.sync_index()
+    q = "When did Ann finish the Pachinko saga?"
+    plain = service.recall(q, scope="conv", scope_id="c1", mode="flat", tuning={"name_prior": 0})
+    demoted = service.recall(
+        q, scope="conv", scope_id="c1", mode="flat", tuning={"name_prior": 0, "echo_penalty": 0.5}
+    )
+    p = {r["turn_id"]: r for r in plain["results"]}
+    d = {r["turn_id"]: r for r in demoted["results"]}
+    assert d["s2-0"]["score_breakdown"]["echo"] == 1.0 and "echo" not in d["s2-1"]["score_breakdown"]
+    assert abs(d["s2-0"]["score"] - 0.5 * p["s2-0"]["score"]) < 1e-6
+    assert abs(d["s2-1"]["score"] - p["s2-1"]["score"]) < 1e-6
+
+
+def _stage1(svc: Any, query: str, scope_id: str, **tuning: float) -> dict[str, float]:
+    out = svc.recall(query, scope="conv", scope_id=scope_id, tuning=tuning or None)
+    return {s["session_id"]: s["score"] for s in out["diagnostics"]["stage1"]}
+
+
+def test_chat_sessions_give_their_best_turn_a_stage1_share_agent_sessions_do_not(service: Any) -> None:
+    for sid, topic in (("c-a", "sourdough bread baking"), ("c-b", "marathon running shoes")):
+        _chat(service, sid, [("Ann", "user", f"I love {topic}"), ("Bob", "assistant", f"{topic} is fun")])
+    for sid, topic in (("g-a", "sourdough bread baking"), ("g-b", "marathon running shoes")):
+        service.import_session(
+            {"id": sid, "agent": "a", "scope": "conv", "scope_id": "agent", "started_at": 1_700_000_000.0},
+            [
+                {"id": f"{sid}-{i}", "role": r, "content": f"{topic} {r}", "timestamp": 1_700_000_000.0 + i}
+                for i, r in enumerate(("user", "assistant"))
+            ],
+        )
+    service.sync_index()
+    q = "Who loves sourdough bread?"
+    chat_default, chat_off = _stage1(service, q, "c1"), _stage1(service, q, "c1", chat_session_turn_weight=0)
+    assert chat_default != chat_off  # the best-turn share moved the chat sessions' scores
+    agent_default = _stage1(service, q, "agent")
+    assert agent_default == _stage1(service, q, "agent", chat_session_turn_weight=0)
