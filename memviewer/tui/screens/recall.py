@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -57,6 +57,18 @@ AS_OF_HELP = (
 )
 
 
+class QueryInput(Input):
+    """The query field: ``/`` on an empty query only keeps the focus (the README's "``/``
+    query" key must not type a slash into the field it lands in); anywhere else it is text."""
+
+    async def _on_key(self, event: events.Key) -> None:
+        if event.character == "/" and not self.value:
+            event.stop()
+            event.prevent_default()
+            return
+        await super()._on_key(event)
+
+
 class RecallScreen(Screen):
     TITLE = "Recall"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
@@ -83,7 +95,7 @@ class RecallScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Input(placeholder="recall query, Enter to run  (/)", id="query", compact=True)
+        yield QueryInput(placeholder="recall query, Enter to run  (/)", id="query", compact=True)
         # Two groups: one row from 120 columns, stacked below that (the -narrow breakpoint),
         # so no field sits off-screen where tab reaches it but nobody sees it.
         with Horizontal(id="recall-params"):
@@ -101,7 +113,9 @@ class RecallScreen(Screen):
             with Horizontal(classes="param-group"):
                 yield Label("as of")
                 yield Input(placeholder="now", id="as-of", compact=True, tooltip=AS_OF_HELP)
-                yield Checkbox("rerank", value=False, id="rerank", compact=True)
+                yield Checkbox(
+                    "rerank", value=False, id="rerank", compact=True, disabled=not self._has_reranker()
+                )
                 yield Select(MODES, value="hierarchical", allow_blank=False, id="mode", compact=True)
         yield Static(
             Text("Type a query and press Enter. Recall never changes memory.", style="dim"),
@@ -132,7 +146,14 @@ class RecallScreen(Screen):
                         yield DataTable(id="cmp-flat", cursor_type="row", zebra_stripes=True)
         yield CoalescedFooter()
 
+    def _has_reranker(self) -> bool:
+        return getattr(self.app.service, "reranker", None) is not None
+
     def on_mount(self) -> None:
+        rerank = self.query_one("#rerank", Checkbox)
+        if rerank.disabled:  # off, greyed and saying why, rather than a toggle that does nothing
+            rerank.label = "rerank (none configured)"
+            rerank.tooltip = "No reranker is configured: results keep the blended score order."
         self._setup_columns(self.app.size.width)
         self.query_one("#query", Input).focus()
 
@@ -318,8 +339,6 @@ class RecallScreen(Screen):
                 " `memviewer reindex` builds it now)",
                 style="yellow",
             )
-        if rerank and not diag.get("reranked"):
-            status.append("  ·  rerank on, but no reranker is configured (order unchanged)", style="yellow")
         self._status(status)
         table = self.query_one("#results", DataTable)
         table.clear()
@@ -375,7 +394,12 @@ class RecallScreen(Screen):
                 )
 
     def _render_compare(self) -> None:
-        for table_id, result in (("#cmp-hier", self.result), ("#cmp-flat", self.flat)):
+        """Each column shows only a run of its own mode: a flat run (mode flat) goes under FLAT,
+        and the HIERARCHICAL column stays empty until a compare run fills both."""
+        shown_flat = ((self.result or {}).get("diagnostics") or {}).get("mode") == "flat"
+        hier = None if shown_flat else self.result
+        flat = self.flat if self.flat is not None else (self.result if shown_flat else None)
+        for table_id, result in (("#cmp-hier", hier), ("#cmp-flat", flat)):
             table = self.query_one(table_id, DataTable)
             table.clear()
             if result is None:

@@ -93,8 +93,9 @@ def trace_text(
         out.append(
             "  (w_time is 0: dates ignored)" if off else "  (the query names no relative date)", style="dim"
         )
-    out.append("\nreranked     ", style="bold")
-    out.append(str(bool(diag.get("reranked"))))
+    out.append_text(_speaker_line(result, diag))
+    out.append("\nrerank       ", style="bold")
+    out.append("reranked" if diag.get("reranked") else "not reranked (blended score order)")
     if diag.get("rerank_error"):
         out.append(printable(f"  reranker failed, order kept: {diag['rerank_error']}"), style="red")
     timings = diag.get("timings_ms") or {}
@@ -112,6 +113,24 @@ def trace_text(
             f"\nstale        {len(diag['stale'])} indexed turns no longer in SQLite (run reindex)",
             style="yellow",
         )
+    return out
+
+
+def _speaker_line(result: dict[str, Any], diag: dict[str, Any]) -> Text:
+    """The speaker hint read from the query (recall's own rule), next to the date hint."""
+    from memviewer.recall.scoring import addressed_speaker
+
+    out = Text("\nspeaker      ", style="bold")
+    whose = addressed_speaker(str(result.get("query") or ""))
+    share = (diag.get("params") or {}).get("w_speaker")
+    if whose is None:
+        out.append("the query names no speaker", style="dim")
+    elif share == 0:
+        out.append(f"asks about the {whose}'s words (w_speaker is 0: ignored)", style="dim")
+    else:
+        out.append(f"asks about the {whose}'s words: their turns are favoured")
+        if share is not None:
+            out.append(f" (w_speaker {share})", style="dim")
     return out
 
 

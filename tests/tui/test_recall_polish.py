@@ -1,0 +1,72 @@
+"""Recall screen rough edges from a first hour of use: ``/`` only focuses the query, a flat
+run sits under FLAT, the trace names the speaker hint, rerank is greyed without a reranker."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from tui_helpers import screen_text, wait_for_workers, wait_until
+
+from memviewer.tui.screens.recall import RecallScreen
+from memviewer.tui.screens.recall_view import trace_text
+
+
+@pytest.fixture
+def indexed(filled):
+    filled.sync_index()
+    return filled
+
+
+def test_slash_focuses_the_query_without_typing_a_slash(indexed, make_app) -> None:
+    async def scenario() -> None:
+        app = make_app()
+        async with app.run_test(size=(120, 36)) as pilot:
+            await pilot.press("3")
+            screen = app.screen
+            query = screen.query_one("#query")
+            assert screen.focused is query
+            await pilot.press("slash")  # already focused: stays focused, types nothing
+            assert query.value == "" and screen.focused is query
+            await pilot.press(*"and/or", "enter")
+            await wait_until(pilot, lambda: screen.result is not None, what="recall result")
+            await wait_for_workers(pilot)
+            assert query.value == "and/or"  # a slash inside a query is text
+            assert screen.focused is screen.query_one("#results")
+            await pilot.press("slash")  # from the results: focus only
+            assert screen.focused is query and query.value == "and/or"
+
+    asyncio.run(scenario())
+
+
+def test_flat_run_is_shown_under_flat_and_rerank_is_greyed(indexed, make_app) -> None:
+    async def scenario() -> None:
+        app = make_app()
+        async with app.run_test(size=(120, 36)) as pilot:
+            await pilot.press("3")
+            screen: RecallScreen = app.screen
+            rerank = screen.query_one("#rerank")
+            assert rerank.disabled and "none configured" in str(rerank.label)
+            screen.query_one("#mode").value = "flat"
+            await pilot.press(*"cited papers", "enter")
+            await wait_until(pilot, lambda: screen.result is not None, what="flat result")
+            await wait_for_workers(pilot)
+            assert screen.result["diagnostics"]["mode"] == "flat"
+            assert screen.query_one("#cmp-hier").row_count == 0
+            assert screen.query_one("#cmp-flat").row_count == len(screen.result["results"]) > 0
+            assert "no reranker is configured" not in screen_text(app)
+
+    asyncio.run(scenario())
+
+
+def test_trace_names_the_speaker_hint() -> None:
+    def trace(query: str, **params: float) -> str:
+        return trace_text({"query": query, "results": [], "diagnostics": {"params": params}}).plain
+
+    assert "speaker      asks about the user's words: their turns are favoured (w_speaker 0.2)" in trace(
+        "what did I say about the deploy?", w_speaker=0.2
+    )
+    assert "asks about the assistant's words" in trace("what did you recommend for lunch?")
+    assert "(w_speaker is 0: ignored)" in trace("what did you recommend?", w_speaker=0)
+    assert "speaker      the query names no speaker" in trace("deploy token")
+    assert "rerank       not reranked" in trace("deploy token") and "False" not in trace("x")
