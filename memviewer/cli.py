@@ -1,4 +1,4 @@
-"""The ``memviewer`` command line (DESIGN §7).
+"""The ``memviewer`` command line.
 
 With no sub-command it opens the TUI. Command modules are imported here so
 ``memviewer --help`` lists everything; each keeps heavy imports inside its

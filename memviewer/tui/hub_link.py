@@ -1,6 +1,6 @@
 """Whether the viewer connects to a running hub or hosts one itself.
 
-DESIGN §2 "embedded default": ``memviewer`` alone must work, so when no hub
+The embedded default: ``memviewer`` alone must work, so when no hub
 answers on the socket the viewer runs one inside its own event loop, on the
 app's writable ``MemoryService``, and agents can publish to it. When a hub
 does answer, that hub owns the store and the viewer opens it read-only.

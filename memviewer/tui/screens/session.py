@@ -90,7 +90,7 @@ def side_rows(data: dict[str, Any]) -> tuple[list[Row], list[Row]]:
 
 
 def bookends(turns: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]] | None:
-    """DESIGN §5.1 bookends: first two and last two user/assistant messages (when > 2)."""
+    """Bookends: the first two and last two user/assistant messages (when > 2)."""
     talk = [t for t in turns if t["role"] in ("user", "assistant") and not t.get("is_compaction_summary")]
     if len(talk) <= 2:
         return None
