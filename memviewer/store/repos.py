@@ -57,11 +57,26 @@ def session_filters(
     return conds
 
 
+def _turn_count(archived: bool) -> Any:
+    return (
+        select(func.count())
+        .where(and_(T.c.session_id == S.c.id, T.c.archived.is_(archived)))
+        .scalar_subquery()
+    )
+
+
+# Text sorts ignore case (people read "alpha" next to "Alpha"); counts are correlated
+# subqueries on the (session_id, ...) indexes, computed only for the page's ordering.
 SORT_COLUMNS = {
     "last_seen": S.c.last_seen_at,
     "started": S.c.started_at,
-    "title": S.c.title,
-    "agent": S.c.agent,
+    "title": func.lower(func.coalesce(S.c.title, "")),
+    "agent": func.lower(func.coalesce(S.c.agent, "")),
+    "scope": func.lower(func.coalesce(S.c.scope_id, "")),
+    "status": S.c.status,
+    "episodes": select(func.count()).where(E.c.session_id == S.c.id).scalar_subquery(),
+    "active": _turn_count(False),
+    "archived": _turn_count(True),
 }
 
 

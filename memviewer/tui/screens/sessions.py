@@ -29,7 +29,36 @@ from memviewer.tui.widgets.footer import CoalescedFooter
 from memviewer.tui.widgets.paged_table import PagedTable
 
 PAGE_SIZE = 100
-SORTS = (("last_seen", "last seen"), ("started", "started"), ("title", "title"), ("agent", "agent"))
+SORTS = (
+    ("last_seen", "last seen"),
+    ("started", "started"),
+    ("title", "title"),
+    ("agent", "agent"),
+    ("scope", "scope id"),
+    ("episodes", "episodes"),
+    ("active", "active turns"),
+    ("archived", "archived turns"),
+    ("status", "status"),
+)
+ASCENDING_FIRST = frozenset({"title", "agent", "scope", "status"})  # text reads A→Z first
+COLUMN_SORTS = {
+    "title": "title",
+    "agent": "agent",
+    "scope": "scope",
+    "started": "started",
+    "last": "last_seen",
+    "episodes": "episodes",
+    "active": "active",
+    "archived": "archived",
+    "status": "status",
+}
+NARROW = 100  # below this width the less important columns go, so Ep/Act/Arch/Status stay
+NARROW_DROPPED = frozenset({"scope", "started", "badges"})
+EMPTY_HINT = (
+    "No sessions yet. Load the demo history with `.venv/bin/memviewer demo` (or `memviewer demo`), "
+    "or connect an agent: `from memviewer.client import Publisher` publishes to this viewer's hub "
+    "(see the README, 'Use it with your agent')."
+)
 # (key, label, width); the title column takes what is left of the screen width.
 FIXED_COLUMNS = (
     ("agent", "Agent", 10),
@@ -51,6 +80,8 @@ class SessionsScreen(Screen):
     """Page through sessions without loading them all (``service.sessions(limit, offset)``)."""
 
     TITLE = "Sessions"
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (NARROW, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
     BINDINGS = [
         Binding("enter", "open", "Open (a search hit opens at its turn)", show=False),
         Binding("slash", "focus_filter", "Filter", key_display="/"),
@@ -80,6 +111,7 @@ class SessionsScreen(Screen):
         self._title_width = MIN_TITLE
         self._filter_timer: Timer | None = None
         self._seen_events = 0
+        self._shown_columns = [key for key, _, _ in FIXED_COLUMNS]
         self.loaded_once = False
 
     def compose(self) -> ComposeResult:
@@ -167,7 +199,7 @@ class SessionsScreen(Screen):
             self.call_after_refresh(self.app.first_paint_done, len(self.rows), self.total)
 
     def _update_in_place(self, table: PagedTable, page: dict[str, Any]) -> None:
-        keys = ["title"] + [key for key, _, _ in FIXED_COLUMNS]
+        keys = ["title", *self._shown_columns]
         for i, (old, new) in enumerate(zip(self.rows, page["sessions"], strict=True)):
             if old != new:
                 for col, (a, b) in enumerate(zip(self._cells(old), self._cells(new), strict=True)):
@@ -184,8 +216,17 @@ class SessionsScreen(Screen):
         cell_title.append(mark, style="bold yellow")
         cell_title.append(one_line(title, max(self._title_width, 1)))
         cell_title.truncate(self._title_width, overflow="ellipsis")
+        cells = dict(
+            zip(
+                [key for key, _, _ in FIXED_COLUMNS],
+                self._fixed_cells(row),
+                strict=True,
+            )
+        )
+        return [cell_title, *(cells[key] for key in self._shown_columns)]
+
+    def _fixed_cells(self, row: dict[str, Any]) -> list[Any]:
         return [
-            cell_title,
             Text(printable(row.get("agent") or ""), overflow="ellipsis"),
             Text(scope_label(row), overflow="ellipsis"),
             Text(short_time(row.get("started_at"))[:10]),
@@ -201,21 +242,31 @@ class SessionsScreen(Screen):
             badges({**row, "archived_turns": 0}),
         ]
 
+    def _columns(self) -> list[tuple[str, str, int]]:
+        """The fixed columns that fit: a narrow terminal drops scope, start date and badges
+        (the session screen shows them) and keeps the counts and the status."""
+        if self.app.size.width >= NARROW:
+            return list(FIXED_COLUMNS)
+        return [c for c in FIXED_COLUMNS if c[0] not in NARROW_DROPPED]
+
     def _compute_title_width(self) -> int:
         padding = 2 * self.query_one("#sessions", PagedTable).cell_padding
-        fixed = sum(w for _, _, w in FIXED_COLUMNS) + padding * (len(FIXED_COLUMNS) + 1) + 2
+        columns = self._columns()
+        fixed = sum(w for _, _, w in columns) + padding * (len(columns) + 1) + 2
         return max(MIN_TITLE, self.app.size.width - fixed)
 
     def _setup_columns(self) -> None:
         table = self.query_one("#sessions", PagedTable)
         self._title_width = self._compute_title_width()
+        self._shown_columns = [key for key, _, _ in self._columns()]
         table.clear(columns=True)
         table.add_column("Title", key="title", width=self._title_width)
-        for key, label, w in FIXED_COLUMNS:
+        for key, label, w in self._columns():
             table.add_column(label, key=key, width=w)
 
     def on_resize(self) -> None:
-        if self._compute_title_width() == self._title_width:
+        narrow_changed = [key for key, _, _ in self._columns()] != self._shown_columns
+        if self._compute_title_width() == self._title_width and not narrow_changed:
             return
         table = self.query_one("#sessions", PagedTable)
         cursor = table.cursor_row
@@ -227,13 +278,17 @@ class SessionsScreen(Screen):
 
     def _update_info(self) -> None:
         info = Text()
-        if self.total:
+        if self.total == 1:
+            info.append("1 session", style="bold")
+        elif self.total:
             info.append(
                 f"Sessions {self.page_offset + 1:,}–{self.page_offset + len(self.rows):,} of {self.total:,}",
                 style="bold",
             )
+        elif self.filter_text:
+            info.append("No sessions match the filter", style="bold")
         else:
-            info.append("No sessions" + (" match the filter" if self.filter_text else " yet"), style="bold")
+            info.append(EMPTY_HINT, style="bold yellow")
         arrow = "↓" if self.descending else "↑"
         info.append(f"  ·  sort: {SORTS[self.sort_index][1]} {arrow}")
         if self.filter_text:
@@ -351,18 +406,21 @@ class SessionsScreen(Screen):
 
     @on(DataTable.HeaderSelected, "#sessions")
     def _header_selected(self, event: DataTable.HeaderSelected) -> None:
-        names = [key for key, _ in SORTS]
-        key = {"title": "title", "agent": "agent", "started": "started", "last": "last_seen"}.get(
-            str(event.column_key.value)
-        )
+        key = COLUMN_SORTS.get(str(event.column_key.value))
         if key is None:
-            self.notify("sortable columns: title, agent, started, last seen", markup=False)
+            self.notify("badges are not sortable", markup=False)
             return
-        index = names.index(key)
+        self.set_sort(key)
+
+    def set_sort(self, key: str) -> None:
+        """Sort by ``key``; choosing the current sort again reverses it. Text starts A→Z,
+        dates and counts newest / largest first."""
+        index = [k for k, _ in SORTS].index(key)
         if index == self.sort_index:
             self.descending = not self.descending
         else:
             self.sort_index = index
+            self.descending = key not in ASCENDING_FIRST
         self.load(0, cursor="first")
 
     def current_id(self) -> str | None:
@@ -387,6 +445,7 @@ class SessionsScreen(Screen):
 
     def action_cycle_sort(self) -> None:
         self.sort_index = (self.sort_index + 1) % len(SORTS)
+        self.descending = SORTS[self.sort_index][0] not in ASCENDING_FIRST
         self.load(0, cursor="first")
 
     def action_reverse(self) -> None:
@@ -414,6 +473,12 @@ class SessionsScreen(Screen):
             table.action_cursor_down()
 
     def action_back(self) -> None:
+        """Escape: close the hits, else clear the filter (one press each), and back to the table."""
         if self.hits or not self.query_one("#hits", OptionList).has_class("hidden"):
             self._close_hits()
+        elif self.filter_text or self.query_one("#filter", Input).value:
+            self.query_one("#filter", Input).value = ""
+            if self._filter_timer is not None:
+                self._filter_timer.stop()
+            self._apply_filter("")
         self.query_one("#sessions", PagedTable).focus()
