@@ -33,6 +33,7 @@ from memviewer.tui.hub_link import HostedHub, HubStatus, decide
 from memviewer.tui.live_feed import LiveFeed
 from memviewer.tui.live_worker import follow_hub
 from memviewer.tui.messages import HubChanged, LiveState
+from memviewer.tui.prefs import ViewerPrefs
 from memviewer.tui.screens.export import ExportScreen
 from memviewer.tui.screens.help import HelpScreen
 from memviewer.tui.screens.live import LiveScreen
@@ -122,6 +123,9 @@ class MemviewerApp(App[None]):
         self._booted = False
         self._control_filter = ControlCharFilter()
         self.sub_title = printable(self.hub_status.label())
+        self.prefs = ViewerPrefs(settings.home_path)
+        if self.prefs.theme and self.prefs.theme in self.available_themes:
+            self.theme = self.prefs.theme
 
     def get_line_filters(self) -> Sequence[LineFilter]:
         return [*super().get_line_filters(), self._control_filter]
@@ -141,6 +145,7 @@ class MemviewerApp(App[None]):
 
     # -- lifecycle ------------------------------------------------------------
     def on_mount(self) -> None:
+        self.theme_changed_signal.subscribe(self, lambda theme: self.prefs.set_theme(theme.name))
         # The hub (and the indexer it starts) waits for the first paint; the
         # timer covers a first screen that never reports one.
         self.set_timer(BOOT_FALLBACK_S, self._boot_once)
@@ -227,6 +232,22 @@ class MemviewerApp(App[None]):
         self.exit()
 
     # -- actions ------------------------------------------------------------------
+    def action_help_quit(self) -> None:
+        """Ctrl+C does not quit (it copies in an input): say which key does, as plain text
+        (Textual's own toast carries markup, which our markup-free toasts printed raw)."""
+        keys = [k for k, b in self.active_bindings.items() if b.binding.action in ("quit", "app.quit")]
+        if keys:
+            self.notify(f"Press {' or '.join(keys)} to quit the app", title="Do you want to quit?")
+
+    async def action_switch_mode(self, mode: str) -> None:
+        """``1``/``2``/``3`` show that mode's own screen: a Session opened earlier (from a
+        search hit or a recall result) is closed rather than shown in place of the list."""
+        if isinstance(self.screen, ModalScreen):
+            return
+        await self.switch_mode(mode)
+        while len(self.screen_stack) > 1 and not isinstance(self.screen, ModalScreen):
+            await self.pop_screen()
+
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
@@ -251,15 +272,19 @@ class MemviewerApp(App[None]):
             yield from self._screen_commands(screen)
             return
         yield SystemCommand(
-            "Sessions screen", "Browse, filter and search sessions (1)", partial(self.switch_mode, "sessions")
+            "Sessions screen",
+            "Browse, filter and search sessions (1)",
+            partial(self.call_later, self.action_switch_mode, "sessions"),
         )
         yield SystemCommand(
-            "Live screen", "Tail the hub's event stream (2)", partial(self.switch_mode, "live")
+            "Live screen",
+            "Tail the hub's event stream (2)",
+            partial(self.call_later, self.action_switch_mode, "live"),
         )
         yield SystemCommand(
             "Recall screen",
             "Two-stage recall with its explain trace (3)",
-            partial(self.switch_mode, "recall"),
+            partial(self.call_later, self.action_switch_mode, "recall"),
         )
         yield SystemCommand(
             "Export sessions", "JSON, JSONL, Markdown or PraisonAI, with redaction (e)", self.action_export

@@ -139,6 +139,15 @@ def _pretty_json(value: Any) -> str:
         return printable(repr(value))
 
 
+def json_text(value: Any) -> Text:
+    """Indented JSON with keys, strings and numbers coloured (Rich's JSON highlighter)."""
+    from rich.highlighter import JSONHighlighter
+
+    text = Text(_pretty_json(value))
+    JSONHighlighter().highlight(text)
+    return text
+
+
 def _collapse(content: str) -> tuple[str, int]:
     """The first lines of ``content`` and how many lines were hidden."""
     lines = content.splitlines() or [""]
@@ -173,30 +182,32 @@ def turn_text(turn: Mapping[str, Any], *, expanded: bool = False, anchor: bool =
         head.append(f"  {marker} {len(calls)} tool call{'s' if len(calls) != 1 else ''}: ", style="magenta")
         head.append(names, style="bold magenta")
     out = head
-    out.append("\n")
     content = printable(turn.get("content") or "")
-    if expanded:
-        out.append(content)
-    else:
-        shown, hidden = _collapse(content)
-        out.append(shown)
-        if hidden or len(content) > COLLAPSED_CHARS:
-            more = f" +{hidden} more lines" if hidden else ""
-            out.append(f"\n  …{more} (Enter expands)", style="dim italic")
+    if content or not calls:  # a tool-call-only turn has no body line: its header says it all
+        out.append("\n")
+        if expanded:
+            out.append(content)
+        else:
+            shown, hidden = _collapse(content)
+            out.append(shown)
+            if hidden or len(content) > COLLAPSED_CHARS:
+                more = f" +{hidden} more lines" if hidden else ""
+                out.append(f"\n  …{more} (Enter expands)", style="dim italic")
     if expanded and calls:
         out.append("\n── tool calls ──\n", style="magenta")
-        out.append(_pretty_json(calls), style="magenta")
+        out.append_text(json_text(calls))
     meta = turn.get("metadata") or {}
     if expanded and meta:
         out.append("\n── metadata ──\n", style="dim")
-        out.append(_pretty_json(meta), style="dim")
+        out.append_text(json_text(meta))
     return out
 
 
 def episode_text(episode: Mapping[str, Any], number: int, turns: int) -> Text:
-    """Episode header: intent kind with the rule that fired, status, reward."""
+    """Episode header: intent kind with the rule that fired, status, reward. One line, cut
+    with an ellipsis (in a split pane a wrapped header took three rows)."""
     intent = episode.get("intent") or {}
-    out = Text()
+    out = Text(no_wrap=True, overflow="ellipsis")
     out.append(f"▌ Episode {number} ", style="bold")
     out.append(printable(intent.get("kind", "unknown")), style="bold cyan")
     out.append(

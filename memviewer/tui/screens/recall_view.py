@@ -3,14 +3,13 @@ without a running app): score breakdowns, the trace, result detail."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from rich.text import Text
 
 from memviewer.recall.snippets import text_or_tool_calls
 from memviewer.timeutil import utc_minutes
-from memviewer.tui.formatting import long_time, one_line, printable
+from memviewer.tui.formatting import json_text, long_time, one_line, printable
 
 BREAKDOWN_ORDER = ("dense", "keyword", "recency", "bm25", "coverage", "rerank", "pre_rerank", "best_turn")
 
@@ -45,8 +44,8 @@ def result_detail(result: dict[str, Any]) -> Text:
     out.append(printable(text_or_tool_calls(result.get("content"), result.get("tool_calls"))))
     meta = result.get("metadata") or {}
     if meta:
-        out.append("\n\nmetadata ", style="dim")
-        out.append(printable(json.dumps(meta, ensure_ascii=False, default=str)), style="dim")
+        out.append("\n\nmetadata\n", style="dim")
+        out.append_text(json_text(meta))
     return out
 
 

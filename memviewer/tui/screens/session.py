@@ -369,6 +369,23 @@ class SessionScreen(Screen):
     def action_reload(self) -> None:
         self._fetch()
 
+    @on(TurnList.OptionHighlighted)
+    def _turn_highlighted(self, event: TurnList.OptionHighlighted) -> None:
+        """The episode table follows the turn cursor (n / p / g / arrows / search hits)."""
+        if not isinstance(event.option_list, TurnList):
+            return
+        turn = event.option_list.current_turn()
+        eid = (turn or {}).get("episode_id")
+        table = self.query_one("#episodes", DataTable)
+        if not eid or not table.row_count:
+            return
+        try:
+            row = table.get_row_index(eid)
+        except Exception:  # an episode the table does not list (imported history)
+            return
+        if table.cursor_row != row:
+            table.move_cursor(row=row, animate=False)
+
     @on(DataTable.RowSelected, "#episodes")
     def _episode_selected(self, event: DataTable.RowSelected) -> None:
         if self.data is None:
