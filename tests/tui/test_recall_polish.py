@@ -70,3 +70,23 @@ def test_trace_names_the_speaker_hint() -> None:
     assert "(w_speaker is 0: ignored)" in trace("what did you recommend?", w_speaker=0)
     assert "speaker      the query names no speaker" in trace("deploy token")
     assert "rerank       not reranked" in trace("deploy token") and "False" not in trace("x")
+
+
+def test_narrow_results_keep_a_readable_content_column(indexed, make_app) -> None:
+    async def scenario() -> None:
+        app = make_app()
+        async with app.run_test(size=(80, 24)) as pilot:
+            await pilot.press("3")
+            screen = app.screen
+            await pilot.press(*"cited papers", "enter")
+            await wait_until(pilot, lambda: screen.result is not None, what="recall result")
+            await wait_for_workers(pilot)
+            table = screen.query_one("#results")
+            widths = {str(c.label): c.get_render_width(table) for c in table.columns.values()}
+            assert sum(widths.values()) <= 80 and widths["Content"] >= 30 + 2, widths
+            archived = [i for i, r in enumerate(screen.result["results"]) if r["archived"]]
+            assert archived, "the fixture's compacted session comes back"
+            turn = table.get_row_at(archived[0])[3].plain
+            assert turn.endswith(" arch") and widths["Turn"] - 2 >= len(turn)
+
+    asyncio.run(scenario())

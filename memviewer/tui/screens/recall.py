@@ -49,6 +49,8 @@ TAB_FOCUS = {
     "tab-trace": "#trace-box",
     "tab-compare": "#cmp-hier",
 }
+NARROW = 100  # below this the results table trims session, role and rank (Content keeps ~30)
+ROLE_SHORT = {"assistant": "asst", "system": "sys"}
 PARAM_MAX = 1000  # recall's own bound (hierarchical._int_param): refused here, inline, like 0
 INT_PARAMS = (("k", "top_sessions", 5), ("m", "chunks_per_session", 3), ("top-k", "top_k", 10))
 AS_OF_HELP = (
@@ -91,6 +93,7 @@ class RecallScreen(Screen):
         self._engine_loaded = False
         self._as_of: float | None = None  # resolved "as of" of the run in flight / shown
         self._columns_width = 0
+        self._session_width = 24
         self._shown: tuple[float, bool] | None = None  # (elapsed, rerank) of the result shown
 
     def compose(self) -> ComposeResult:
@@ -174,10 +177,19 @@ class RecallScreen(Screen):
         self._columns_width = width
         for table in self.query(DataTable):
             table.clear(columns=True)
+        narrow = width < NARROW
+        self._session_width = 12 if narrow else 24
         _columns(
             self.query_one("#results", DataTable),
             width,
-            [("#", 3), ("Score", 6), ("Session", 24), ("Turn", 8), ("Role", 9), ("Content", 0)],
+            [
+                ("#", 2 if narrow else 3),
+                ("Score", 5 if narrow else 6),
+                ("Session", self._session_width),
+                ("Turn", 10),
+                ("Role", 4 if narrow else 9),
+                ("Content", 0),
+            ],
         )
         _columns(
             self.query_one("#stage1", DataTable),
@@ -342,16 +354,18 @@ class RecallScreen(Screen):
         self._status(status)
         table = self.query_one("#results", DataTable)
         table.clear()
+        narrow = self._columns_width < NARROW
         for rank, r in enumerate(rows, 1):
+            role = str(r.get("role") or "")
             table.add_row(
                 Text(str(rank)),
-                Text(f"{float(r['score']):.3f}", style="green"),
-                self._session_label(r["session_id"]),
+                Text(f"{float(r['score']):.3f}"[: 5 if narrow else 6], style="green"),
+                self._session_label(r["session_id"], self._session_width),
                 Text(
                     f"#{r['index']}" + (" arch" if r.get("archived") else ""),
                     style="magenta" if r.get("archived") else "",
                 ),
-                Text(printable(r.get("role") or "")),
+                Text(printable(role if not narrow else ROLE_SHORT.get(role, role))),
                 Text(
                     one_line(text_or_tool_calls(r.get("content"), r.get("tool_calls")), 300),
                     overflow="ellipsis",
