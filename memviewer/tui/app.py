@@ -26,13 +26,14 @@ from textual.color import Color
 from textual.filter import LineFilter
 from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen, Screen
+from textual.worker import get_current_worker
 
 from memviewer.config import Settings
 from memviewer.tui.formatting import RENDERED_UNSAFE, printable
-from memviewer.tui.hub_link import HostedHub, HubStatus, decide
+from memviewer.tui.hub_link import HostedHub, HubStatus, decide, probe
 from memviewer.tui.live_feed import LiveFeed
 from memviewer.tui.live_worker import follow_hub
-from memviewer.tui.messages import HubChanged, LiveState
+from memviewer.tui.messages import HubChanged, HubGone, LiveState
 from memviewer.tui.prefs import ViewerPrefs
 from memviewer.tui.screens.export import ExportScreen
 from memviewer.tui.screens.help import HelpScreen
@@ -45,6 +46,8 @@ ServiceFactory = Callable[[Settings, bool], Any]
 PAINT_REPORT_ENV = "MEMVIEWER_TUI_PAINT_REPORT"
 LIVE_BACKLOG = 500
 BOOT_FALLBACK_S = 1.0
+TAKEOVER_AFTER_S = 10.0
+TAKEOVER_PROBE_S = 0.5
 
 
 def _terminal_safe(match: re.Match[str]) -> str:
@@ -103,6 +106,7 @@ class MemviewerApp(App[None]):
         live_cap: int = 2000,
         paint_report: str | None = None,
         hub_indexer: bool = True,
+        takeover_after: float | None = TAKEOVER_AFTER_S,
     ) -> None:
         super().__init__()
         self.settings = settings
@@ -110,11 +114,15 @@ class MemviewerApp(App[None]):
         self.hub_status: HubStatus = decide(settings.socket_path, hub)
         self._owns_service = service is None
         factory = service_factory or _default_factory
+        self._factory = factory
         self.service = (
             service if service is not None else factory(settings, self.hub_status.role == "connected")
         )
         self.hosted: HostedHub | None = None
         self.hub_indexer = hub_indexer
+        # A connected viewer hosts the hub itself once the one it used has not answered for
+        # this long (its viewer quit); None: never, keep reconnecting.
+        self.takeover_after = takeover_after
         self.live_enabled = live and self.hub_status.role in ("hosting", "connected")
         self.live_cap = live_cap
         self.feed = LiveFeed(cap=max(live_cap, 1000))
@@ -202,6 +210,66 @@ class MemviewerApp(App[None]):
 
     def on_live_state(self, message: LiveState) -> None:
         self.feed.set_state(message.state, message.detail)
+        if self.hub_status.role != "connected":
+            return
+        if message.state in ("reconnecting", "failed"):
+            # Never "connected" while the stream is down: say so, then see whether the hub
+            # is gone for good (its viewer quit) and this viewer should host instead.
+            note = (
+                ""
+                if self.takeover_after is None
+                else f" (hosting here if it stays down {self.takeover_after:g} s)"
+            )
+            self.sub_title = printable(
+                f"hub on {self.settings.socket_path} not answering: reconnecting{note}"
+            )
+            if self.takeover_after is not None:
+                self.check_takeover()
+        elif message.state in ("connected", "resumed"):
+            self.sub_title = printable(self.hub_status.label())
+
+    @work(thread=True, exclusive=True, group="takeover")
+    def check_takeover(self) -> None:
+        """Probe the socket (blocking, so in a thread); when no hub answers, open the store
+        writable here and hand it to the UI loop, which starts hosting on it."""
+        worker = get_current_worker()
+        deadline = time.monotonic() + float(self.takeover_after or 0)
+        while True:  # a hub being restarted comes back within the grace: then just resume
+            answer, error = probe(self.settings.socket_path)
+            if answer:
+                return  # a hub answers again (restarted, or another viewer took over)
+            if worker.is_cancelled:
+                return
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(TAKEOVER_PROBE_S)
+        if not self._owns_service:
+            self.post_message(HubGone(None, error or "no hub answers"))
+            return
+        try:
+            service = self._factory(self.settings, False)
+        except Exception as exc:  # the store cannot be opened writable: keep reading, say why
+            self.post_message(HubGone(None, f"cannot host: {type(exc).__name__}: {exc}"))
+            return
+        self.post_message(HubGone(service, error))
+
+    def on_hub_gone(self, message: HubGone) -> None:
+        if self.hub_status.role != "connected":
+            if message.service is not None:
+                message.service.close()
+            return
+        if message.service is None:  # cannot host: the truth in the header, reconnecting goes on
+            self.sub_title = printable(
+                f"hub on {self.settings.socket_path} gone ({message.detail}); reconnecting"
+            )
+            return
+        self.workers.cancel_group(self, "live")
+        old, self.service = self.service, message.service
+        old.close()
+        self.hub_status = HubStatus("hosting", self.settings.socket_path)
+        self.live_enabled = True
+        self.notify("the hub stopped: this viewer hosts it now", timeout=6)
+        self.boot_hub()
 
     async def on_unmount(self) -> None:
         gc.unfreeze()  # let what this app built be collected (several apps may run in one process)
