@@ -36,6 +36,7 @@ from textual.widgets import (
 from memviewer.recall.snippets import attach_tool_calls, text_or_tool_calls
 from memviewer.timeutil import utc_minutes
 from memviewer.tui.formatting import one_line, printable
+from memviewer.tui.handoff import recall_command, recall_json
 from memviewer.tui.messages import Loaded
 from memviewer.tui.screens.recall_view import result_detail, summary_cell, trace_text
 from memviewer.tui.widgets.footer import CoalescedFooter
@@ -80,6 +81,8 @@ class RecallScreen(Screen):
         Binding("ctrl+r", "rerun", "Re-run"),
         Binding("m", "cycle_mode", "Mode"),
         Binding("t", "next_tab", "Next tab"),
+        Binding("y", "copy_command", "Copy as CLI command", key_display="y"),
+        Binding("Y", "copy_json", "Copy result JSON", key_display="Y"),
         Binding("escape", "focus_results", "Results", show=False),
     ]
 
@@ -94,6 +97,8 @@ class RecallScreen(Screen):
         self._as_of: float | None = None  # resolved "as of" of the run in flight / shown
         self._columns_width = 0
         self._session_width = 24
+        self._pending_params: tuple[str, dict[str, Any]] | None = None
+        self._shown_params: tuple[str, dict[str, Any]] | None = None  # what the shown result ran with
         self._shown: tuple[float, bool] | None = None  # (elapsed, rerank) of the result shown
 
     def compose(self) -> ComposeResult:
@@ -273,6 +278,7 @@ class RecallScreen(Screen):
             return False
         self._token += 1
         self._as_of = params.get("as_of")
+        self._pending_params = (query, params)
         note = "" if self._engine_loaded else " (first run loads LanceDB and the embedding model)"
         self._status(Text(f"running {params['mode']} recall…{note}", style="yellow"))
         self._run(self._token, query, params, self.compare, self.rerank)
@@ -317,6 +323,7 @@ class RecallScreen(Screen):
             self.notify(error, severity="error", timeout=8, markup=False)
             return
         self._engine_loaded = True
+        self._shown_params = self._pending_params
         self.result, self.flat, titles, elapsed, rerank = message.data
         self.titles.update(titles)
         self._show_result(elapsed, rerank)
@@ -490,6 +497,22 @@ class RecallScreen(Screen):
         tabs = self.query_one("#recall-tabs", TabbedContent)
         ids = list(TAB_FOCUS)
         self.show_tab(ids[(ids.index(tabs.active) + 1) % len(ids)] if tabs.active in ids else ids[0])
+
+    def action_copy_command(self) -> None:
+        """The ``memviewer recall`` command that reproduces the recall shown (same moment)."""
+        if self.result is None or self._shown_params is None:
+            self.notify("run a recall first", timeout=3)
+            return
+        query, params = self._shown_params
+        self.app.copy_to_clipboard(recall_command(query, params))
+        self.notify("recall copied as a CLI command", timeout=3)
+
+    def action_copy_json(self) -> None:
+        if self.result is None:
+            self.notify("run a recall first", timeout=3)
+            return
+        self.app.copy_to_clipboard(recall_json(self.result))
+        self.notify("recall result copied as JSON", timeout=3)
 
     def export_context(self) -> tuple[str | None, list[str]]:
         rows = (self.result or {}).get("results") or []

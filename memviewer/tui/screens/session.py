@@ -25,6 +25,7 @@ from memviewer.tui.formatting import (
     short_time,
     status_text,
 )
+from memviewer.tui.handoff import open_external, turn_plain
 from memviewer.tui.messages import Loaded
 from memviewer.tui.screens.jump import JumpScreen
 from memviewer.tui.widgets.footer import CoalescedFooter
@@ -111,6 +112,11 @@ class SessionScreen(Screen):
         Binding("p", "episode(-1)", "Prev episode", show=False),
         Binding("x", "expand_all", "Expand all"),
         Binding("b", "bookends", "Bookends"),
+        Binding("c", "copy_turn", "Copy turn"),
+        Binding("C", "session_markdown('copy')", "Copy session (Markdown)", key_display="C"),
+        Binding("o", "open_turn", "Turn in $PAGER", show=False),
+        Binding("O", "session_markdown('pager')", "Session in $PAGER", key_display="O", show=False),
+        Binding("E", "session_markdown('editor')", "Session in $EDITOR", key_display="E", show=False),
         Binding("ctrl+r", "reload", "Reload", show=False),
     ]
 
@@ -164,6 +170,9 @@ class SessionScreen(Screen):
 
     @on(Loaded)
     def _on_loaded(self, message: Loaded) -> None:
+        if message.kind == "markdown":
+            self._on_markdown(message)
+            return
         if message.kind != "session":
             return
         if message.error:
@@ -368,6 +377,51 @@ class SessionScreen(Screen):
 
     def action_reload(self) -> None:
         self._fetch()
+
+    # -- handing text out: clipboard (OSC 52), $PAGER, $EDITOR ------------------------
+    def action_copy_turn(self) -> None:
+        turn = self.current_turn
+        if turn is None:
+            return
+        self.app.copy_to_clipboard(turn_plain(turn, self.session_id))
+        self.notify(f"turn #{turn['index']} copied to the clipboard", timeout=3)
+
+    def action_open_turn(self) -> None:
+        turn = self.current_turn
+        if turn is not None:
+            self._show_external(turn_plain(turn, self.session_id), "pager", ".txt")
+
+    def action_session_markdown(self, purpose: str) -> None:
+        self._markdown(purpose)
+
+    @work(thread=True, exclusive=True, group="session-markdown")
+    def _markdown(self, purpose: str) -> None:
+        """The session through the Markdown exporter (the same text as ``export --format md``)."""
+        import io
+
+        buf = io.StringIO()
+        try:
+            self.app.service.export([self.session_id], "md", buf)
+        except Exception as exc:
+            self.post_message(Loaded("markdown", error=getattr(exc, "message", None) or str(exc)))
+            return
+        self.post_message(Loaded("markdown", (purpose, buf.getvalue())))
+
+    def _on_markdown(self, message: Loaded) -> None:
+        if message.error:
+            self.notify(printable(f"cannot render the session: {message.error}"), severity="error")
+            return
+        purpose, text = message.data
+        if purpose == "copy":
+            self.app.copy_to_clipboard(text)
+            self.notify(f"session copied to the clipboard as Markdown ({len(text):,} characters)", timeout=3)
+        else:
+            self._show_external(text, purpose, ".md")
+
+    def _show_external(self, text: str, kind: str, suffix: str) -> None:
+        error = open_external(self.app, text, kind, suffix)
+        if error:
+            self.notify(printable(error), severity="warning")
 
     @on(TurnList.OptionHighlighted)
     def _turn_highlighted(self, event: TurnList.OptionHighlighted) -> None:
