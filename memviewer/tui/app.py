@@ -329,8 +329,8 @@ class MemviewerApp(App[None]):
             current, selected = context()
         self.push_screen(ExportScreen(current=current, selected=selected))
 
-    def open_session(self, session_id: str, anchor: int | None = None) -> None:
-        self.push_screen(SessionScreen(session_id, anchor=anchor))
+    def open_session(self, session_id: str, anchor: int | None = None, terms: tuple[str, ...] = ()) -> None:
+        self.push_screen(SessionScreen(session_id, anchor=anchor, terms=terms))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)

@@ -158,8 +158,24 @@ def _collapse(content: str) -> tuple[str, int]:
     return text, max(0, len(lines) - len(shown))
 
 
-def turn_text(turn: Mapping[str, Any], *, expanded: bool = False, anchor: bool = False) -> Text:
-    """One turn: a header line, then its content verbatim (folded unless expanded)."""
+MATCH_STYLE = "bold black on yellow"
+
+
+def highlight(text: Text, terms: tuple[str, ...], start: int = 0) -> Text:
+    """Mark every match of the search ``terms`` in ``text`` (from offset ``start``)."""
+    from memviewer.recall.highlight import match_spans
+
+    if terms:
+        for a, b in match_spans(text.plain[start:], terms):
+            text.stylize(MATCH_STYLE, start + a, start + b)
+    return text
+
+
+def turn_text(
+    turn: Mapping[str, Any], *, expanded: bool = False, anchor: bool = False, terms: tuple[str, ...] = ()
+) -> Text:
+    """One turn: a header line, then its content verbatim (folded unless expanded), with
+    the search ``terms`` highlighted."""
     role = printable(turn.get("role") or "")
     head = Text()
     if anchor:
@@ -182,6 +198,7 @@ def turn_text(turn: Mapping[str, Any], *, expanded: bool = False, anchor: bool =
         head.append(f"  {marker} {len(calls)} tool call{'s' if len(calls) != 1 else ''}: ", style="magenta")
         head.append(names, style="bold magenta")
     out = head
+    body_start = len(out.plain)
     content = printable(turn.get("content") or "")
     if content or not calls:  # a tool-call-only turn has no body line: its header says it all
         out.append("\n")
@@ -200,7 +217,7 @@ def turn_text(turn: Mapping[str, Any], *, expanded: bool = False, anchor: bool =
     if expanded and meta:
         out.append("\n── metadata ──\n", style="dim")
         out.append_text(json_text(meta))
-    return out
+    return highlight(out, terms, body_start)
 
 
 def episode_text(episode: Mapping[str, Any], number: int, turns: int) -> Text:
@@ -235,8 +252,9 @@ def boundary_text(archived: int, first_active: int | None, *, side: str) -> Text
     return Text(f"━━{label}━━", style="bold magenta")
 
 
-def hit_text(hit: Mapping[str, Any]) -> Text:
-    """A keyword search hit: title, when, score, anchor, and its snippet verbatim."""
+def hit_text(hit: Mapping[str, Any], terms: tuple[str, ...] = ()) -> Text:
+    """A keyword search hit: title, when, score, anchor, and its snippet verbatim with the
+    query's terms highlighted."""
     out = Text()
     out.append(one_line(hit.get("title") or hit.get("session_id") or "", 60), style="bold")
     out.append(f"  {short_time(hit.get('when'))}", style="dim")
@@ -247,5 +265,6 @@ def hit_text(hit: Mapping[str, Any]) -> Text:
         out.append(f"  at #{hit['anchor_index']}", style="cyan")
     out.append(f"  {printable(hit.get('session_id', ''))}", style="dim")
     out.append("\n  ")
+    start = len(out.plain)
     out.append(one_line(hit.get("snippet") or "", 200), style="italic")
-    return out
+    return highlight(out, terms, start)

@@ -27,6 +27,7 @@ from memviewer.tui.formatting import (
 )
 from memviewer.tui.handoff import open_external, turn_plain
 from memviewer.tui.messages import Loaded
+from memviewer.tui.screens.find import FindScreen
 from memviewer.tui.screens.jump import JumpScreen
 from memviewer.tui.widgets.footer import CoalescedFooter
 from memviewer.tui.widgets.turn_list import Row, TurnList
@@ -108,7 +109,9 @@ class SessionScreen(Screen):
         Binding("escape", "app.pop_screen", "Back"),
         Binding("v", "cycle_view", "Active/Archived/Both"),
         Binding("g", "jump", "Go to #"),
-        Binding("n", "episode(1)", "Next episode", show=False),
+        Binding("slash", "find", "Find", key_display="/"),
+        Binding("n", "next(1)", "Next match / episode", show=False),
+        Binding("N", "next(-1)", "Previous match", key_display="N", show=False),
         Binding("p", "episode(-1)", "Prev episode", show=False),
         Binding("x", "expand_all", "Expand all"),
         Binding("b", "bookends", "Bookends"),
@@ -120,8 +123,16 @@ class SessionScreen(Screen):
         Binding("ctrl+r", "reload", "Reload", show=False),
     ]
 
-    def __init__(self, session_id: str, *, anchor: int | None = None, view: str | None = None) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        anchor: int | None = None,
+        view: str | None = None,
+        terms: tuple[str, ...] = (),
+    ) -> None:
         super().__init__()
+        self.terms = tuple(terms)  # search terms: highlighted, and n / N jump between matches
         self.session_id = session_id
         self.anchor_index = anchor
         self.view = view or "active"
@@ -214,6 +225,7 @@ class SessionScreen(Screen):
             self._apply_view()
         arch_list = self.query_one("#archived-list", TurnList)
         act_list = self.query_one("#active-list", TurnList)
+        arch_list.terms = act_list.terms = self.terms
         arch_list.show(archived_rows, self.anchor_index)  # each list renders one window of turns
         act_list.show(active_rows, self.anchor_index)
         self.query_one("#archived-title", Static).update(
@@ -243,6 +255,12 @@ class SessionScreen(Screen):
             out.append("  ")
             out.append_text(tags)
         out.append(f"   view: {VIEW_LABELS[self.view]}", style="bold cyan")
+        if self.terms:
+            n = len(self.matches())
+            out.append(
+                printable(f"   find {' '.join(self.terms)!r}: {n} turn{'s' if n != 1 else ''} (n/N)"),
+                style="bold yellow",
+            )
         out.append("\n")
         out.append(f"{printable(s['session_id'])} ", style="blue")
         out.append(f"  agent {one_line(s.get('agent') or '-', 40)}  scope {scope_label(s)}  ")
@@ -363,6 +381,63 @@ class SessionScreen(Screen):
                 self.go_to(value)
 
         self.app.push_screen(JumpScreen(min(indexes), max(indexes)), done)
+
+    # -- find: highlighted matches, n / N --------------------------------------------
+    def matches(self) -> list[int]:
+        """Indexes of the turns (both sides, in order) whose text matches the search terms."""
+        from memviewer.recall.highlight import match_spans
+
+        if not self.terms or not self.data:
+            return []
+        return [
+            t["index"]
+            for t in self.data["turns"]
+            if match_spans(text_or_tool_calls(t.get("content"), t.get("tool_calls")), self.terms)
+        ]
+
+    def set_terms(self, terms: tuple[str, ...]) -> None:
+        self.terms = terms
+        for lst in self.query(TurnList):
+            lst.set_terms(terms)
+        if self.data is not None:
+            self._apply_view()  # the header says how many turns match
+
+    def action_find(self) -> None:
+        from memviewer.recall.highlight import query_terms
+
+        def done(value: str | None) -> None:
+            if value is None:
+                return
+            self.set_terms(query_terms(value))
+            if self.terms:
+                found = self.matches()
+                if not found:
+                    self.notify(printable(f"no turn matches {value!r}"), severity="warning")
+                else:
+                    self.action_next(1)
+
+        self.app.push_screen(FindScreen(" ".join(self.terms)), done)
+
+    def action_next(self, direction: int) -> None:
+        """With a search active: the next (``n``) / previous (``N``) matching turn, wrapping;
+        without one, ``n`` is the next episode as before."""
+        if not self.terms:
+            if direction > 0:
+                self.action_episode(1)
+            return
+        found = self.matches()
+        if not found:
+            self.notify("no matching turn in this session", severity="warning")
+            return
+        turn = self.current_turn
+        here = turn["index"] if turn else (found[0] - 1 if direction > 0 else found[-1] + 1)
+        later = [i for i in found if (i > here if direction > 0 else i < here)]
+        target = (
+            (later[0] if direction > 0 else later[-1])
+            if later
+            else (found[0] if direction > 0 else found[-1])
+        )
+        self.go_to(target)
 
     def action_episode(self, direction: int) -> None:
         self._focused_list().go_to_episode(direction)  # reaches episodes outside the shown window

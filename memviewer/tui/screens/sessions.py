@@ -15,6 +15,7 @@ from textual.timer import Timer
 from textual.widgets import DataTable, Header, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
+from memviewer.recall.highlight import query_terms
 from memviewer.tui.formatting import (
     badges,
     hit_text,
@@ -106,6 +107,7 @@ class SessionsScreen(Screen):
         self.rows: list[dict[str, Any]] = []
         self.marked: set[str] = set()
         self.hits: list[dict[str, Any]] = []
+        self.search_terms: tuple[str, ...] = ()
         self._token = 0
         self._search_token = 0  # hits of a superseded search are dropped, like pages of a superseded load
         self._title_width = MIN_TITLE
@@ -373,14 +375,16 @@ class SessionsScreen(Screen):
                 ]
             )
             return
-        hits_list.set_options([Option(hit_text(h), id=f"hit-{i}") for i, h in enumerate(self.hits)])
+        terms = query_terms(result.get("query"))
+        self.search_terms = terms
+        hits_list.set_options([Option(hit_text(h, terms), id=f"hit-{i}") for i, h in enumerate(self.hits)])
         hits_list.highlighted = 0
         hits_list.focus()
 
     @on(OptionList.OptionSelected, "#hits")
     def _hit_selected(self, event: OptionList.OptionSelected) -> None:
         hit = self.hits[event.option_index]
-        self.app.open_session(hit["session_id"], anchor=hit.get("anchor_index"))
+        self.app.open_session(hit["session_id"], anchor=hit.get("anchor_index"), terms=self.search_terms)
 
     def _close_hits(self) -> None:
         self._search_token += 1  # a search still running must not reopen the list

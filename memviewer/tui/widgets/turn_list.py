@@ -64,6 +64,7 @@ class TurnList(OptionList):
         self.rows: list[Row] = []
         self.expanded: set[int] = set()
         self.anchor_index: int | None = None
+        self.terms: tuple[str, ...] = ()  # search terms highlighted in every turn
         self._by_index: dict[int, dict[str, Any]] = {}
         self._turn_rows: list[int] = []  # all_rows position of each turn, in order
         self._ordinal: dict[int, int] = {}  # turn index -> its position in _turn_rows
@@ -128,7 +129,9 @@ class TurnList(OptionList):
 
     def _prompt(self, turn: dict[str, Any]) -> Text:
         idx = turn["index"]
-        return turn_text(turn, expanded=idx in self.expanded, anchor=idx == self.anchor_index)
+        return turn_text(
+            turn, expanded=idx in self.expanded, anchor=idx == self.anchor_index, terms=self.terms
+        )
 
     # -- turns by index (the whole side, not only the window) ---------------------
     @property
@@ -150,6 +153,16 @@ class TurnList(OptionList):
         self.expanded.symmetric_difference_update({index})
         if self._shown(index):
             self.replace_option_prompt(f"t{index}", self._prompt(turn))
+
+    def set_terms(self, terms: tuple[str, ...]) -> None:
+        """Highlight ``terms``; only the window's prompts are rebuilt."""
+        if terms == self.terms:
+            return
+        self.terms = terms
+        for pos in self._turn_rows[self._k0 : self._k1]:
+            turn = self.all_rows[pos].turn
+            assert turn is not None
+            self.replace_option_prompt(f"t{turn['index']}", self._prompt(turn))
 
     def set_all_expanded(self, expanded: bool) -> None:
         """Every turn of the side is marked; only the window's prompts are rebuilt."""
