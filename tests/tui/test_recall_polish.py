@@ -90,3 +90,36 @@ def test_narrow_results_keep_a_readable_content_column(indexed, make_app) -> Non
             assert turn.endswith(" arch") and widths["Turn"] - 2 >= len(turn)
 
     asyncio.run(scenario())
+
+
+def test_query_history_walks_with_up_down_and_survives_a_restart(indexed, make_app) -> None:
+    async def first() -> None:
+        app = make_app()
+        async with app.run_test(size=(120, 36)) as pilot:
+            await pilot.press("3")
+            screen = app.screen
+            for q in ("cited papers", "launch plan", "cited papers"):
+                screen.query_one("#query").value = q
+                screen.query_one("#query").focus()
+                await pilot.press("enter")
+                await wait_until(pilot, lambda: screen.result is not None, what="run")
+                await wait_for_workers(pilot)
+            assert app.prefs.history == ["launch plan", "cited papers"]  # a repeat moves to the end
+
+    async def second() -> None:
+        app = make_app()
+        async with app.run_test(size=(120, 36)) as pilot:
+            await pilot.press("3")
+            query = app.screen.query_one("#query")
+            await pilot.press(*"draft")
+            await pilot.press("up")
+            assert query.value == "cited papers"
+            await pilot.press("up", "up")  # stops at the oldest
+            assert query.value == "launch plan"
+            await pilot.press("down")
+            assert query.value == "cited papers"
+            await pilot.press("down")  # past the newest: what was being typed
+            assert query.value == "draft"
+
+    asyncio.run(first())
+    asyncio.run(second())

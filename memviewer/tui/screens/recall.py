@@ -62,7 +62,37 @@ AS_OF_HELP = (
 
 class QueryInput(Input):
     """The query field: ``/`` on an empty query only keeps the focus (the README's "``/``
-    query" key must not type a slash into the field it lands in); anywhere else it is text."""
+    query" key must not type a slash into the field it lands in); anywhere else it is text.
+    Up / down walk the query history (newest first), kept across restarts in the home."""
+
+    BINDINGS = [
+        Binding("up", "history(-1)", "Older query", show=False),
+        Binding("down", "history(1)", "Newer query", show=False),
+    ]
+
+    def __init__(self, *args: Any, history: list[str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.history = history if history is not None else []
+        self._pos: int | None = None  # position in history while walking it
+        self._draft = ""
+
+    def action_history(self, step: int) -> None:
+        if not self.history:
+            return
+        if self._pos is None:
+            if step > 0:
+                return
+            self._draft, self._pos = self.value, len(self.history)
+        pos = self._pos + step
+        if pos >= len(self.history):
+            self._pos, self.value = None, self._draft
+        else:
+            self._pos = max(0, pos)
+            self.value = self.history[self._pos]
+        self.cursor_position = len(self.value)
+
+    def remember(self, query: str) -> None:
+        self._pos = None
 
     async def _on_key(self, event: events.Key) -> None:
         if event.character == "/" and not self.value:
@@ -103,7 +133,13 @@ class RecallScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield QueryInput(placeholder="recall query, Enter to run  (/)", id="query", compact=True)
+        prefs = getattr(self.app, "prefs", None)
+        yield QueryInput(
+            placeholder="recall query, Enter to run  (/; up/down: history)",
+            id="query",
+            compact=True,
+            history=prefs.history if prefs is not None else None,
+        )
         # Two groups: one row from 120 columns, stacked below that (the -narrow breakpoint),
         # so no field sits off-screen where tab reaches it but nobody sees it.
         with Horizontal(id="recall-params"):
@@ -276,6 +312,12 @@ class RecallScreen(Screen):
         except ValueError as exc:
             self._status(Text(printable(f"bad parameter: {exc}"), style="bold red"))
             return False
+        prefs = getattr(self.app, "prefs", None)
+        if prefs is not None:
+            prefs.add_query(query)
+            query_input = self.query_one("#query", QueryInput)
+            query_input.history = prefs.history
+            query_input.remember(query)
         self._token += 1
         self._as_of = params.get("as_of")
         self._pending_params = (query, params)
