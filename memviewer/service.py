@@ -204,6 +204,9 @@ class MemoryService:
     def close_session(self, session_id: str, **kwargs: Any) -> dict[str, Any]:
         return self.manager.close_session(session_id, **kwargs)
 
+    def delete_session(self, session_id: str) -> dict[str, Any]:
+        return self.manager.delete_session(session_id)
+
     def apply_batch(self, commands: list[Any]) -> list[dict[str, Any]]:
         return self.manager.apply_batch(commands)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, insert, or_, select, update
+from sqlalchemy import Connection, and_, delete, func, insert, or_, select, update
 
 from memviewer.store.tables import Episode, Session, Turn
 from memviewer.timeutil import iso
@@ -134,6 +134,16 @@ def session_counts(conn: Connection, session_ids: Sequence[str]) -> dict[str, di
         for sid, n in conn.execute(q2):
             out[sid]["episodes"] = int(n)
     return out
+
+
+def delete_session(conn: Connection, session_id: str) -> dict[str, Any]:
+    """Remove a session with its episodes and turns (the FTS5 triggers drop the keyword
+    rows); returns the removed turn ids, which the vector index drops from the event."""
+    turn_ids = [r[0] for r in conn.execute(select(T.c.id).where(T.c.session_id == session_id))]
+    episodes = conn.execute(delete(E).where(E.c.session_id == session_id)).rowcount
+    conn.execute(delete(T).where(T.c.session_id == session_id))
+    conn.execute(delete(S).where(S.c.id == session_id))
+    return {"turn_ids": turn_ids, "turns": len(turn_ids), "episodes": int(episodes or 0)}
 
 
 def open_session_ids(conn: Connection, idle_before: float) -> list[str]:

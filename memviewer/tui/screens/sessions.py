@@ -26,6 +26,7 @@ from memviewer.tui.formatting import (
     status_text,
 )
 from memviewer.tui.messages import Loaded
+from memviewer.tui.screens.confirm import ConfirmScreen
 from memviewer.tui.widgets.footer import CoalescedFooter
 from memviewer.tui.widgets.paged_table import PagedTable
 
@@ -92,6 +93,7 @@ class SessionsScreen(Screen):
         Binding("space", "mark", "Mark", key_display="space"),
         Binding("right_square_bracket", "page(1)", "Next page", key_display="]"),
         Binding("left_square_bracket", "page(-1)", "Prev page", key_display="["),
+        Binding("D", "delete", "Delete session", key_display="D"),
         Binding("ctrl+r", "reload", "Reload", show=False),
         Binding("escape", "back", "Back", show=False),
     ]
@@ -167,6 +169,13 @@ class SessionsScreen(Screen):
                 return
             page, cursor = message.data
             self._apply_page(page, cursor)
+        elif message.kind == "deleted":
+            if message.error:
+                self.notify(printable(f"cannot delete: {message.error}"), severity="error")
+                return
+            self.marked.discard(message.data["session_id"])
+            self.notify(printable(f"deleted {message.data['session_id']} ({message.data['turns']} turns)"))
+            self.load(self.page_offset, cursor="keep")
         elif message.kind == "hits":
             if message.token != self._search_token:
                 return  # a superseded search (its thread cannot be stopped) finished late
@@ -475,6 +484,43 @@ class SessionsScreen(Screen):
         self._update_info()
         if table.cursor_row < len(self.rows) - 1:
             table.action_cursor_down()
+
+    def action_delete(self) -> None:
+        """Delete the session under the cursor, after a yes/no question (it cannot be undone)."""
+        row = next((r for r in self.rows if r["session_id"] == self.current_id()), None)
+        if row is None:
+            return
+        if getattr(self.app.service, "readonly", False):
+            self.notify(
+                "this viewer reads another process's store (a hub runs): delete from the viewer "
+                "that hosts the hub",
+                severity="warning",
+            )
+            return
+        sid = row["session_id"]
+        turns = int(row.get("active_turns", 0)) + int(row.get("archived_turns", 0))
+
+        def done(yes: bool | None) -> None:
+            if yes:
+                self._delete(sid)
+
+        self.app.push_screen(
+            ConfirmScreen(
+                printable(f"Delete session {sid} ({row.get('title') or 'untitled'})?"),
+                f"{turns} turns and {row.get('episodes', 0)} episodes are removed from the store and "
+                "from the keyword and vector indexes. This cannot be undone (export it first: e).",
+            ),
+            done,
+        )
+
+    @work(thread=True, exclusive=True, group="sessions-delete")
+    def _delete(self, session_id: str) -> None:
+        try:
+            result = self.app.service.delete_session(session_id)
+        except Exception as exc:
+            self.post_message(Loaded("deleted", error=getattr(exc, "message", None) or str(exc)))
+            return
+        self.post_message(Loaded("deleted", result))
 
     def action_back(self) -> None:
         """Escape: close the hits, else clear the filter (one press each), and back to the table."""
