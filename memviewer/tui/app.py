@@ -37,6 +37,7 @@ from memviewer.tui.messages import HubChanged, HubGone, LiveState
 from memviewer.tui.prefs import ViewerPrefs
 from memviewer.tui.screens.export import ExportScreen
 from memviewer.tui.screens.help import HelpScreen
+from memviewer.tui.screens.import_dialog import ImportScreen
 from memviewer.tui.screens.live import LiveScreen
 from memviewer.tui.screens.recall import RecallScreen
 from memviewer.tui.screens.session import SessionScreen
@@ -91,6 +92,7 @@ class MemviewerApp(App[None]):
         Binding("2", "switch_mode('live')", "Live"),
         Binding("3", "switch_mode('recall')", "Recall"),
         Binding("e", "export", "Export"),
+        Binding("i", "import", "Import"),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("q", "quit", "Quit"),
     ]
@@ -329,6 +331,17 @@ class MemviewerApp(App[None]):
             current, selected = context()
         self.push_screen(ExportScreen(current=current, selected=selected))
 
+    def action_import(self) -> None:
+        if isinstance(self.screen, ModalScreen):
+            return
+
+        def done(imported: int | None) -> None:
+            reload = getattr(self.screen, "action_reload", None)
+            if imported and callable(reload):
+                reload()  # the list shows the new sessions without waiting for hub events
+
+        self.push_screen(ImportScreen(), done)
+
     def open_session(self, session_id: str, anchor: int | None = None, terms: tuple[str, ...] = ()) -> None:
         self.push_screen(SessionScreen(session_id, anchor=anchor, terms=terms))
 
@@ -356,6 +369,11 @@ class MemviewerApp(App[None]):
         )
         yield SystemCommand(
             "Export sessions", "JSON, JSONL, Markdown or PraisonAI, with redaction (e)", self.action_export
+        )
+        yield SystemCommand(
+            "Import sessions",
+            "PraisonAI files or a memviewer JSON export, with progress (i)",
+            self.action_import,
         )
         yield SystemCommand("Key bindings", "Show every key of every screen (?)", self.action_help)
         yield from self._screen_commands(screen)

@@ -240,3 +240,7 @@ def test_find_dialog(snap_compare, make_app) -> None:
 
 def test_delete_confirm_dialog(snap_compare, make_app) -> None:
     assert snap_compare(make_app(), terminal_size=NARROW, run_before=_dialog(("D",)))
+
+
+def test_import_dialog(snap_compare, make_app) -> None:
+    assert snap_compare(make_app(), terminal_size=NARROW, run_before=_dialog(("i",)))
