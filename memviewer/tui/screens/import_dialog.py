@@ -59,7 +59,7 @@ class ImportScreen(ModalScreen[int]):
             with Horizontal(classes="import-row"):
                 yield Label("path  ")
                 yield Input(placeholder="~/.praison/sessions or export.json", id="import-path", compact=True)
-            yield ProgressBar(total=None, show_eta=False, id="import-progress")
+            yield ProgressBar(total=1, show_eta=False, id="import-progress")  # steady until it runs
             yield Static("", id="import-status")
             with Horizontal(classes="import-row"):
                 yield Button("Import (ctrl+s)", id="import-start", variant="primary")

@@ -113,7 +113,7 @@ class TurnList(OptionList):
                 options.append(Option(self._prompt(row.turn), id=f"t{row.turn['index']}"))
                 options.append(None)  # a thin rule between turns
             else:
-                options.append(Option(row.label or Text(""), id=f"h{pos}", disabled=True))
+                options.append(Option(self._header(row), id=f"h{pos}", disabled=True))
         if k1 < n:
             rows.append(Row("edge", label=edge_text(n - k1, earlier=False)))
             options.append(Option(rows[-1].label, id="edge-down", disabled=True))
@@ -122,6 +122,27 @@ class TurnList(OptionList):
         self._first_option = turn_options[0] if turn_options else None
         self._last_option = turn_options[-1] if turn_options else None
         self.set_options(options)
+
+    def _header(self, row: Row) -> Text:
+        """Episode headers on one line, cut with an ellipsis to the pane (a split pane
+        wrapped them over three rows); other labels as they are."""
+        label = row.label or Text("")
+        width = self.scrollable_content_region.width
+        if row.kind != "episode" or width <= 4:
+            return label
+        label = label.copy()
+        label.truncate(width - 1, overflow="ellipsis")
+        return label
+
+    def on_resize(self) -> None:
+        """Header rows follow the pane's width (they are cut, not wrapped)."""
+        for pos in range(self._start, self._stop):
+            row = self.all_rows[pos]
+            if row.kind == "episode":
+                try:
+                    self.replace_option_prompt(f"h{pos}", self._header(row))
+                except Exception:  # the window changed under us: the next render sizes it
+                    return
 
     def _shown(self, index: int) -> bool:
         k = self._ordinal.get(index)
