@@ -205,6 +205,9 @@ class MemoryService:
     def close_session(self, session_id: str, **kwargs: Any) -> dict[str, Any]:
         return self.manager.close_session(session_id, **kwargs)
 
+    def delete_session(self, session_id: str) -> dict[str, Any]:
+        return self.manager.delete_session(session_id)
+
     def apply_batch(self, commands: list[Any]) -> list[dict[str, Any]]:
         return self.manager.apply_batch(commands)
 
@@ -340,13 +343,16 @@ class MemoryService:
                 for name in ("sessions", "episodes", "turns", "events")
             }
             archived = int(conn.execute(text("SELECT COUNT(*) FROM turns WHERE archived")).scalar() or 0)
+            summaries = int(
+                conn.execute(text("SELECT COUNT(*) FROM turns WHERE is_compaction_summary")).scalar() or 0
+            )
         db = paths.db_path(self.home)
         out: dict[str, Any] = {
             "version": __version__,
             "home": str(self.home),
             "schema_version": self.store.schema_version(),
             "last_seq": self.last_seq,
-            "counts": {**counts, "archived_turns": archived},
+            "counts": {**counts, "archived_turns": archived, "compaction_summaries": summaries},
             "db_bytes": db.stat().st_size if db.exists() else 0,
             "pid": os.getpid(),
         }

@@ -100,3 +100,43 @@ def test_compaction_event_names_the_archived_turns(mgr):
         ("t1", 1, True),
         ("t2", 3, False),
     ]
+
+
+def _call(cid: str) -> list[dict]:
+    return [{"id": cid, "type": "function", "function": {"name": "read_file", "arguments": "{}"}}]
+
+
+def test_a_tool_call_and_its_results_stay_on_one_side_of_the_boundary(mgr):
+    """Whatever the window, the active side never opens with a tool result whose call was
+    archived, and every result sits on the same side as its call (the real manager)."""
+    for window in (3, 4, 5, 6, 7):
+        sid = f"s{window}"
+        mgr.open_session(session_id=sid, active_window=window)
+        mgr.start_episode(sid, "read the logs", episode_id=f"e{window}")
+        for n in range(12):
+            cid = f"c{window}-{n}"
+            mgr.add_turn(f"e{window}", "assistant", "", tool_calls=_call(cid))
+            for _ in range(1 + n % 3):  # one to three results per call
+                mgr.add_turn(f"e{window}", "tool", f"<log {n}>", tool_call_id=cid)
+            mgr.add_turn(f"e{window}", "user", f"next {n}")
+            turns = projection(mgr, sid)
+            active_real = [t for t in turns if not t["archived"] and not t["is_compaction_summary"]]
+            assert active_real[0]["role"] != "tool", (window, n)
+            side = {
+                c["id"]: t["archived"] for t in turns for c in (t["tool_calls"] or []) if isinstance(c, dict)
+            }
+            for t in turns:
+                if t["role"] == "tool":
+                    assert side[t["tool_call_id"]] == t["archived"], (window, n, t["idx"])
+        assert any(t["archived"] for t in projection(mgr, sid))  # it did compact
+
+
+def test_tool_safe_cut_moves_forward_when_the_call_opens_the_session():
+    from memviewer.session.compaction import tool_safe_cut
+
+    real = [{"role": r} for r in ("assistant", "tool", "tool", "user", "assistant")]
+    assert tool_safe_cut(real, 1) == 3  # back would archive nothing: the results go with the call
+    assert tool_safe_cut(real, 2) == 3
+    assert tool_safe_cut(real, 4) == 4 and tool_safe_cut(real, 0) == 0
+    mixed = [{"role": r} for r in ("user", "assistant", "tool", "user")]
+    assert tool_safe_cut(mixed, 2) == 1  # the call stays active with its result

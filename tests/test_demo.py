@@ -44,9 +44,10 @@ def test_demo_contents_and_idempotence(service, settings) -> None:  # noqa: ANN0
     scenario = describe(build_scenario())
     assert first["errors"] == 0 and first["via"] == "in-process store"
     assert first["created"]["sessions"] == scenario["sessions"]
-    assert first["created"]["turns"] > scenario["turns"]  # plus compaction summaries
+    assert first["created"]["turns"] == scenario["turns"]  # compaction summaries apart:
+    assert first["created"]["compaction_summaries"] >= 1
     second = run_demo(home, sock)
-    assert second["created"] == {"sessions": 0, "episodes": 0, "turns": 0, "archived_turns": 0, "events": 0}
+    assert not any(second["created"].values()), second["created"]
 
     from memviewer.service import MemoryService
 

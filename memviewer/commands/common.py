@@ -112,8 +112,20 @@ def open_service(
         service.close()
 
 
-def print_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: str | None = None) -> None:
-    """A readable table on a TTY; plain tab-separated text when piped."""
+def print_table(
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    title: str | None = None,
+    *,
+    whole: Sequence[str] = (),
+    highlight: Sequence[str] = (),
+) -> None:
+    """A readable table on a TTY; plain tab-separated text when piped.
+
+    Columns named in ``whole`` (ids meant to be pasted into another command) are never cut
+    or folded; matches of the ``highlight`` terms are shown bold yellow on a TTY. Cell
+    text is never read as Rich markup (a stored ``[/]`` is text).
+    """
     if not sys.stdout.isatty():
         click.echo("\t".join(columns))
         for row in rows:
@@ -121,12 +133,26 @@ def print_table(columns: Sequence[str], rows: Sequence[Sequence[Any]], title: st
         return
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
+    from memviewer.recall.highlight import match_spans
+
+    terms = tuple(highlight)
     table = Table(title=title, show_lines=False, header_style="bold")
-    for col in columns:
-        table.add_column(col, overflow="fold")
+    for i, col in enumerate(columns):
+        width = max([len(col)] + [len(str("" if r[i] is None else r[i])) for r in rows])
+        if col in whole or width <= 12:  # ids whole; short values (counts, dates) unwrapped
+            table.add_column(col, no_wrap=True, min_width=width)
+        else:
+            table.add_column(col, overflow="fold", min_width=min(width, 8))
     for row in rows:
-        table.add_row(*("" if v is None else str(v) for v in row))
+        cells = []
+        for v in row:
+            cell = Text("" if v is None else str(v))
+            for start, end in match_spans(cell.plain, terms):
+                cell.stylize("bold yellow", start, end)
+            cells.append(cell)
+        table.add_row(*cells)
     Console().print(table)
 
 

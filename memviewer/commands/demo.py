@@ -13,8 +13,10 @@ CHUNK = 500
 
 
 def _created(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
-    keys = ("sessions", "episodes", "turns", "archived_turns", "events")
-    return {k: int(after.get(k, 0)) - int(before.get(k, 0)) for k in keys}
+    keys = ("sessions", "episodes", "turns", "archived_turns", "compaction_summaries", "events")
+    out = {k: int(after.get(k, 0)) - int(before.get(k, 0)) for k in keys}
+    out["turns"] -= out["compaction_summaries"]  # the scenario's turns; summaries are counted apart
+    return out
 
 
 def _apply_through_hub(socket_path: Any, commands: list[dict[str, Any]]) -> tuple[dict, list]:
@@ -48,6 +50,22 @@ def _apply_in_process(ctx: click.Context, commands: list[dict[str, Any]], index:
                     err=True,
                 )
     return _created(before, after), results
+
+
+def _exe() -> str:
+    """How to call memviewer again from this shell: bare when it is on PATH, else the path of
+    the script that runs now (``.venv/bin/memviewer`` after the README's first command)."""
+    import os
+    import shutil
+    import sys
+
+    argv0 = sys.argv[0] if sys.argv else ""
+    if os.path.basename(argv0) == "memviewer" and shutil.which("memviewer") != os.path.abspath(argv0):
+        try:
+            return os.path.relpath(argv0) if not os.path.relpath(argv0).startswith("..") else argv0
+        except ValueError:
+            return argv0
+    return "memviewer"
 
 
 @click.command("demo")
@@ -102,16 +120,23 @@ def demo_cmd(
             f"{sc['turns']} turns (via {report['via']})"
         )
         if any(created.values()):
+            summaries = created["compaction_summaries"]
             click.echo(
                 f"created: {created['sessions']} sessions, {created['episodes']} episodes, "
-                f"{created['turns']} turns ({created['archived_turns']} archived), "
-                f"{created['events']} events"
+                f"{created['turns']} turns ({created['archived_turns']} archived"
+                + (
+                    f", plus {summaries} compaction summary turn{'s' if summaries != 1 else ''}"
+                    if summaries
+                    else ""
+                )
+                + f"), {created['events']} events"
             )
         else:
             click.echo("nothing new: the demo data is already loaded")
         click.echo("try:")
+        exe = _exe()
         for line in TRY:
-            click.echo(f"  {line}")
+            click.echo(f"  {line.replace('memviewer ', exe + ' ', 1)}")
     for cmd, err in errors[:10]:
         click.echo(f"error: {cmd['op']}: {err.get('code')}: {err.get('message')}", err=True)
     if errors:

@@ -66,7 +66,7 @@ def _human(out: dict[str, Any]) -> None:
         (
             i,
             f"{r['score']:.3f}",
-            short(r["session_id"], 24),
+            r["session_id"],  # whole: pasted into `search --session`
             r["role"],
             r["index"],
             "archived" if r["archived"] else "active",
@@ -78,12 +78,12 @@ def _human(out: dict[str, Any]) -> None:
     print_table(
         ("#", "score", "session", "role", "idx", "state", "snippet"),
         rows,
-        title=f"recall ({d['mode']}) in {scope}: {len(rows)} results",
+        title=f"recall ({d['mode']}) in {scope}: {len(rows)} {'result' if len(rows) == 1 else 'results'}",
+        whole=("session",),
     )
     if d["stage1"]:
         click.echo(
-            "stage 1 sessions: "
-            + ", ".join(f"{short(s['session_id'], 24)} ({s['score']:.3f})" for s in d["stage1"])
+            "stage 1 sessions: " + ", ".join(f"{s['session_id']} ({s['score']:.3f})" for s in d["stage1"])
         )
     click.echo(
         f"stage 2 candidates: {d['stage2_candidates']}, kept by post-filter: {d['post_filter']}, "
@@ -169,8 +169,8 @@ def _run_batch(svc: Any, path: str, flat: bool) -> int:
     "--as-of",
     default=None,
     metavar="WHEN",
-    help="when the question is asked (ISO 8601 or epoch seconds; default now): "
-    "'a week ago' in the query counts from it",
+    help="when the question is asked (ISO 8601, epoch seconds or '6 days ago'; default now): "
+    "only turns up to then are recalled, and 'a week ago' in the query counts from it",
 )
 @click.option(
     "--batch",
@@ -213,9 +213,9 @@ def recall_cmd(
 ) -> None:
     """Two-stage hierarchical recall with its explain trace (docs/cli.md).
 
-    With --json every failure is a JSON object ``{"error", "code", "hint"}`` on
-    stdout (exit 1), as with ``search --json``; --batch answers each bad line
-    with ``{"error", "line"}`` and goes on.
+    With --json every failure is a JSON object {"error", "code", "hint"} on
+    stdout (exit 1), as with search --json; --batch answers each bad line
+    with {"error", "line"} and goes on.
     """
     from memviewer.errors import INVALID_ARGUMENT, MemviewerError
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import click
@@ -74,10 +75,15 @@ def search_cmd(
 
 
 def _print_human(result: dict[str, Any]) -> None:
+    from memviewer.recall.highlight import query_terms
     from memviewer.recall.snippets import text_or_tool_calls
 
     mode = result["mode"]
+    terms = query_terms(result.get("query"))
     if mode == "discovery":
+        if not result["results"]:
+            click.echo(f"no matches for {result['query']!r}")
+            return
         rows = [
             (
                 h["session_id"],
@@ -85,21 +91,21 @@ def _print_human(result: dict[str, Any]) -> None:
                 f"{h['score']:.3f}",
                 short(h["snippet"], 90),
                 h["when"],
-                h["anchor_index"],
+                f"{h['anchor_index']} archived" if _anchor_archived(h) else h["anchor_index"],
             )
             for h in result["results"]
         ]
-        print_table(
-            ("id", "title", "score", "snippet", "when", "anchor"),
-            rows,
-            title=f"{result['total_found']} sessions match {result['query']!r}",
+        n = result["total_found"]
+        title = f"{n} {'session matches' if n == 1 else 'sessions match'} {result['query']!r}"
+        if sys.stdout.isatty():
+            _print_hits(title, result["results"], terms)
+        else:
+            print_table(("id", "title", "score", "snippet", "when", "anchor"), rows, title=title)
+        top = result["results"][0]
+        click.echo(
+            f"read more: memviewer search --session {top['session_id']} --around {top['anchor_index']}",
+            err=True,
         )
-        if result["results"]:
-            top = result["results"][0]
-            click.echo(
-                f"read more: memviewer search --session {top['session_id']} --around {top['anchor_index']}",
-                err=True,
-            )
     elif mode == "scroll":
         rows = [
             (
@@ -115,16 +121,52 @@ def _print_human(result: dict[str, Any]) -> None:
             ("#", "state", "role", "timestamp", "content"),
             rows,
             title=f"{result['session_id']} around {result['around_message_id']}",
+            highlight=terms,
         )
     else:
         rows = [
             (r["session_id"], short(r["title"], 48), r["when"], r["message_count"]) for r in result["results"]
         ]
+        n = result["total_found"]
         print_table(
             ("id", "title", "when", "messages"),
             rows,
-            title=f"{result['total_found']} sessions, most recent first",
+            title=f"{n} {'session' if n == 1 else 'sessions'}, most recent first",
+            whole=("id",),
         )
+
+
+def _print_hits(title: str, hits: list[dict[str, Any]], terms: tuple[str, ...]) -> None:
+    """Hits for a person on a terminal: the whole id (to paste into --session) on the first
+    line of each, the snippet below with the matched terms highlighted; fits 80 columns."""
+    from rich.console import Console
+    from rich.text import Text
+
+    from memviewer.recall.highlight import match_spans
+
+    console = Console(highlight=False)
+    console.print(Text(title, style="bold"))
+    for h in hits:
+        head = Text()
+        head.append(str(h["session_id"]), style="cyan")
+        head.append(f"  score {h['score']:.3f}  at #{h['anchor_index']}")
+        if _anchor_archived(h):
+            head.append(" (archived)", style="magenta")
+        head.append(f"  {h['when']}", style="dim")
+        console.print(head, overflow="fold")
+        body = Text("  " + short(h["title"], 70), style="bold")
+        snippet = Text("  " + " ".join(str(h["snippet"] or "").split()))
+        for start, end in match_spans(snippet.plain, terms):
+            snippet.stylize("bold yellow", start, end)
+        console.print(body)
+        console.print(snippet)
+
+
+def _anchor_archived(hit: dict[str, Any]) -> bool:
+    """Whether the hit's anchor turn was compacted out of the agent's active window."""
+    return any(
+        m.get("archived") for m in hit.get("messages") or [] if m.get("index") == hit.get("anchor_index")
+    )
 
 
 COMMANDS = (search_cmd,)

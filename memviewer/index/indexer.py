@@ -76,7 +76,13 @@ CONTEXT_CHARS = 300
 #: The summarizer reads at most this much of each turn: its work grows with the whole
 #: text, and a summary of a 20 MB message needs no more than its start.
 SUMMARY_TURN_CHARS = 20_000
-CHANGE_EVENTS = ["session.compacted", "session.imported", "session.closed", "session.idle_pruned"]
+CHANGE_EVENTS = [
+    "session.compacted",
+    "session.imported",
+    "session.closed",
+    "session.idle_pruned",
+    "session.deleted",
+]
 
 Progress = Callable[[int, int, str], None]
 
@@ -504,6 +510,7 @@ class Indexer:
         # 2. changes to turns that were already embedded
         updated = 0
         settled: set[str] = set()  # sessions already reconciled (or wholly new) in this pass
+        deleted: set[str] = set()  # sessions deleted: nothing to summarise
         seq = int(state.get("event_seq", 0))
         while True:
             events = store.events_since(seq, 1000, CHANGE_EVENTS)
@@ -519,6 +526,11 @@ class Indexer:
                     updated += self._reconcile(
                         ev.session_id, [i for i in ids if i], embedder, state["turn_num"], contexts
                     )
+                elif ev.kind == "session.deleted":  # no rows in SQLite: its index rows go too
+                    self._reconcile(ev.session_id, None, embedder, state["turn_num"], contexts)
+                    self.index.delete_where(f"session_id = {_lit(ev.session_id)}", "session_summaries")
+                    deleted.add(ev.session_id)
+                    settled.add(ev.session_id)
                 elif ev.kind == "session.imported":
                     forced.add(ev.session_id)
                     p = ev.payload
@@ -534,6 +546,8 @@ class Indexer:
                     forced.add(ev.session_id)
             state["event_seq"] = seq
             self._save_state(state)
+        touched -= deleted
+        forced -= deleted
         state["event_seq"] = max(int(state.get("event_seq", 0)), last_seq)
         for sid in session_ids:
             if sid not in settled:

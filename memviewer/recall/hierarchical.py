@@ -142,7 +142,8 @@ def recall(
     if mode not in MODES:
         raise MemviewerError(INVALID_ARGUMENT, f"mode must be one of {MODES}, not {mode!r}")
     scope, scope_id = _opt_str("scope", scope), _opt_str("scope_id", scope_id)
-    window = timeref.parse(query, _as_of(as_of))
+    window_as_of = _as_of(as_of)
+    window = timeref.parse(query, window_as_of)
     k = _int_param("top_sessions", top_sessions, 5)
     m = _int_param("chunks_per_session", chunks_per_session, 3)
     top_k = _int_param("top_k", top_k, 10)
@@ -172,8 +173,11 @@ def recall(
     clock.lap("embed")
 
     where = scope_filter(scope, scope_id)
+    turn_where = where  # as of a given moment: no turn said later is known yet
+    if as_of is not None and as_of != "":
+        turn_where = _and(where, f"timestamp <= {float(window_as_of)!r}")
     pool_size = k * m * OVERFETCH
-    scope_turns = index.count(TURNS, where)
+    scope_turns = index.count(TURNS, turn_where)
     use_ann = index.has_vector_index() and scope_turns > int(parts.settings.ann_threshold)
     diagnostics: dict[str, Any] = {
         "mode": mode,
@@ -200,7 +204,7 @@ def recall(
         window = None
     if mode == "flat":
         candidates = _turn_candidates(
-            index, qvec, query, where, top_k, w, tune, use_ann, window, trace, store=parts.store
+            index, qvec, query, turn_where, top_k, w, tune, use_ann, window, trace, store=parts.store
         )
         clock.lap("stage2")
         diagnostics["stage2_candidates"] = len(candidates)
@@ -210,14 +214,14 @@ def recall(
         if not has_sessions:
             diagnostics["escalations"].append(STAGE1_EMPTY)
             candidates = _turn_candidates(
-                index, qvec, query, where, top_k, w, tune, use_ann, window, trace, store=parts.store
+                index, qvec, query, turn_where, top_k, w, tune, use_ann, window, trace, store=parts.store
             )
             clock.lap("stage2")
             diagnostics["stage2_candidates"] = len(candidates)
             chosen = candidates[:top_k]
         else:
             candidates = _turn_candidates(
-                index, qvec, query, where, pool_size, w, tune, use_ann, window, trace, store=parts.store
+                index, qvec, query, turn_where, pool_size, w, tune, use_ann, window, trace, store=parts.store
             )
             clock.lap("stage2")
             extra_k = float(tune["adaptive_k"])
@@ -279,6 +283,10 @@ def recall(
         "results": results,
         "diagnostics": diagnostics,
     }
+
+
+def _and(where: str | None, clause: str) -> str:
+    return f"{where} AND {clause}" if where else clause
 
 
 def _as_of(value: float | str | None) -> float:

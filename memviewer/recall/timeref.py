@@ -95,14 +95,18 @@ _EARLIEST, _LATEST = 0.0, 253_402_300_799.0  # 1970-01-01 … 9999-12-31 23:59:5
 
 def parse_as_of(value: object) -> float:
     """Epoch seconds of "the moment of asking": what ``timeutil.parse_ts`` reads (epoch
-    seconds or milliseconds, ISO 8601 with naive dates as UTC) plus LongMemEval's
-    ``2023/05/30 (Tue) 23:40``.
+    seconds or milliseconds, ISO 8601 with naive dates as UTC), LongMemEval's
+    ``2023/05/30 (Tue) 23:40``, and "N days/weeks/months/years ago" counted from now.
 
     Raises ValueError with a message fit for the user for anything else, including
     NaN, infinities, overflowing numbers and dates outside the years 1970–9999.
     """
+    import time
+
     from memviewer.timeutil import TimestampRangeError, parse_ts
 
+    if isinstance(value, str) and (m := _AGO.fullmatch(value.strip())):
+        return time.time() - _count(m.group(1)) * UNITS[m.group(2).lower()]  # "6 days ago"
     if isinstance(value, str) and (m := _LME_DATE.match(value.strip())):
         y, mo, d, hh, mm = m.groups()
         value = f"{y}-{int(mo):02d}-{int(d):02d}T{int(hh or 0):02d}:{mm or '00'}"

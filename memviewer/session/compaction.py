@@ -6,7 +6,8 @@ archived; there is at most one summary turn (role ``system``, flagged) and it
 sits at the head of the active window; its text carries earlier highlights
 forward instead of nesting summaries; ``replaced_count`` is cumulative.
 When the active window exceeds ``active_window`` real turns, it is cut back to
-half of it, so compaction happens in rounds rather than on every turn.
+half of it, so compaction happens in rounds rather than on every turn. The cut never
+separates a tool call from its results (``tool_safe_cut``).
 """
 
 from __future__ import annotations
@@ -56,6 +57,26 @@ def needs_compaction(conn: Connection, session: dict[str, Any]) -> bool:
     return repos.active_real_turns(conn, session["id"]) > int(session["active_window"])
 
 
+def tool_safe_cut(real: list[dict[str, Any]], cut: int) -> int:
+    """Move the archive boundary so a tool call and its results stay on one side.
+
+    The active window must never open with a ``tool`` result whose calling assistant
+    turn was archived: an agent rebuilding its chat history from it would send
+    ``[system, tool, ...]``, which OpenAI-style APIs reject. The boundary moves back
+    (the call stays active with its results); when the call is the very first turn,
+    it moves forward instead (the results are archived with their call).
+    """
+    back = cut
+    while 0 < back < len(real) and real[back]["role"] == "tool":
+        back -= 1
+    if back > 0 or cut == 0:
+        return back
+    forward = cut
+    while forward < len(real) and real[forward]["role"] == "tool":
+        forward += 1
+    return forward
+
+
 def compact(tx: WriteTx, session: dict[str, Any], ts: float, keep: int | None = None) -> dict:
     """Archive the oldest active turns, keeping ``keep`` (default half the window)."""
     conn = tx.conn
@@ -64,7 +85,7 @@ def compact(tx: WriteTx, session: dict[str, Any], ts: float, keep: int | None = 
     active = repos.session_turns(conn, sid, archived=False)
     summary = next((t for t in active if t["is_compaction_summary"]), None)
     real = [t for t in active if not t["is_compaction_summary"]]
-    to_archive = real[: max(0, len(real) - keep)]
+    to_archive = real[: tool_safe_cut(real, max(0, len(real) - keep))]
     if not to_archive:
         return {}
     n = len(to_archive)

@@ -184,6 +184,18 @@ class SessionManager:
             row.update(status="closed", closed_at=t, last_seen_at=t)
             return repos.session_public(row)
 
+    def delete_session(self, session_id: str, *, ts: Any = None) -> dict[str, Any]:
+        """Delete a session for good: its row, episodes and turns (and so its keyword rows)
+        in one transaction; the ``session.deleted`` event carries the turn ids so the
+        vector index drops their rows and the session's summary on its next pass."""
+        t = _ts(ts)
+        with log_context(session_id=session_id), self.store.write() as tx:
+            self._session(tx, session_id)  # session_not_found for an unknown id
+            removed = repos.delete_session(tx.conn, session_id)
+            tx.append_event("session.deleted", session_id, None, removed, ts=t)
+        log_session.info("session.deleted %s (%d turns)", session_id, removed["turns"])
+        return {"session_id": session_id, "turns": removed["turns"], "episodes": removed["episodes"]}
+
     def prune_idle(self, cutoff: float) -> list[str]:
         """Close open sessions last seen before ``cutoff`` (epoch seconds)."""
         t = now()

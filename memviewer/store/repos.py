@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, insert, or_, select, update
+from sqlalchemy import Connection, and_, delete, func, insert, or_, select, update
 
 from memviewer.store.tables import Episode, Session, Turn
 from memviewer.timeutil import iso
@@ -57,11 +57,26 @@ def session_filters(
     return conds
 
 
+def _turn_count(archived: bool) -> Any:
+    return (
+        select(func.count())
+        .where(and_(T.c.session_id == S.c.id, T.c.archived.is_(archived)))
+        .scalar_subquery()
+    )
+
+
+# Text sorts ignore case (people read "alpha" next to "Alpha"); counts are correlated
+# subqueries on the (session_id, ...) indexes, computed only for the page's ordering.
 SORT_COLUMNS = {
     "last_seen": S.c.last_seen_at,
     "started": S.c.started_at,
-    "title": S.c.title,
-    "agent": S.c.agent,
+    "title": func.lower(func.coalesce(S.c.title, "")),
+    "agent": func.lower(func.coalesce(S.c.agent, "")),
+    "scope": func.lower(func.coalesce(S.c.scope_id, "")),
+    "status": S.c.status,
+    "episodes": select(func.count()).where(E.c.session_id == S.c.id).scalar_subquery(),
+    "active": _turn_count(False),
+    "archived": _turn_count(True),
 }
 
 
@@ -119,6 +134,16 @@ def session_counts(conn: Connection, session_ids: Sequence[str]) -> dict[str, di
         for sid, n in conn.execute(q2):
             out[sid]["episodes"] = int(n)
     return out
+
+
+def delete_session(conn: Connection, session_id: str) -> dict[str, Any]:
+    """Remove a session with its episodes and turns (the FTS5 triggers drop the keyword
+    rows); returns the removed turn ids, which the vector index drops from the event."""
+    turn_ids = [r[0] for r in conn.execute(select(T.c.id).where(T.c.session_id == session_id))]
+    episodes = conn.execute(delete(E).where(E.c.session_id == session_id)).rowcount
+    conn.execute(delete(T).where(T.c.session_id == session_id))
+    conn.execute(delete(S).where(S.c.id == session_id))
+    return {"turn_ids": turn_ids, "turns": len(turn_ids), "episodes": int(episodes or 0)}
 
 
 def open_session_ids(conn: Connection, idle_before: float) -> list[str]:

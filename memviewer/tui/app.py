@@ -26,15 +26,18 @@ from textual.color import Color
 from textual.filter import LineFilter
 from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen, Screen
+from textual.worker import get_current_worker
 
 from memviewer.config import Settings
 from memviewer.tui.formatting import RENDERED_UNSAFE, printable
-from memviewer.tui.hub_link import HostedHub, HubStatus, decide, hub_sources, sources_label
+from memviewer.tui.hub_link import HostedHub, HubStatus, decide, hub_sources, probe, sources_label
 from memviewer.tui.live_feed import LiveFeed
 from memviewer.tui.live_worker import follow_hub
-from memviewer.tui.messages import HubChanged, LiveState
+from memviewer.tui.messages import HubChanged, HubGone, LiveState
+from memviewer.tui.prefs import ViewerPrefs
 from memviewer.tui.screens.export import ExportScreen
 from memviewer.tui.screens.help import HelpScreen
+from memviewer.tui.screens.import_dialog import ImportScreen
 from memviewer.tui.screens.live import LiveScreen
 from memviewer.tui.screens.recall import RecallScreen
 from memviewer.tui.screens.recalls import RecallsScreen
@@ -47,6 +50,8 @@ ServiceFactory = Callable[[Settings, bool], Any]
 PAINT_REPORT_ENV = "MEMVIEWER_TUI_PAINT_REPORT"
 LIVE_BACKLOG = 500
 BOOT_FALLBACK_S = 1.0
+TAKEOVER_AFTER_S = 10.0
+TAKEOVER_PROBE_S = 0.5
 
 
 def _terminal_safe(match: re.Match[str]) -> str:
@@ -99,6 +104,7 @@ class MemviewerApp(App[None]):
         Binding("3", "switch_mode('recall')", "Recall"),
         Binding("4", "switch_mode('recalls')", "Recalls", show=False),  # palette + help; footer unchanged
         Binding("e", "export", "Export"),
+        Binding("i", "import", "Import"),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("q", "quit", "Quit"),
     ]
@@ -114,6 +120,7 @@ class MemviewerApp(App[None]):
         live_cap: int = 2000,
         paint_report: str | None = None,
         hub_indexer: bool = True,
+        takeover_after: float | None = TAKEOVER_AFTER_S,
     ) -> None:
         super().__init__()
         self.settings = settings
@@ -121,11 +128,15 @@ class MemviewerApp(App[None]):
         self.hub_status: HubStatus = decide(settings.socket_path, hub, settings)
         self._owns_service = service is None
         factory = service_factory or _default_factory
+        self._factory = factory
         self.service = (
             service if service is not None else factory(settings, self.hub_status.role == "connected")
         )
         self.hosted: HostedHub | None = None
         self.hub_indexer = hub_indexer
+        # A connected viewer hosts the hub itself once the one it used has not answered for
+        # this long (its viewer quit); None: never, keep reconnecting.
+        self.takeover_after = takeover_after
         self.live_enabled = live and self.hub_status.role in ("hosting", "connected")
         self.live_cap = live_cap
         self.feed = LiveFeed(cap=max(live_cap, 1000))
@@ -134,6 +145,9 @@ class MemviewerApp(App[None]):
         self._booted = False
         self._control_filter = ControlCharFilter()
         self.sub_title = printable(self.hub_status.label())
+        self.prefs = ViewerPrefs(settings.home_path)
+        if self.prefs.theme and self.prefs.theme in self.available_themes:
+            self.theme = self.prefs.theme
 
     def get_line_filters(self) -> Sequence[LineFilter]:
         return [*super().get_line_filters(), self._control_filter]
@@ -153,6 +167,7 @@ class MemviewerApp(App[None]):
 
     # -- lifecycle ------------------------------------------------------------
     def on_mount(self) -> None:
+        self.theme_changed_signal.subscribe(self, lambda theme: self.prefs.set_theme(theme.name))
         # The hub (and the indexer it starts) waits for the first paint; the
         # timer covers a first screen that never reports one.
         self.set_timer(BOOT_FALLBACK_S, self._boot_once)
@@ -223,6 +238,66 @@ class MemviewerApp(App[None]):
 
     def on_live_state(self, message: LiveState) -> None:
         self.feed.set_state(message.state, message.detail)
+        if self.hub_status.role != "connected":
+            return
+        if message.state in ("reconnecting", "failed"):
+            # Never "connected" while the stream is down: say so, then see whether the hub
+            # is gone for good (its viewer quit) and this viewer should host instead.
+            note = (
+                ""
+                if self.takeover_after is None
+                else f" (hosting here if it stays down {self.takeover_after:g} s)"
+            )
+            self.sub_title = printable(
+                f"hub on {self.settings.socket_path} not answering: reconnecting{note}"
+            )
+            if self.takeover_after is not None:
+                self.check_takeover()
+        elif message.state in ("connected", "resumed"):
+            self.sub_title = printable(self.hub_status.label())
+
+    @work(thread=True, exclusive=True, group="takeover")
+    def check_takeover(self) -> None:
+        """Probe the socket (blocking, so in a thread); when no hub answers, open the store
+        writable here and hand it to the UI loop, which starts hosting on it."""
+        worker = get_current_worker()
+        deadline = time.monotonic() + float(self.takeover_after or 0)
+        while True:  # a hub being restarted comes back within the grace: then just resume
+            answer, error = probe(self.settings.socket_path)
+            if answer:
+                return  # a hub answers again (restarted, or another viewer took over)
+            if worker.is_cancelled:
+                return
+            if time.monotonic() >= deadline:
+                break
+            time.sleep(TAKEOVER_PROBE_S)
+        if not self._owns_service:
+            self.post_message(HubGone(None, error or "no hub answers"))
+            return
+        try:
+            service = self._factory(self.settings, False)
+        except Exception as exc:  # the store cannot be opened writable: keep reading, say why
+            self.post_message(HubGone(None, f"cannot host: {type(exc).__name__}: {exc}"))
+            return
+        self.post_message(HubGone(service, error))
+
+    def on_hub_gone(self, message: HubGone) -> None:
+        if self.hub_status.role != "connected":
+            if message.service is not None:
+                message.service.close()
+            return
+        if message.service is None:  # cannot host: the truth in the header, reconnecting goes on
+            self.sub_title = printable(
+                f"hub on {self.settings.socket_path} gone ({message.detail}); reconnecting"
+            )
+            return
+        self.workers.cancel_group(self, "live")
+        old, self.service = self.service, message.service
+        old.close()
+        self.hub_status = HubStatus("hosting", self.settings.socket_path)
+        self.live_enabled = True
+        self.notify("the hub stopped: this viewer hosts it now", timeout=6)
+        self.boot_hub()
 
     async def on_unmount(self) -> None:
         gc.unfreeze()  # let what this app built be collected (several apps may run in one process)
@@ -253,6 +328,22 @@ class MemviewerApp(App[None]):
         self.exit()
 
     # -- actions ------------------------------------------------------------------
+    def action_help_quit(self) -> None:
+        """Ctrl+C does not quit (it copies in an input): say which key does, as plain text
+        (Textual's own toast carries markup, which our markup-free toasts printed raw)."""
+        keys = [k for k, b in self.active_bindings.items() if b.binding.action in ("quit", "app.quit")]
+        if keys:
+            self.notify(f"Press {' or '.join(keys)} to quit the app", title="Do you want to quit?")
+
+    async def action_switch_mode(self, mode: str) -> None:
+        """``1``/``2``/``3`` show that mode's own screen: a Session opened earlier (from a
+        search hit or a recall result) is closed rather than shown in place of the list."""
+        if isinstance(self.screen, ModalScreen):
+            return
+        await self.switch_mode(mode)
+        while len(self.screen_stack) > 1 and not isinstance(self.screen, ModalScreen):
+            await self.pop_screen()
+
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
@@ -266,8 +357,19 @@ class MemviewerApp(App[None]):
             current, selected = context()
         self.push_screen(ExportScreen(current=current, selected=selected))
 
-    def open_session(self, session_id: str, anchor: int | None = None) -> None:
-        self.push_screen(SessionScreen(session_id, anchor=anchor))
+    def action_import(self) -> None:
+        if isinstance(self.screen, ModalScreen):
+            return
+
+        def done(imported: int | None) -> None:
+            reload = getattr(self.screen, "action_reload", None)
+            if imported and callable(reload):
+                reload()  # the list shows the new sessions without waiting for hub events
+
+        self.push_screen(ImportScreen(), done)
+
+    def open_session(self, session_id: str, anchor: int | None = None, terms: tuple[str, ...] = ()) -> None:
+        self.push_screen(SessionScreen(session_id, anchor=anchor, terms=terms))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
@@ -277,15 +379,19 @@ class MemviewerApp(App[None]):
             yield from self._screen_commands(screen)
             return
         yield SystemCommand(
-            "Sessions screen", "Browse, filter and search sessions (1)", partial(self.switch_mode, "sessions")
+            "Sessions screen",
+            "Browse, filter and search sessions (1)",
+            partial(self.call_later, self.action_switch_mode, "sessions"),
         )
         yield SystemCommand(
-            "Live screen", "Tail the hub's event stream (2)", partial(self.switch_mode, "live")
+            "Live screen",
+            "Tail the hub's event stream (2)",
+            partial(self.call_later, self.action_switch_mode, "live"),
         )
         yield SystemCommand(
             "Recall screen",
             "Two-stage recall with its explain trace (3)",
-            partial(self.switch_mode, "recall"),
+            partial(self.call_later, self.action_switch_mode, "recall"),
         )
         yield SystemCommand(
             "Recalls screen",
@@ -294,6 +400,11 @@ class MemviewerApp(App[None]):
         )
         yield SystemCommand(
             "Export sessions", "JSON, JSONL, Markdown or PraisonAI, with redaction (e)", self.action_export
+        )
+        yield SystemCommand(
+            "Import sessions",
+            "PraisonAI files or a memviewer JSON export, with progress (i)",
+            self.action_import,
         )
         yield SystemCommand("Key bindings", "Show every key of every screen (?)", self.action_help)
         yield from self._screen_commands(screen)

@@ -139,6 +139,15 @@ def _pretty_json(value: Any) -> str:
         return printable(repr(value))
 
 
+def json_text(value: Any) -> Text:
+    """Indented JSON with keys, strings and numbers coloured (Rich's JSON highlighter)."""
+    from rich.highlighter import JSONHighlighter
+
+    text = Text(_pretty_json(value))
+    JSONHighlighter().highlight(text)
+    return text
+
+
 def _collapse(content: str) -> tuple[str, int]:
     """The first lines of ``content`` and how many lines were hidden."""
     lines = content.splitlines() or [""]
@@ -149,8 +158,24 @@ def _collapse(content: str) -> tuple[str, int]:
     return text, max(0, len(lines) - len(shown))
 
 
-def turn_text(turn: Mapping[str, Any], *, expanded: bool = False, anchor: bool = False) -> Text:
-    """One turn: a header line, then its content verbatim (folded unless expanded)."""
+MATCH_STYLE = "bold black on yellow"
+
+
+def highlight(text: Text, terms: tuple[str, ...], start: int = 0) -> Text:
+    """Mark every match of the search ``terms`` in ``text`` (from offset ``start``)."""
+    from memviewer.recall.highlight import match_spans
+
+    if terms:
+        for a, b in match_spans(text.plain[start:], terms):
+            text.stylize(MATCH_STYLE, start + a, start + b)
+    return text
+
+
+def turn_text(
+    turn: Mapping[str, Any], *, expanded: bool = False, anchor: bool = False, terms: tuple[str, ...] = ()
+) -> Text:
+    """One turn: a header line, then its content verbatim (folded unless expanded), with
+    the search ``terms`` highlighted."""
     role = printable(turn.get("role") or "")
     head = Text()
     if anchor:
@@ -173,30 +198,33 @@ def turn_text(turn: Mapping[str, Any], *, expanded: bool = False, anchor: bool =
         head.append(f"  {marker} {len(calls)} tool call{'s' if len(calls) != 1 else ''}: ", style="magenta")
         head.append(names, style="bold magenta")
     out = head
-    out.append("\n")
+    body_start = len(out.plain)
     content = printable(turn.get("content") or "")
-    if expanded:
-        out.append(content)
-    else:
-        shown, hidden = _collapse(content)
-        out.append(shown)
-        if hidden or len(content) > COLLAPSED_CHARS:
-            more = f" +{hidden} more lines" if hidden else ""
-            out.append(f"\n  …{more} (Enter expands)", style="dim italic")
+    if content or not calls:  # a tool-call-only turn has no body line: its header says it all
+        out.append("\n")
+        if expanded:
+            out.append(content)
+        else:
+            shown, hidden = _collapse(content)
+            out.append(shown)
+            if hidden or len(content) > COLLAPSED_CHARS:
+                more = f" +{hidden} more lines" if hidden else ""
+                out.append(f"\n  …{more} (Enter expands)", style="dim italic")
     if expanded and calls:
         out.append("\n── tool calls ──\n", style="magenta")
-        out.append(_pretty_json(calls), style="magenta")
+        out.append_text(json_text(calls))
     meta = turn.get("metadata") or {}
     if expanded and meta:
         out.append("\n── metadata ──\n", style="dim")
-        out.append(_pretty_json(meta), style="dim")
-    return out
+        out.append_text(json_text(meta))
+    return highlight(out, terms, body_start)
 
 
 def episode_text(episode: Mapping[str, Any], number: int, turns: int) -> Text:
-    """Episode header: intent kind with the rule that fired, status, reward."""
+    """Episode header: intent kind with the rule that fired, status, reward. One line, cut
+    with an ellipsis (in a split pane a wrapped header took three rows)."""
     intent = episode.get("intent") or {}
-    out = Text()
+    out = Text(no_wrap=True, overflow="ellipsis")
     out.append(f"▌ Episode {number} ", style="bold")
     out.append(printable(intent.get("kind", "unknown")), style="bold cyan")
     out.append(
@@ -224,8 +252,9 @@ def boundary_text(archived: int, first_active: int | None, *, side: str) -> Text
     return Text(f"━━{label}━━", style="bold magenta")
 
 
-def hit_text(hit: Mapping[str, Any]) -> Text:
-    """A keyword search hit: title, when, score, anchor, and its snippet verbatim."""
+def hit_text(hit: Mapping[str, Any], terms: tuple[str, ...] = ()) -> Text:
+    """A keyword search hit: title, when, score, anchor, and its snippet verbatim with the
+    query's terms highlighted."""
     out = Text()
     out.append(one_line(hit.get("title") or hit.get("session_id") or "", 60), style="bold")
     out.append(f"  {short_time(hit.get('when'))}", style="dim")
@@ -236,5 +265,6 @@ def hit_text(hit: Mapping[str, Any]) -> Text:
         out.append(f"  at #{hit['anchor_index']}", style="cyan")
     out.append(f"  {printable(hit.get('session_id', ''))}", style="dim")
     out.append("\n  ")
+    start = len(out.plain)
     out.append(one_line(hit.get("snippet") or "", 200), style="italic")
-    return out
+    return highlight(out, terms, start)

@@ -144,8 +144,8 @@ def _summary(event: EventRecord) -> str:
 
 
 def event_text(event: EventRecord, width: int = 200) -> Text:
-    """One line per event: seq, time (UTC), kind, session, and what happened."""
-    stamp = datetime.fromtimestamp(event.ts, tz=UTC).strftime("%H:%M:%S.%f")[:12]
+    """One line per event: seq, date and time (UTC), kind, session, and what happened."""
+    stamp = datetime.fromtimestamp(event.ts, tz=UTC).strftime("%m-%d %H:%M:%S.%f")[:18]
     out = Text(no_wrap=True, overflow="ellipsis")
     out.append(f"{event.seq:>8} ", style="bold")
     out.append(f"{stamp} ", style="dim")

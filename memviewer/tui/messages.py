@@ -19,6 +19,16 @@ class HubChanged(Message):
         self.label = label
 
 
+class HubGone(Message):
+    """The hub this viewer was connected to stopped answering. ``service`` is a writable
+    service to host on (None when this viewer cannot host; ``detail`` says why)."""
+
+    def __init__(self, service: Any, detail: str = "") -> None:
+        super().__init__()
+        self.service = service
+        self.detail = detail
+
+
 class LiveState(Message):
     """Subscriber connection state: connecting, connected, reconnecting, resumed, failed."""
 

@@ -97,7 +97,7 @@ def test_viewer_connects_read_only_and_resumes_after_a_hub_restart(settings) -> 
             pub.close(timeout=2)
 
         async def scenario() -> None:
-            app = MemviewerApp(settings)  # defaults: probe, then read-only service
+            app = MemviewerApp(settings, takeover_after=None)  # probe, then read-only; never host
             async with app.run_test(size=(120, 36)) as pilot:
                 assert app.hub_status.role == "connected" and app.service.readonly
                 assert app.sub_title.startswith(f"connected to hub {settings.socket_path}")

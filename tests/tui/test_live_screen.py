@@ -141,4 +141,7 @@ def test_event_filter_and_line() -> None:
     )
     assert event_text(tool_turn).plain.endswith("assistant #3: → read_file()")
     line = event_text(_ev(42, sid="s-123")).plain
-    assert line.split()[:3] == ["42", "09:00:42.000", "episode.turn_added"] and "user #42: hello 42" in line
+    assert (
+        line.split()[:4] == ["42", "03-01", "09:00:42.000", "episode.turn_added"]
+        and "user #42: hello 42" in line
+    )

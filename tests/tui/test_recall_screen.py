@@ -117,7 +117,11 @@ def test_recall_errors_are_reported(make_app) -> None:
             await pilot.press(*"refund", "enter")
             await wait_until(pilot, lambda: screen.result is not None, what="recall over an empty index")
             await wait_for_workers(pilot)
-            assert screen.result["diagnostics"]["escalations"] == ["session-retriever:stage1-empty"]
+            # nothing is embedded yet: recall says so (the index lags the store) and escalates
+            assert screen.result["diagnostics"]["escalations"] == [
+                "session-retriever:stage1-empty",
+                "index:lagging",
+            ]
             assert "vector index holds no turns" in str(status.render())
             screen.query_one("#top-k").value = "5000"
             await wait_until(

@@ -156,3 +156,91 @@ def test_help_screen(snap_compare, make_app) -> None:
         await _settle(pilot)
 
     assert snap_compare(make_app(), terminal_size=SIZE, run_before=before)
+
+
+# -- 80x24: the narrow layouts ---------------------------------------------------------
+NARROW = (80, 24)
+
+
+def test_narrow_sessions_screen(snap_compare, make_app) -> None:
+    assert snap_compare(make_app(), terminal_size=NARROW, run_before=_settle)
+
+
+def test_narrow_session_screen_side_by_side(snap_compare, make_app) -> None:
+    async def before(pilot) -> None:
+        pilot.app.push_screen(SessionScreen("s-research", view="both"))
+        await wait_until(pilot, lambda: getattr(pilot.app.screen, "data", None), what="session loaded")
+        await _settle(pilot)
+
+    assert snap_compare(make_app(), terminal_size=NARROW, run_before=before)
+
+
+def test_narrow_live_screen(snap_compare, make_app) -> None:
+    app = make_app()
+    app.feed = LiveFeed(cap=2000, clock=lambda: 1_000.0)
+    for event in app.service.events(0, 36):
+        app.feed.add(event)
+
+    async def before(pilot) -> None:
+        await pilot.press("2")
+        await _settle(pilot)
+
+    assert snap_compare(app, terminal_size=NARROW, run_before=before)
+
+
+def test_narrow_recall_screen(snap_compare, make_app) -> None:
+    async def before(pilot) -> None:
+        await pilot.press("3")
+        screen = pilot.app.screen
+        await pilot.press(*"cited papers")
+        screen.post_message(Loaded("recall", (RECALL, None, {}, 25.0, False), token=screen._token))
+        await wait_until(pilot, lambda: screen.result is not None, what="result shown")
+        await pilot.press("escape")
+        await _settle(pilot)
+
+    assert snap_compare(make_app(), terminal_size=NARROW, run_before=before)
+
+
+# -- every dialog ------------------------------------------------------------------------
+def _dialog(keys: tuple[str, ...], session: str | None = None):
+    async def before(pilot) -> None:
+        await _settle(pilot)
+        if session is not None:
+            pilot.app.push_screen(SessionScreen(session))
+            await wait_until(pilot, lambda: getattr(pilot.app.screen, "data", None), what="session loaded")
+            await _settle(pilot)
+        await pilot.pause(0.1)
+        await pilot.press(*keys)
+        for path in pilot.app.screen.query("#path"):  # the export path names cwd and the clock
+            path.value = "/tmp/memviewer-export.json"
+        await _settle(pilot)
+
+    return before
+
+
+def test_export_dialog(snap_compare, make_app) -> None:
+    assert snap_compare(make_app(), terminal_size=SIZE, run_before=_dialog(("e",)))
+
+
+def test_narrow_export_dialog(snap_compare, make_app) -> None:
+    assert snap_compare(make_app(), terminal_size=NARROW, run_before=_dialog(("e",)))
+
+
+def test_narrow_help_dialog(snap_compare, make_app) -> None:
+    assert snap_compare(make_app(), terminal_size=NARROW, run_before=_dialog(("question_mark",)))
+
+
+def test_jump_dialog(snap_compare, make_app) -> None:
+    assert snap_compare(make_app(), terminal_size=NARROW, run_before=_dialog(("g",), "s-research"))
+
+
+def test_find_dialog(snap_compare, make_app) -> None:
+    assert snap_compare(make_app(), terminal_size=NARROW, run_before=_dialog(("slash",), "s-research"))
+
+
+def test_delete_confirm_dialog(snap_compare, make_app) -> None:
+    assert snap_compare(make_app(), terminal_size=NARROW, run_before=_dialog(("D",)))
+
+
+def test_import_dialog(snap_compare, make_app) -> None:
+    assert snap_compare(make_app(), terminal_size=NARROW, run_before=_dialog(("i",)))

@@ -154,6 +154,17 @@ class LiveScreen(Screen):
     def _filter_submitted(self) -> None:
         self.action_focus_log()
 
+    @on(EventLog.Opened)
+    def _opened(self, message: EventLog.Opened) -> None:
+        """Open the event's session, at its turn when it added one."""
+        event = message.event
+        if not event.session_id:
+            self.notify("this event belongs to no session", markup=False)
+            return
+        turn = (event.payload or {}).get("turn") or {}
+        index = turn.get("index") if isinstance(turn.get("index"), int) else None
+        self.app.open_session(event.session_id, anchor=index)
+
     @on(EventLog.FollowChanged)
     def _follow_changed(self, event: EventLog.FollowChanged) -> None:
         if event.following:

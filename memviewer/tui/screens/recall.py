@@ -15,7 +15,7 @@ import time
 from typing import Any
 
 from rich.text import Text
-from textual import on, work
+from textual import events, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -38,6 +38,7 @@ from memviewer.recall.why_view import fix_line
 from memviewer.recall_log import RecordAs
 from memviewer.timeutil import utc_minutes
 from memviewer.tui.formatting import one_line, printable
+from memviewer.tui.handoff import recall_command, recall_json
 from memviewer.tui.messages import Loaded
 from memviewer.tui.screens.recall_view import result_detail, summary_cell, trace_text
 from memviewer.tui.widgets.footer import CoalescedFooter
@@ -51,6 +52,8 @@ TAB_FOCUS = {
     "tab-trace": "#trace-box",
     "tab-compare": "#cmp-hier",
 }
+NARROW = 100  # below this the results table trims session, role and rank (Content keeps ~30)
+ROLE_SHORT = {"assistant": "asst", "system": "sys"}
 PARAM_MAX = 1000  # recall's own bound (hierarchical._int_param): refused here, inline, like 0
 INT_PARAMS = (("k", "top_sessions", 5), ("m", "chunks_per_session", 3), ("top-k", "top_k", 10))
 VS_HELP = (
@@ -63,6 +66,48 @@ AS_OF_HELP = (
 )
 
 
+class QueryInput(Input):
+    """The query field: ``/`` on an empty query only keeps the focus (the README's "``/``
+    query" key must not type a slash into the field it lands in); anywhere else it is text.
+    Up / down walk the query history (newest first), kept across restarts in the home."""
+
+    BINDINGS = [
+        Binding("up", "history(-1)", "Older query", show=False),
+        Binding("down", "history(1)", "Newer query", show=False),
+    ]
+
+    def __init__(self, *args: Any, history: list[str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.history = history if history is not None else []
+        self._pos: int | None = None  # position in history while walking it
+        self._draft = ""
+
+    def action_history(self, step: int) -> None:
+        if not self.history:
+            return
+        if self._pos is None:
+            if step > 0:
+                return
+            self._draft, self._pos = self.value, len(self.history)
+        pos = self._pos + step
+        if pos >= len(self.history):
+            self._pos, self.value = None, self._draft
+        else:
+            self._pos = max(0, pos)
+            self.value = self.history[self._pos]
+        self.cursor_position = len(self.value)
+
+    def remember(self, query: str) -> None:
+        self._pos = None
+
+    async def _on_key(self, event: events.Key) -> None:
+        if event.character == "/" and not self.value:
+            event.stop()
+            event.prevent_default()
+            return
+        await super()._on_key(event)
+
+
 class RecallScreen(Screen):
     TITLE = "Recall"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
@@ -72,6 +117,8 @@ class RecallScreen(Screen):
         Binding("ctrl+r", "rerun", "Re-run"),
         Binding("m", "cycle_mode", "Mode"),
         Binding("t", "next_tab", "Next tab"),
+        Binding("y", "copy_command", "Copy as CLI command", key_display="y"),
+        Binding("Y", "copy_json", "Copy result JSON", key_display="Y"),
         Binding("escape", "focus_results", "Results", show=False),
         Binding("f", "apply_fix", "Apply why-not fix", show=False),
         Binding("a", "add_golden", "Add golden case", show=False),
@@ -88,6 +135,9 @@ class RecallScreen(Screen):
         self._engine_loaded = False
         self._as_of: float | None = None  # resolved "as of" of the run in flight / shown
         self._columns_width = 0
+        self._session_width = 24
+        self._pending_params: tuple[str, dict[str, Any]] | None = None
+        self._shown_params: tuple[str, dict[str, Any]] | None = None  # what the shown result ran with
         self._shown: tuple[float, bool] | None = None  # (elapsed, rerank) of the result shown
         self.whys: list[dict[str, Any]] = []  # why-not of each expected turn (Session screen w)
         self._weights: dict[str, float] = {}  # weights set by an applied why-not fix
@@ -95,7 +145,13 @@ class RecallScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Input(placeholder="recall query, Enter to run  (/)", id="query", compact=True)
+        prefs = getattr(self.app, "prefs", None)
+        yield QueryInput(
+            placeholder="recall query, Enter to run  (/; up/down: history)",
+            id="query",
+            compact=True,
+            history=prefs.history if prefs is not None else None,
+        )
         # Two groups: one row from 120 columns, stacked below that (the -narrow breakpoint),
         # so no field sits off-screen where tab reaches it but nobody sees it.
         with Horizontal(id="recall-params"):
@@ -113,7 +169,9 @@ class RecallScreen(Screen):
             with Horizontal(classes="param-group"):
                 yield Label("as of")
                 yield Input(placeholder="now", id="as-of", compact=True, tooltip=AS_OF_HELP)
-                yield Checkbox("rerank", value=False, id="rerank", compact=True)
+                yield Checkbox(
+                    "rerank", value=False, id="rerank", compact=True, disabled=not self._has_reranker()
+                )
                 yield Select(MODES, value="hierarchical", allow_blank=False, id="mode", compact=True)
                 yield Input(
                     placeholder="B: key=value,… (empty: flat)",
@@ -154,7 +212,14 @@ class RecallScreen(Screen):
                         yield DataTable(id="cmp-flat", cursor_type="row", zebra_stripes=True)
         yield CoalescedFooter()
 
+    def _has_reranker(self) -> bool:
+        return getattr(self.app.service, "reranker", None) is not None
+
     def on_mount(self) -> None:
+        rerank = self.query_one("#rerank", Checkbox)
+        if rerank.disabled:  # off, greyed and saying why, rather than a toggle that does nothing
+            rerank.label = "rerank (none configured)"
+            rerank.tooltip = "No reranker is configured: results keep the blended score order."
         self._setup_columns(self.app.size.width)
         self.query_one("#query", Input).focus()
 
@@ -175,10 +240,19 @@ class RecallScreen(Screen):
         self._columns_width = width
         for table in self.query(DataTable):
             table.clear(columns=True)
+        narrow = width < NARROW
+        self._session_width = 12 if narrow else 24
         _columns(
             self.query_one("#results", DataTable),
             width,
-            [("#", 3), ("Score", 6), ("Session", 24), ("Turn", 8), ("Role", 9), ("Content", 0)],
+            [
+                ("#", 2 if narrow else 3),
+                ("Score", 5 if narrow else 6),
+                ("Session", self._session_width),
+                ("Turn", 10),
+                ("Role", 4 if narrow else 9),
+                ("Content", 0),
+            ],
         )
         _columns(
             self.query_one("#stage1", DataTable),
@@ -275,8 +349,15 @@ class RecallScreen(Screen):
         except ValueError as exc:
             self._status(Text(printable(f"bad parameter: {exc}"), style="bold red"))
             return False
+        prefs = getattr(self.app, "prefs", None)
+        if prefs is not None:
+            prefs.add_query(query)
+            query_input = self.query_one("#query", QueryInput)
+            query_input.history = prefs.history
+            query_input.remember(query)
         self._token += 1
         self._as_of = params.get("as_of")
+        self._pending_params = (query, params)
         note = "" if self._engine_loaded else " (first run loads LanceDB and the embedding model)"
         self._status(Text(f"running {params['mode']} recall…{note}", style="yellow"))
         self._b_label = _b_label(b)
@@ -335,6 +416,7 @@ class RecallScreen(Screen):
             self.notify(error, severity="error", timeout=8, markup=False)
             return
         self._engine_loaded = True
+        self._shown_params = self._pending_params
         self.result, self.flat, titles, elapsed, rerank = message.data[:5]
         self.whys = message.data[5] if len(message.data) > 5 else []
         self.titles.update(titles)
@@ -370,21 +452,21 @@ class RecallScreen(Screen):
                 " `memviewer reindex` builds it now)",
                 style="yellow",
             )
-        if rerank and not diag.get("reranked"):
-            status.append("  ·  rerank on, but no reranker is configured (order unchanged)", style="yellow")
         self._status(status)
         table = self.query_one("#results", DataTable)
         table.clear()
+        narrow = self._columns_width < NARROW
         for rank, r in enumerate(rows, 1):
+            role = str(r.get("role") or "")
             table.add_row(
                 Text(str(rank)),
-                Text(f"{float(r['score']):.3f}", style="green"),
-                self._session_label(r["session_id"]),
+                Text(f"{float(r['score']):.3f}"[: 5 if narrow else 6], style="green"),
+                self._session_label(r["session_id"], self._session_width),
                 Text(
                     f"#{r['index']}" + (" arch" if r.get("archived") else ""),
                     style="magenta" if r.get("archived") else "",
                 ),
-                Text(printable(r.get("role") or "")),
+                Text(printable(role if not narrow else ROLE_SHORT.get(role, role))),
                 Text(
                     one_line(text_or_tool_calls(r.get("content"), r.get("tool_calls")), 300),
                     overflow="ellipsis",
@@ -433,10 +515,16 @@ class RecallScreen(Screen):
                 )
 
     def _render_compare(self) -> None:
+        """The A column is the run as set; the B column is the second parameter set (flat when
+        none is given). A flat run with no B goes under FLAT, and HIERARCHICAL stays empty."""
         self.query_one("#cmp-b-title", Static).update(
             Text(self._b_label or "FLAT (turn query only)", style="bold cyan")
         )
-        for table_id, result in (("#cmp-hier", self.result), ("#cmp-flat", self.flat)):
+        shown_flat = ((self.result or {}).get("diagnostics") or {}).get("mode") == "flat"
+        alone_flat = shown_flat and self.flat is None
+        hier = None if alone_flat else self.result
+        flat = self.flat if self.flat is not None else (self.result if alone_flat else None)
+        for table_id, result in (("#cmp-hier", hier), ("#cmp-flat", flat)):
             table = self.query_one(table_id, DataTable)
             table.clear()
             if result is None:
@@ -513,6 +601,22 @@ class RecallScreen(Screen):
         tabs = self.query_one("#recall-tabs", TabbedContent)
         ids = list(TAB_FOCUS)
         self.show_tab(ids[(ids.index(tabs.active) + 1) % len(ids)] if tabs.active in ids else ids[0])
+
+    def action_copy_command(self) -> None:
+        """The ``memviewer recall`` command that reproduces the recall shown (same moment)."""
+        if self.result is None or self._shown_params is None:
+            self.notify("run a recall first", timeout=3)
+            return
+        query, params = self._shown_params
+        self.app.copy_to_clipboard(recall_command(query, params))
+        self.notify("recall copied as a CLI command", timeout=3)
+
+    def action_copy_json(self) -> None:
+        if self.result is None:
+            self.notify("run a recall first", timeout=3)
+            return
+        self.app.copy_to_clipboard(recall_json(self.result))
+        self.notify("recall result copied as JSON", timeout=3)
 
     def export_context(self) -> tuple[str | None, list[str]]:
         rows = (self.result or {}).get("results") or []

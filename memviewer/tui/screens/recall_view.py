@@ -3,14 +3,13 @@ without a running app): score breakdowns, the trace, result detail."""
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from rich.text import Text
 
 from memviewer.recall.snippets import text_or_tool_calls
 from memviewer.timeutil import utc_minutes
-from memviewer.tui.formatting import long_time, one_line, printable
+from memviewer.tui.formatting import json_text, long_time, one_line, printable
 
 BREAKDOWN_ORDER = ("dense", "keyword", "recency", "bm25", "coverage", "rerank", "pre_rerank", "best_turn")
 
@@ -45,8 +44,8 @@ def result_detail(result: dict[str, Any]) -> Text:
     out.append(printable(text_or_tool_calls(result.get("content"), result.get("tool_calls"))))
     meta = result.get("metadata") or {}
     if meta:
-        out.append("\n\nmetadata ", style="dim")
-        out.append(printable(json.dumps(meta, ensure_ascii=False, default=str)), style="dim")
+        out.append("\n\nmetadata\n", style="dim")
+        out.append_text(json_text(meta))
     return out
 
 
@@ -93,8 +92,9 @@ def trace_text(
         out.append(
             "  (w_time is 0: dates ignored)" if off else "  (the query names no relative date)", style="dim"
         )
-    out.append("\nreranked     ", style="bold")
-    out.append(str(bool(diag.get("reranked"))))
+    out.append_text(_speaker_line(result, diag))
+    out.append("\nrerank       ", style="bold")
+    out.append("reranked" if diag.get("reranked") else "not reranked (blended score order)")
     if diag.get("rerank_error"):
         out.append(printable(f"  reranker failed, order kept: {diag['rerank_error']}"), style="red")
     timings = diag.get("timings_ms") or {}
@@ -112,6 +112,24 @@ def trace_text(
             f"\nstale        {len(diag['stale'])} indexed turns no longer in SQLite (run reindex)",
             style="yellow",
         )
+    return out
+
+
+def _speaker_line(result: dict[str, Any], diag: dict[str, Any]) -> Text:
+    """The speaker hint read from the query (recall's own rule), next to the date hint."""
+    from memviewer.recall.scoring import addressed_speaker
+
+    out = Text("\nspeaker      ", style="bold")
+    whose = addressed_speaker(str(result.get("query") or ""))
+    share = (diag.get("params") or {}).get("w_speaker")
+    if whose is None:
+        out.append("the query names no speaker", style="dim")
+    elif share == 0:
+        out.append(f"asks about the {whose}'s words (w_speaker is 0: ignored)", style="dim")
+    else:
+        out.append(f"asks about the {whose}'s words: their turns are favoured")
+        if share is not None:
+            out.append(f" (w_speaker {share})", style="dim")
     return out
 
 

@@ -25,7 +25,9 @@ from memviewer.tui.formatting import (
     short_time,
     status_text,
 )
+from memviewer.tui.handoff import open_external, turn_plain
 from memviewer.tui.messages import Loaded
+from memviewer.tui.screens.find import FindScreen
 from memviewer.tui.screens.jump import JumpScreen
 from memviewer.tui.widgets.footer import CoalescedFooter
 from memviewer.tui.widgets.turn_list import Row, TurnList
@@ -90,7 +92,7 @@ def side_rows(data: dict[str, Any]) -> tuple[list[Row], list[Row]]:
 
 
 def bookends(turns: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]] | None:
-    """Search's bookends (docs/cli.md): first two and last two user/assistant messages (when > 2)."""
+    """Bookends: the first two and last two user/assistant messages (when > 2)."""
     talk = [t for t in turns if t["role"] in ("user", "assistant") and not t.get("is_compaction_summary")]
     if len(talk) <= 2:
         return None
@@ -107,16 +109,31 @@ class SessionScreen(Screen):
         Binding("escape", "app.pop_screen", "Back"),
         Binding("v", "cycle_view", "Active/Archived/Both"),
         Binding("g", "jump", "Go to #"),
-        Binding("n", "episode(1)", "Next episode", show=False),
+        Binding("slash", "find", "Find", key_display="/"),
+        Binding("n", "next(1)", "Next match / episode", show=False),
+        Binding("N", "next(-1)", "Previous match", key_display="N", show=False),
         Binding("p", "episode(-1)", "Prev episode", show=False),
         Binding("x", "expand_all", "Expand all"),
         Binding("b", "bookends", "Bookends"),
+        Binding("c", "copy_turn", "Copy turn"),
+        Binding("C", "session_markdown('copy')", "Copy session (Markdown)", key_display="C"),
+        Binding("o", "open_turn", "Turn in $PAGER", show=False),
+        Binding("O", "session_markdown('pager')", "Session in $PAGER", key_display="O", show=False),
+        Binding("E", "session_markdown('editor')", "Session in $EDITOR", key_display="E", show=False),
         Binding("ctrl+r", "reload", "Reload", show=False),
         Binding("w", "mark_expected", "Mark expected (why-not)", show=False),
     ]
 
-    def __init__(self, session_id: str, *, anchor: int | None = None, view: str | None = None) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        *,
+        anchor: int | None = None,
+        view: str | None = None,
+        terms: tuple[str, ...] = (),
+    ) -> None:
         super().__init__()
+        self.terms = tuple(terms)  # search terms: highlighted, and n / N jump between matches
         self.session_id = session_id
         self.anchor_index = anchor
         self.view = view or "active"
@@ -165,6 +182,9 @@ class SessionScreen(Screen):
 
     @on(Loaded)
     def _on_loaded(self, message: Loaded) -> None:
+        if message.kind == "markdown":
+            self._on_markdown(message)
+            return
         if message.kind != "session":
             return
         if message.error:
@@ -206,6 +226,7 @@ class SessionScreen(Screen):
             self._apply_view()
         arch_list = self.query_one("#archived-list", TurnList)
         act_list = self.query_one("#active-list", TurnList)
+        arch_list.terms = act_list.terms = self.terms
         arch_list.show(archived_rows, self.anchor_index)  # each list renders one window of turns
         act_list.show(active_rows, self.anchor_index)
         self.query_one("#archived-title", Static).update(
@@ -235,6 +256,12 @@ class SessionScreen(Screen):
             out.append("  ")
             out.append_text(tags)
         out.append(f"   view: {VIEW_LABELS[self.view]}", style="bold cyan")
+        if self.terms:
+            n = len(self.matches())
+            out.append(
+                printable(f"   find {' '.join(self.terms)!r}: {n} turn{'s' if n != 1 else ''} (n/N)"),
+                style="bold yellow",
+            )
         out.append("\n")
         out.append(f"{printable(s['session_id'])} ", style="blue")
         out.append(f"  agent {one_line(s.get('agent') or '-', 40)}  scope {scope_label(s)}  ")
@@ -356,6 +383,63 @@ class SessionScreen(Screen):
 
         self.app.push_screen(JumpScreen(min(indexes), max(indexes)), done)
 
+    # -- find: highlighted matches, n / N --------------------------------------------
+    def matches(self) -> list[int]:
+        """Indexes of the turns (both sides, in order) whose text matches the search terms."""
+        from memviewer.recall.highlight import match_spans
+
+        if not self.terms or not self.data:
+            return []
+        return [
+            t["index"]
+            for t in self.data["turns"]
+            if match_spans(text_or_tool_calls(t.get("content"), t.get("tool_calls")), self.terms)
+        ]
+
+    def set_terms(self, terms: tuple[str, ...]) -> None:
+        self.terms = terms
+        for lst in self.query(TurnList):
+            lst.set_terms(terms)
+        if self.data is not None:
+            self._apply_view()  # the header says how many turns match
+
+    def action_find(self) -> None:
+        from memviewer.recall.highlight import query_terms
+
+        def done(value: str | None) -> None:
+            if value is None:
+                return
+            self.set_terms(query_terms(value))
+            if self.terms:
+                found = self.matches()
+                if not found:
+                    self.notify(printable(f"no turn matches {value!r}"), severity="warning")
+                else:
+                    self.action_next(1)
+
+        self.app.push_screen(FindScreen(" ".join(self.terms)), done)
+
+    def action_next(self, direction: int) -> None:
+        """With a search active: the next (``n``) / previous (``N``) matching turn, wrapping;
+        without one, ``n`` is the next episode as before."""
+        if not self.terms:
+            if direction > 0:
+                self.action_episode(1)
+            return
+        found = self.matches()
+        if not found:
+            self.notify("no matching turn in this session", severity="warning")
+            return
+        turn = self.current_turn
+        here = turn["index"] if turn else (found[0] - 1 if direction > 0 else found[-1] + 1)
+        later = [i for i in found if (i > here if direction > 0 else i < here)]
+        target = (
+            (later[0] if direction > 0 else later[-1])
+            if later
+            else (found[0] if direction > 0 else found[-1])
+        )
+        self.go_to(target)
+
     def action_episode(self, direction: int) -> None:
         self._focused_list().go_to_episode(direction)  # reaches episodes outside the shown window
 
@@ -369,6 +453,68 @@ class SessionScreen(Screen):
 
     def action_reload(self) -> None:
         self._fetch()
+
+    # -- handing text out: clipboard (OSC 52), $PAGER, $EDITOR ------------------------
+    def action_copy_turn(self) -> None:
+        turn = self.current_turn
+        if turn is None:
+            return
+        self.app.copy_to_clipboard(turn_plain(turn, self.session_id))
+        self.notify(f"turn #{turn['index']} copied to the clipboard", timeout=3)
+
+    def action_open_turn(self) -> None:
+        turn = self.current_turn
+        if turn is not None:
+            self._show_external(turn_plain(turn, self.session_id), "pager", ".txt")
+
+    def action_session_markdown(self, purpose: str) -> None:
+        self._markdown(purpose)
+
+    @work(thread=True, exclusive=True, group="session-markdown")
+    def _markdown(self, purpose: str) -> None:
+        """The session through the Markdown exporter (the same text as ``export --format md``)."""
+        import io
+
+        buf = io.StringIO()
+        try:
+            self.app.service.export([self.session_id], "md", buf)
+        except Exception as exc:
+            self.post_message(Loaded("markdown", error=getattr(exc, "message", None) or str(exc)))
+            return
+        self.post_message(Loaded("markdown", (purpose, buf.getvalue())))
+
+    def _on_markdown(self, message: Loaded) -> None:
+        if message.error:
+            self.notify(printable(f"cannot render the session: {message.error}"), severity="error")
+            return
+        purpose, text = message.data
+        if purpose == "copy":
+            self.app.copy_to_clipboard(text)
+            self.notify(f"session copied to the clipboard as Markdown ({len(text):,} characters)", timeout=3)
+        else:
+            self._show_external(text, purpose, ".md")
+
+    def _show_external(self, text: str, kind: str, suffix: str) -> None:
+        error = open_external(self.app, text, kind, suffix)
+        if error:
+            self.notify(printable(error), severity="warning")
+
+    @on(TurnList.OptionHighlighted)
+    def _turn_highlighted(self, event: TurnList.OptionHighlighted) -> None:
+        """The episode table follows the turn cursor (n / p / g / arrows / search hits)."""
+        if not isinstance(event.option_list, TurnList):
+            return
+        turn = event.option_list.current_turn()
+        eid = (turn or {}).get("episode_id")
+        table = self.query_one("#episodes", DataTable)
+        if not eid or not table.row_count:
+            return
+        try:
+            row = table.get_row_index(eid)
+        except Exception:  # an episode the table does not list (imported history)
+            return
+        if table.cursor_row != row:
+            table.move_cursor(row=row, animate=False)
 
     @on(DataTable.RowSelected, "#episodes")
     def _episode_selected(self, event: DataTable.RowSelected) -> None:

@@ -15,6 +15,7 @@ from textual.timer import Timer
 from textual.widgets import DataTable, Header, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
+from memviewer.recall.highlight import query_terms
 from memviewer.tui.formatting import (
     badges,
     hit_text,
@@ -25,11 +26,41 @@ from memviewer.tui.formatting import (
     status_text,
 )
 from memviewer.tui.messages import Loaded
+from memviewer.tui.screens.confirm import ConfirmScreen
 from memviewer.tui.widgets.footer import CoalescedFooter
 from memviewer.tui.widgets.paged_table import PagedTable
 
 PAGE_SIZE = 100
-SORTS = (("last_seen", "last seen"), ("started", "started"), ("title", "title"), ("agent", "agent"))
+SORTS = (
+    ("last_seen", "last seen"),
+    ("started", "started"),
+    ("title", "title"),
+    ("agent", "agent"),
+    ("scope", "scope id"),
+    ("episodes", "episodes"),
+    ("active", "active turns"),
+    ("archived", "archived turns"),
+    ("status", "status"),
+)
+ASCENDING_FIRST = frozenset({"title", "agent", "scope", "status"})  # text reads A→Z first
+COLUMN_SORTS = {
+    "title": "title",
+    "agent": "agent",
+    "scope": "scope",
+    "started": "started",
+    "last": "last_seen",
+    "episodes": "episodes",
+    "active": "active",
+    "archived": "archived",
+    "status": "status",
+}
+NARROW = 100  # below this width the less important columns go, so Ep/Act/Arch/Status stay
+NARROW_DROPPED = frozenset({"scope", "started", "badges"})
+EMPTY_HINT = (
+    "No sessions yet. Load the demo history with `.venv/bin/memviewer demo` (or `memviewer demo`), "
+    "or connect an agent: `from memviewer.client import Publisher` publishes to this viewer's hub "
+    "(see the README, 'Use it with your agent')."
+)
 # (key, label, width); the title column takes what is left of the screen width.
 FIXED_COLUMNS = (
     ("agent", "Agent", 10),
@@ -51,6 +82,8 @@ class SessionsScreen(Screen):
     """Page through sessions without loading them all (``service.sessions(limit, offset)``)."""
 
     TITLE = "Sessions"
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (NARROW, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
     BINDINGS = [
         Binding("enter", "open", "Open (a search hit opens at its turn)", show=False),
         Binding("slash", "focus_filter", "Filter", key_display="/"),
@@ -60,6 +93,7 @@ class SessionsScreen(Screen):
         Binding("space", "mark", "Mark", key_display="space"),
         Binding("right_square_bracket", "page(1)", "Next page", key_display="]"),
         Binding("left_square_bracket", "page(-1)", "Prev page", key_display="["),
+        Binding("D", "delete", "Delete session", key_display="D"),
         Binding("ctrl+r", "reload", "Reload", show=False),
         Binding("escape", "back", "Back", show=False),
     ]
@@ -75,11 +109,13 @@ class SessionsScreen(Screen):
         self.rows: list[dict[str, Any]] = []
         self.marked: set[str] = set()
         self.hits: list[dict[str, Any]] = []
+        self.search_terms: tuple[str, ...] = ()
         self._token = 0
         self._search_token = 0  # hits of a superseded search are dropped, like pages of a superseded load
         self._title_width = MIN_TITLE
         self._filter_timer: Timer | None = None
         self._seen_events = 0
+        self._shown_columns = [key for key, _, _ in FIXED_COLUMNS]
         self.loaded_once = False
 
     def compose(self) -> ComposeResult:
@@ -133,6 +169,13 @@ class SessionsScreen(Screen):
                 return
             page, cursor = message.data
             self._apply_page(page, cursor)
+        elif message.kind == "deleted":
+            if message.error:
+                self.notify(printable(f"cannot delete: {message.error}"), severity="error")
+                return
+            self.marked.discard(message.data["session_id"])
+            self.notify(printable(f"deleted {message.data['session_id']} ({message.data['turns']} turns)"))
+            self.load(self.page_offset, cursor="keep")
         elif message.kind == "hits":
             if message.token != self._search_token:
                 return  # a superseded search (its thread cannot be stopped) finished late
@@ -167,7 +210,7 @@ class SessionsScreen(Screen):
             self.call_after_refresh(self.app.first_paint_done, len(self.rows), self.total)
 
     def _update_in_place(self, table: PagedTable, page: dict[str, Any]) -> None:
-        keys = ["title"] + [key for key, _, _ in FIXED_COLUMNS]
+        keys = ["title", *self._shown_columns]
         for i, (old, new) in enumerate(zip(self.rows, page["sessions"], strict=True)):
             if old != new:
                 for col, (a, b) in enumerate(zip(self._cells(old), self._cells(new), strict=True)):
@@ -184,8 +227,17 @@ class SessionsScreen(Screen):
         cell_title.append(mark, style="bold yellow")
         cell_title.append(one_line(title, max(self._title_width, 1)))
         cell_title.truncate(self._title_width, overflow="ellipsis")
+        cells = dict(
+            zip(
+                [key for key, _, _ in FIXED_COLUMNS],
+                self._fixed_cells(row),
+                strict=True,
+            )
+        )
+        return [cell_title, *(cells[key] for key in self._shown_columns)]
+
+    def _fixed_cells(self, row: dict[str, Any]) -> list[Any]:
         return [
-            cell_title,
             Text(printable(row.get("agent") or ""), overflow="ellipsis"),
             Text(scope_label(row), overflow="ellipsis"),
             Text(short_time(row.get("started_at"))[:10]),
@@ -201,21 +253,31 @@ class SessionsScreen(Screen):
             badges({**row, "archived_turns": 0}),
         ]
 
+    def _columns(self) -> list[tuple[str, str, int]]:
+        """The fixed columns that fit: a narrow terminal drops scope, start date and badges
+        (the session screen shows them) and keeps the counts and the status."""
+        if self.app.size.width >= NARROW:
+            return list(FIXED_COLUMNS)
+        return [c for c in FIXED_COLUMNS if c[0] not in NARROW_DROPPED]
+
     def _compute_title_width(self) -> int:
         padding = 2 * self.query_one("#sessions", PagedTable).cell_padding
-        fixed = sum(w for _, _, w in FIXED_COLUMNS) + padding * (len(FIXED_COLUMNS) + 1) + 2
+        columns = self._columns()
+        fixed = sum(w for _, _, w in columns) + padding * (len(columns) + 1) + 2
         return max(MIN_TITLE, self.app.size.width - fixed)
 
     def _setup_columns(self) -> None:
         table = self.query_one("#sessions", PagedTable)
         self._title_width = self._compute_title_width()
+        self._shown_columns = [key for key, _, _ in self._columns()]
         table.clear(columns=True)
         table.add_column("Title", key="title", width=self._title_width)
-        for key, label, w in FIXED_COLUMNS:
+        for key, label, w in self._columns():
             table.add_column(label, key=key, width=w)
 
     def on_resize(self) -> None:
-        if self._compute_title_width() == self._title_width:
+        narrow_changed = [key for key, _, _ in self._columns()] != self._shown_columns
+        if self._compute_title_width() == self._title_width and not narrow_changed:
             return
         table = self.query_one("#sessions", PagedTable)
         cursor = table.cursor_row
@@ -227,13 +289,17 @@ class SessionsScreen(Screen):
 
     def _update_info(self) -> None:
         info = Text()
-        if self.total:
+        if self.total == 1:
+            info.append("1 session", style="bold")
+        elif self.total:
             info.append(
                 f"Sessions {self.page_offset + 1:,}–{self.page_offset + len(self.rows):,} of {self.total:,}",
                 style="bold",
             )
+        elif self.filter_text:
+            info.append("No sessions match the filter", style="bold")
         else:
-            info.append("No sessions" + (" match the filter" if self.filter_text else " yet"), style="bold")
+            info.append(EMPTY_HINT, style="bold yellow")
         arrow = "↓" if self.descending else "↑"
         info.append(f"  ·  sort: {SORTS[self.sort_index][1]} {arrow}")
         if self.filter_text:
@@ -317,14 +383,16 @@ class SessionsScreen(Screen):
                 ]
             )
             return
-        hits_list.set_options([Option(hit_text(h), id=f"hit-{i}") for i, h in enumerate(self.hits)])
+        terms = query_terms(result.get("query"))
+        self.search_terms = terms
+        hits_list.set_options([Option(hit_text(h, terms), id=f"hit-{i}") for i, h in enumerate(self.hits)])
         hits_list.highlighted = 0
         hits_list.focus()
 
     @on(OptionList.OptionSelected, "#hits")
     def _hit_selected(self, event: OptionList.OptionSelected) -> None:
         hit = self.hits[event.option_index]
-        self.app.open_session(hit["session_id"], anchor=hit.get("anchor_index"))
+        self.app.open_session(hit["session_id"], anchor=hit.get("anchor_index"), terms=self.search_terms)
 
     def _close_hits(self) -> None:
         self._search_token += 1  # a search still running must not reopen the list
@@ -350,18 +418,21 @@ class SessionsScreen(Screen):
 
     @on(DataTable.HeaderSelected, "#sessions")
     def _header_selected(self, event: DataTable.HeaderSelected) -> None:
-        names = [key for key, _ in SORTS]
-        key = {"title": "title", "agent": "agent", "started": "started", "last": "last_seen"}.get(
-            str(event.column_key.value)
-        )
+        key = COLUMN_SORTS.get(str(event.column_key.value))
         if key is None:
-            self.notify("sortable columns: title, agent, started, last seen", markup=False)
+            self.notify("badges are not sortable", markup=False)
             return
-        index = names.index(key)
+        self.set_sort(key)
+
+    def set_sort(self, key: str) -> None:
+        """Sort by ``key``; choosing the current sort again reverses it. Text starts A→Z,
+        dates and counts newest / largest first."""
+        index = [k for k, _ in SORTS].index(key)
         if index == self.sort_index:
             self.descending = not self.descending
         else:
             self.sort_index = index
+            self.descending = key not in ASCENDING_FIRST
         self.load(0, cursor="first")
 
     def current_id(self) -> str | None:
@@ -386,6 +457,7 @@ class SessionsScreen(Screen):
 
     def action_cycle_sort(self) -> None:
         self.sort_index = (self.sort_index + 1) % len(SORTS)
+        self.descending = SORTS[self.sort_index][0] not in ASCENDING_FIRST
         self.load(0, cursor="first")
 
     def action_reverse(self) -> None:
@@ -412,7 +484,50 @@ class SessionsScreen(Screen):
         if table.cursor_row < len(self.rows) - 1:
             table.action_cursor_down()
 
+    def action_delete(self) -> None:
+        """Delete the session under the cursor, after a yes/no question (it cannot be undone)."""
+        row = next((r for r in self.rows if r["session_id"] == self.current_id()), None)
+        if row is None:
+            return
+        if getattr(self.app.service, "readonly", False):
+            self.notify(
+                "this viewer reads another process's store (a hub runs): delete from the viewer "
+                "that hosts the hub",
+                severity="warning",
+            )
+            return
+        sid = row["session_id"]
+        turns = int(row.get("active_turns", 0)) + int(row.get("archived_turns", 0))
+
+        def done(yes: bool | None) -> None:
+            if yes:
+                self._delete(sid)
+
+        self.app.push_screen(
+            ConfirmScreen(
+                printable(f"Delete session {sid} ({row.get('title') or 'untitled'})?"),
+                f"{turns} turns and {row.get('episodes', 0)} episodes are removed from the store and "
+                "from the keyword and vector indexes. This cannot be undone (export it first: e).",
+            ),
+            done,
+        )
+
+    @work(thread=True, exclusive=True, group="sessions-delete")
+    def _delete(self, session_id: str) -> None:
+        try:
+            result = self.app.service.delete_session(session_id)
+        except Exception as exc:
+            self.post_message(Loaded("deleted", error=getattr(exc, "message", None) or str(exc)))
+            return
+        self.post_message(Loaded("deleted", result))
+
     def action_back(self) -> None:
+        """Escape: close the hits, else clear the filter (one press each), and back to the table."""
         if self.hits or not self.query_one("#hits", OptionList).has_class("hidden"):
             self._close_hits()
+        elif self.filter_text or self.query_one("#filter", Input).value:
+            self.query_one("#filter", Input).value = ""
+            if self._filter_timer is not None:
+                self._filter_timer.stop()
+            self._apply_filter("")
         self.query_one("#sessions", PagedTable).focus()

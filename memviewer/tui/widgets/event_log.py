@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from rich.segment import Segment
+from rich.style import Style
+from textual import events
 from textual.binding import Binding
 from textual.cache import LRUCache
 from textual.geometry import Size
@@ -33,7 +35,15 @@ class EventLog(ScrollView, can_focus=True):
         Binding("pagedown", "page_down", "Page down", show=False),
         Binding("home", "scroll_home", "Top", show=False),
         Binding("end", "follow", "Follow", show=False),
+        Binding("enter", "open", "Open at the turn", show=False),
     ]
+
+    class Opened(Message):
+        """Enter (the row at the bottom of the view, shown reversed) or a click on a row."""
+
+        def __init__(self, event: EventRecord) -> None:
+            super().__init__()
+            self.event = event
 
     class FollowChanged(Message):
         def __init__(self, following: bool) -> None:
@@ -46,7 +56,7 @@ class EventLog(ScrollView, can_focus=True):
         self.rows: list[EventRecord] = []
         self.following = True
         self._programmatic = False
-        self._cache: LRUCache[tuple[int, int], Strip] = LRUCache(2048)
+        self._cache: LRUCache[tuple[int, int, Style], Strip] = LRUCache(2048)
 
     # -- content --------------------------------------------------------------
     def append(self, events: Iterable[EventRecord]) -> int:
@@ -114,10 +124,36 @@ class EventLog(ScrollView, can_focus=True):
         super().watch_scroll_y(old_value, new_value)
         if self._programmatic:
             return
-        if new_value < old_value and self.following:
+        # Scrolling up stops following; a terminal that grows clamps scroll_y down too, but
+        # leaves the view at the bottom, which is still following.
+        if new_value < old_value and self.following and new_value < self.max_scroll_y:
             self.set_following(False)
         elif new_value >= self.max_scroll_y and not self.following:
             self.set_following(True)
+
+    # -- opening -------------------------------------------------------------------
+    def target_index(self) -> int | None:
+        """The row Enter opens: the last one in view."""
+        if not self.rows:
+            return None
+        bottom = int(self.scroll_offset.y) + self.scrollable_content_region.height - 1
+        return max(0, min(bottom, len(self.rows) - 1))
+
+    def action_open(self) -> None:
+        index = self.target_index()
+        if index is not None:
+            self.post_message(self.Opened(self.rows[index]))
+
+    def on_focus(self) -> None:
+        self.refresh()  # the Enter target is shown only while the log has the keyboard
+
+    def on_blur(self) -> None:
+        self.refresh()
+
+    def on_click(self, event: events.Click) -> None:
+        index = int(self.scroll_offset.y) + event.y
+        if 0 <= index < len(self.rows):
+            self.post_message(self.Opened(self.rows[index]))
 
     # -- rendering ----------------------------------------------------------------
     def render_line(self, y: int) -> Strip:
@@ -128,7 +164,9 @@ class EventLog(ScrollView, can_focus=True):
         if index >= len(self.rows):
             return Strip.blank(width, style)
         row = self.rows[index]
-        key = (row.seq, width)
+        if index == self.target_index() and self.has_focus:
+            style = style + Style(reverse=True)
+        key = (row.seq, width, style)
         strip = self._cache.get(key)
         if strip is None:
             text = event_text(row, width)

@@ -64,6 +64,7 @@ class TurnList(OptionList):
         self.rows: list[Row] = []
         self.expanded: set[int] = set()
         self.anchor_index: int | None = None
+        self.terms: tuple[str, ...] = ()  # search terms highlighted in every turn
         self._by_index: dict[int, dict[str, Any]] = {}
         self._turn_rows: list[int] = []  # all_rows position of each turn, in order
         self._ordinal: dict[int, int] = {}  # turn index -> its position in _turn_rows
@@ -112,7 +113,7 @@ class TurnList(OptionList):
                 options.append(Option(self._prompt(row.turn), id=f"t{row.turn['index']}"))
                 options.append(None)  # a thin rule between turns
             else:
-                options.append(Option(row.label or Text(""), id=f"h{pos}", disabled=True))
+                options.append(Option(self._header(row), id=f"h{pos}", disabled=True))
         if k1 < n:
             rows.append(Row("edge", label=edge_text(n - k1, earlier=False)))
             options.append(Option(rows[-1].label, id="edge-down", disabled=True))
@@ -122,13 +123,36 @@ class TurnList(OptionList):
         self._last_option = turn_options[-1] if turn_options else None
         self.set_options(options)
 
+    def _header(self, row: Row) -> Text:
+        """Episode headers on one line, cut with an ellipsis to the pane (a split pane
+        wrapped them over three rows); other labels as they are."""
+        label = row.label or Text("")
+        width = self.scrollable_content_region.width
+        if row.kind != "episode" or width <= 4:
+            return label
+        label = label.copy()
+        label.truncate(width - 1, overflow="ellipsis")
+        return label
+
+    def on_resize(self) -> None:
+        """Header rows follow the pane's width (they are cut, not wrapped)."""
+        for pos in range(self._start, self._stop):
+            row = self.all_rows[pos]
+            if row.kind == "episode":
+                try:
+                    self.replace_option_prompt(f"h{pos}", self._header(row))
+                except Exception:  # the window changed under us: the next render sizes it
+                    return
+
     def _shown(self, index: int) -> bool:
         k = self._ordinal.get(index)
         return k is not None and self._k0 <= k < self._k1
 
     def _prompt(self, turn: dict[str, Any]) -> Text:
         idx = turn["index"]
-        return turn_text(turn, expanded=idx in self.expanded, anchor=idx == self.anchor_index)
+        return turn_text(
+            turn, expanded=idx in self.expanded, anchor=idx == self.anchor_index, terms=self.terms
+        )
 
     # -- turns by index (the whole side, not only the window) ---------------------
     @property
@@ -150,6 +174,16 @@ class TurnList(OptionList):
         self.expanded.symmetric_difference_update({index})
         if self._shown(index):
             self.replace_option_prompt(f"t{index}", self._prompt(turn))
+
+    def set_terms(self, terms: tuple[str, ...]) -> None:
+        """Highlight ``terms``; only the window's prompts are rebuilt."""
+        if terms == self.terms:
+            return
+        self.terms = terms
+        for pos in self._turn_rows[self._k0 : self._k1]:
+            turn = self.all_rows[pos].turn
+            assert turn is not None
+            self.replace_option_prompt(f"t{turn['index']}", self._prompt(turn))
 
     def set_all_expanded(self, expanded: bool) -> None:
         """Every turn of the side is marked; only the window's prompts are rebuilt."""

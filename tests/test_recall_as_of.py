@@ -1,0 +1,61 @@
+"""``as_of``: recall as of that moment. Turns said later are not known yet (excluded in
+both modes), relative dates count from it, and "N days ago" is accepted as the moment."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from dated import ASKED, DAY_S, add_dated_session, cooking_sessions
+
+from memviewer.recall.timeref import parse_as_of
+from memviewer.timeutil import parse_ts
+
+
+@pytest.fixture
+def cooked(service):
+    cooking_sessions(service)
+    add_dated_session(
+        service,
+        "s-later",
+        [
+            (ASKED + 2 * DAY_S, "user", "I cooked sushi for dinner tonight"),
+            (ASKED + 2 * DAY_S + 30, "assistant", "Sushi!"),
+        ],
+    )
+    service.sync_index()
+    return service
+
+
+@pytest.mark.parametrize("mode", ["hierarchical", "flat"])
+def test_turns_after_as_of_are_not_recalled(cooked, mode) -> None:
+    now = cooked.recall("what did I cook for dinner?", mode=mode, scope_id="u1", top_k=20)
+    assert "s-later" in {r["session_id"] for r in now["results"]}  # default: as of now
+    then = cooked.recall("what did I cook for dinner?", mode=mode, scope_id="u1", top_k=20, as_of=ASKED)
+    assert then["results"], "the earlier sessions are still recalled"
+    assert all(r["session_id"] != "s-later" for r in then["results"])
+    assert all(parse_ts(r["timestamp"]) <= ASKED for r in then["results"])
+    assert then["diagnostics"]["index"]["scope_turns"] == 6  # the 6 turns said by then
+
+
+def test_as_of_reads_days_ago() -> None:
+    before = time.time()
+    assert before - 6 * DAY_S - 1 <= parse_as_of("6 days ago") <= time.time() - 6 * DAY_S
+    assert abs(parse_as_of("a week ago") - (time.time() - 7 * DAY_S)) < 5
+    with pytest.raises(ValueError, match="as_of must be epoch seconds or an ISO 8601 date"):
+        parse_as_of("6 days")
+
+
+def test_readme_example_on_the_demo_data(service) -> None:
+    """The README's replay example answers from the support session of a week ago, and
+    nothing said after its as-of moment comes back."""
+    from memviewer.demo.scenario import build_scenario
+
+    service.apply_batch(build_scenario())
+    service.sync_index()
+    as_of = parse_as_of("6 days ago")
+    out = service.recall("which token did the staging deploy reject yesterday?", as_of="6 days ago")
+    rows = out["results"]
+    assert rows and "XZ99" in rows[0]["content"]
+    assert out["diagnostics"]["time_window"]["phrase"] == "yesterday"
+    assert all(parse_ts(r["timestamp"]) <= as_of + 1 for r in rows)
