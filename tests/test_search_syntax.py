@@ -83,7 +83,8 @@ def _check(result: dict) -> None:
         assert result["mode"] in ("discovery", "browse")
         assert isinstance(result["results"], list)
     else:
-        assert set(result) == {"success", "mode", "error", "hint"}
+        assert set(result) == {"success", "mode", "error", "code", "hint"}
+        assert result["code"] == "invalid_argument"
         assert result["error"] and result["hint"] and "internal" not in result["error"]
 
 
