@@ -21,27 +21,23 @@ DEFAULT_TOP_K = 10
 RECALL_MODES = ("hierarchical", "flat")
 
 
-def int_param(name: str, value: Any, default: int | None, lo: int, hi: int) -> int:
+def int_param(
+    name: str, value: Any, default: int | None, lo: int, hi: int, *, hint: str | None = None
+) -> int:
     """``value`` as an int in ``[lo, hi]``; digits in a string are accepted (CLI, TOML).
 
-    A boolean is not an integer here (JSON ``true`` must not become 1).
+    A boolean is not an integer here (JSON ``true`` must not become 1). ``default`` is used
+    for None (None: the value is required). The one check behind every search and recall
+    bound: keyword search, recall, the reader API, ``--vs`` and the MCP tools.
     """
-    if value is None:
-        if default is None:
-            raise MemviewerError(INVALID_ARGUMENT, f"{name} is required")
+    if value is None and default is not None:
         return default
     if isinstance(value, str) and value.strip().lstrip("-").isdigit():
         value = int(value.strip())
-    if isinstance(value, bool) or not isinstance(value, int):
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
         raise MemviewerError(
             INVALID_ARGUMENT,
             f"{name} must be an integer from {lo} to {hi}, not {value!r}",
-            data={"hint": f"pass {name} as a whole number with {lo} ≤ N ≤ {hi}"},
-        )
-    if not lo <= value <= hi:
-        raise MemviewerError(
-            INVALID_ARGUMENT,
-            f"{name} must be an integer from {lo} to {hi}, not {value!r}",
-            data={"hint": f"pass {name} as a whole number with {lo} ≤ N ≤ {hi}"},
+            data={"hint": hint or f"pass {name} as a whole number with {lo} ≤ N ≤ {hi}"},
         )
     return value

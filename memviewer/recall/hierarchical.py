@@ -38,6 +38,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from memviewer import params
 from memviewer.errors import INVALID_ARGUMENT, MemviewerError
 from memviewer.recall import lexical, names, scoring, timeref
 from memviewer.recall import rerank as reranking
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
 STAGE1_EMPTY = "session-retriever:stage1-empty"
 STAGE2_EMPTY = "session-retriever:stage2-empty"
 OVERFETCH = 3
-MODES = ("hierarchical", "flat")
+MODES = params.RECALL_MODES
 
 #: Defaults chosen on the first 50 LongMemEval dev questions (docs/benchmarks.md).
 TUNING_DEFAULTS: dict[str, float] = {
@@ -70,22 +71,6 @@ TUNING_DEFAULTS: dict[str, float] = {
 
 TURN_COLUMNS = ["turn_id", "session_id", "role", "archived", "timestamp", "text", "vector"]
 SUMMARY_COLUMNS = ["session_id", "summary", "vector"]
-
-
-def _int_param(name: str, value: Any, default: int, lo: int = 1, hi: int = 1000) -> int:
-    if value is None:
-        return default
-    if isinstance(value, bool) or not isinstance(value, int):
-        try:
-            if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-                value = int(value)
-            else:
-                raise TypeError
-        except TypeError:
-            raise MemviewerError(INVALID_ARGUMENT, f"{name} must be an integer, not {value!r}") from None
-    if not lo <= value <= hi:
-        raise MemviewerError(INVALID_ARGUMENT, f"{name} must be between {lo} and {hi}, not {value}")
-    return value
 
 
 def _opt_str(name: str, value: Any) -> str | None:
@@ -144,9 +129,17 @@ def recall(
     scope, scope_id = _opt_str("scope", scope), _opt_str("scope_id", scope_id)
     window_as_of = _as_of(as_of)
     window = timeref.parse(query, window_as_of)
-    k = _int_param("top_sessions", top_sessions, 5)
-    m = _int_param("chunks_per_session", chunks_per_session, 3)
-    top_k = _int_param("top_k", top_k, 10)
+    k = params.int_param(
+        "top_sessions", top_sessions, params.DEFAULT_TOP_SESSIONS, 1, params.MAX_TOP_SESSIONS
+    )
+    m = params.int_param(
+        "chunks_per_session",
+        chunks_per_session,
+        params.DEFAULT_CHUNKS_PER_SESSION,
+        1,
+        params.MAX_CHUNKS_PER_SESSION,
+    )
+    top_k = params.int_param("top_k", top_k, params.DEFAULT_TOP_K, 1, params.MAX_TOP_K)
     tune = {**TUNING_DEFAULTS, **(tuning or {})}
     unknown = set(tune) - set(TUNING_DEFAULTS)
     if unknown:

@@ -47,6 +47,7 @@ from typing import Any
 from sqlalchemy import Connection, or_, select
 from sqlalchemy.engine import make_url
 
+from memviewer import params
 from memviewer.errors import INVALID_ARGUMENT, SESSION_NOT_FOUND, MemviewerError
 from memviewer.recall import fts_query
 from memviewer.recall.fts_query import ParsedQuery, Unit
@@ -74,8 +75,8 @@ COMMON_DF = 2000  # a word unit in more turns than this only ranks turns that ha
 BROAD_WINDOW = 20_000  # at most this many (newest) matching turns are ranked by BM25
 COMMON_WINDOW = 1_000  # ... and this many when every word of the query is common (see _word_match)
 FALLBACK_MAX_ROWS = 20_000
-MAX_LIMIT = 1000
-MAX_WINDOW = 500
+MAX_LIMIT = params.MAX_SEARCH_LIMIT
+MAX_WINDOW = params.MAX_SEARCH_WINDOW
 CONVERSATIONAL = ("user", "assistant")
 _INT = re.compile(r"[+-]?\d+")
 
@@ -96,17 +97,7 @@ def _error(mode: str, message: str, hint: str, code: str = INVALID_ARGUMENT) -> 
 
 
 def _int_arg(name: str, value: Any, lo: int, hi: int) -> int:
-    if isinstance(value, bool):
-        value = None
-    if isinstance(value, str) and _INT.fullmatch(value.strip()):
-        value = int(value.strip())
-    if not isinstance(value, int) or not lo <= value <= hi:
-        raise MemviewerError(
-            INVALID_ARGUMENT,
-            f"{name} must be an integer from {lo} to {hi}, not {value!r}",
-            data={"hint": f"pass --{name} N with {lo} ≤ N ≤ {hi}"},
-        )
-    return value
+    return params.int_param(name, value, None, lo, hi, hint=f"pass --{name} N with {lo} ≤ N ≤ {hi}")
 
 
 def _meta_value(row: dict[str, Any], key: str) -> Any:

@@ -81,7 +81,7 @@ def test_parameter_change_reruns_and_compare_mode(indexed, make_app) -> None:
                 await wait_until(
                     pilot,
                     lambda bad=bad: (
-                        f"bad parameter: top_sessions must be between 1 and 1000, not {bad}"
+                        f"bad parameter: top_sessions must be an integer from 1 to 1000, not {bad}"
                         in str(screen.query_one("#recall-status").render())
                     ),
                     what="the parameter error",
@@ -126,7 +126,7 @@ def test_recall_errors_are_reported(make_app) -> None:
             screen.query_one("#top-k").value = "5000"
             await wait_until(
                 pilot,
-                lambda: "top_k must be between" in str(status.render()),
+                lambda: "top_k must be an integer from" in str(status.render()),
                 what="the service's invalid_argument message",
             )
 

@@ -33,6 +33,8 @@ from textual.widgets import (
     TabPane,
 )
 
+from memviewer import params
+from memviewer.errors import MemviewerError
 from memviewer.recall.snippets import attach_tool_calls, text_or_tool_calls
 from memviewer.recall.why_view import fix_line
 from memviewer.recall_log import RecordAs
@@ -54,8 +56,12 @@ TAB_FOCUS = {
 }
 NARROW = 100  # below this the results table trims session, role and rank (Content keeps ~30)
 ROLE_SHORT = {"assistant": "asst", "system": "sys"}
-PARAM_MAX = 1000  # recall's own bound (hierarchical._int_param): refused here, inline, like 0
-INT_PARAMS = (("k", "top_sessions", 5), ("m", "chunks_per_session", 3), ("top-k", "top_k", 10))
+# (field, parameter, default, bound): recall's own (memviewer.params), refused here, inline.
+INT_PARAMS = (
+    ("k", "top_sessions", params.DEFAULT_TOP_SESSIONS, params.MAX_TOP_SESSIONS),
+    ("m", "chunks_per_session", params.DEFAULT_CHUNKS_PER_SESSION, params.MAX_CHUNKS_PER_SESSION),
+    ("top-k", "top_k", params.DEFAULT_TOP_K, params.MAX_TOP_K),
+)
 VS_HELP = (
     "The side-by-side's second parameter set (B), laid over the fields: e.g. top_k=20,\n"
     "mode=flat, k=8, w_dense=0.3 (see `memviewer recall --vs`). Empty: flat vs hierarchical."
@@ -282,12 +288,12 @@ class RecallScreen(Screen):
             out["scope"] = scope
         if scope_id:
             out["scope_id"] = scope_id
-        for widget_id, name, default in INT_PARAMS:
+        for widget_id, name, default, bound in INT_PARAMS:
             raw = self.query_one(f"#{widget_id}", Input).value.strip()
-            value = default if not raw else int(raw)
-            if not 1 <= value <= PARAM_MAX:
-                raise ValueError(f"{name} must be between 1 and {PARAM_MAX}, not {value}")
-            out[name] = value
+            try:
+                out[name] = params.int_param(name, raw or None, default, 1, bound)
+            except MemviewerError as exc:
+                raise ValueError(exc.message) from None
         as_of = self.query_one("#as-of", Input).value.strip()
         if as_of:  # resolved once here: refused with recall's own message before a run
             out["as_of"] = resolve_as_of(as_of)
@@ -638,7 +644,7 @@ class RecallScreen(Screen):
             return
         from memviewer.recall.compare import WEIGHT_KEYS
 
-        for widget_id, name, _default in INT_PARAMS:
+        for widget_id, name, _default, _bound in INT_PARAMS:
             if name in why["fix"]:
                 self.query_one(f"#{widget_id}", Input).value = str(why["fix"][name])
         self._weights.update({WEIGHT_KEYS[k]: v for k, v in why["fix"].items() if k in WEIGHT_KEYS})
