@@ -579,14 +579,8 @@ def run(
     ``split`` defaults to half the conversations (rounded up): the first half tunes, the rest
     holds out. ``limit`` keeps only the first N conversations.
     """
-    import shutil
-    import tempfile
-
-    from memviewer.config import load_settings
-    from memviewer.eval.embed_cache import CachedEmbedder
     from memviewer.eval.longmemeval import check_eval_home
-    from memviewer.index.embedder import OnnxEmbedder
-    from memviewer.service import MemoryService
+    from memviewer.eval.workspace import eval_workspace
 
     unknown = [s for s in systems if s not in SYSTEMS]
     if unknown:
@@ -596,51 +590,24 @@ def run(
         convs = convs[:limit]
     if split is None:
         split = (len(convs) + 1) // 2
-    cache_dir = Path(cache_dir or Path(tempfile.gettempdir()) / "memviewer-eval-cache")
-    try:
-        cache_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ValueError(
-            f"cannot use {cache_dir} as the embedding cache folder: {exc.strerror or exc}"
-        ) from None
-    if home is not None:
-        check_eval_home(Path(home), scopes=("eval", SCOPE))
-    tmp = None
-    if home is None:
-        tmp = tempfile.mkdtemp(prefix="memviewer-eval-")
-        home = tmp
-    settings = load_settings(env={}, home=str(home), retention="keep_all")
-    inner = embedder or OnnxEmbedder(settings.model_dir)
-    cache = CachedEmbedder(inner, cache_dir)
-    t0 = time.perf_counter()
-    service = MemoryService(settings, embedder=cache)
-    try:
-        have = {s["scope_id"] for s in service.sessions(scope=SCOPE)["sessions"]}
-        todo = [c for c in convs if c.id not in have]
-        if todo:
-            ingest(service, todo, progress)
-        t_ingest = time.perf_counter() - t0
-        service.sync_index()
-        cache.save()
-        t_index = time.perf_counter() - t0 - t_ingest
-        report = evaluate(
-            service, convs, systems=systems, split=split if 0 < split < len(convs) else None, **recall_kw
+    with eval_workspace(
+        home, cache_dir, embedder, check_home=lambda h: check_eval_home(h, scopes=("eval", SCOPE))
+    ) as ws:
+        ws.ingest(
+            SCOPE,
+            lambda have: [c for c in convs if c.id not in have],
+            lambda todo: ingest(ws.service, todo, progress),
         )
-    finally:
-        cache.save()
-        service.close()
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
+        report = evaluate(
+            ws.service, convs, systems=systems, split=split if 0 < split < len(convs) else None, **recall_kw
+        )
     report["meta"] = {
         "file": str(path),
         "conversations": len(convs),
         "questions": sum(len(c.questions) for c in convs),
         "turns": sum(len(s.turns) for c in convs for s in c.sessions),
         "sessions": sum(len(c.sessions) for c in convs),
-        "model": inner.name,
-        "ingest_s": round(t_ingest, 1),
-        "index_s": round(t_index, 1),
-        "embed_cache": {"hits": cache.hits, "misses": cache.misses},
+        **ws.meta(),
         "split": split,
         "skipped_questions": report.pop("skipped_questions"),
     }

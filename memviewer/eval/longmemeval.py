@@ -406,65 +406,30 @@ def run(
     **recall_kw: Any,
 ) -> dict[str, Any]:
     """Load, ingest into ``home`` (a temporary folder by default), index and evaluate."""
-    import shutil
-    import tempfile
-
-    from memviewer.config import load_settings
-    from memviewer.eval.embed_cache import CachedEmbedder
-    from memviewer.index.embedder import OnnxEmbedder
-    from memviewer.service import MemoryService
+    from memviewer.eval.workspace import eval_workspace
 
     questions = load_questions(path)
     if limit is not None:
         questions = questions[:limit]
-    cache_dir = Path(cache_dir or Path(tempfile.gettempdir()) / "memviewer-eval-cache")
-    try:  # now, not when the cache is first saved after the whole ingest
-        cache_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ValueError(
-            f"cannot use {cache_dir} as the embedding cache folder: {exc.strerror or exc}"
-        ) from None
-    if home is not None:
-        check_eval_home(Path(home))
-    tmp = None
-    if home is None:
-        tmp = tempfile.mkdtemp(prefix="memviewer-eval-")
-        home = tmp
-    settings = load_settings(env={}, home=str(home), retention="keep_all")
-    inner = embedder or OnnxEmbedder(settings.model_dir)
-    cache = CachedEmbedder(inner, cache_dir)
-    t0 = time.perf_counter()
-    service = MemoryService(settings, embedder=cache)
-    try:
-        have = {s["scope_id"] for s in service.sessions(scope=SCOPE)["sessions"]}
-        todo = [q for q in questions if str(q["question_id"]) not in have]
-        if todo:
-            ingest(service, todo, progress)
-        t_ingest = time.perf_counter() - t0
-        service.sync_index()
-        cache.save()
-        t_index = time.perf_counter() - t0 - t_ingest
+    with eval_workspace(home, cache_dir, embedder, check_home=check_eval_home) as ws:
+        ws.ingest(
+            SCOPE,
+            lambda have: [q for q in questions if str(q["question_id"]) not in have],
+            lambda todo: ingest(ws.service, todo, progress),
+        )
         report = evaluate(
-            service,
+            ws.service,
             questions,
             gold_of(questions),
             systems=systems,
             split=split if limit is None or (split or 0) < len(questions) else None,
             **recall_kw,
         )
-    finally:
-        cache.save()  # query embeddings too
-        service.close()
-        if tmp is not None:
-            shutil.rmtree(tmp, ignore_errors=True)
     report["meta"] = {
         "file": str(path),
         "questions": len(questions),
-        "model": inner.name,
         "turns": sum(len(s) for q in questions for s in q["haystack_sessions"]),
-        "ingest_s": round(t_ingest, 1),
-        "index_s": round(t_index, 1),
-        "embed_cache": {"hits": cache.hits, "misses": cache.misses},
+        **ws.meta(),
         "split": split,
     }
     return report
