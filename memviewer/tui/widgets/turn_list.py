@@ -229,6 +229,12 @@ class TurnList(OptionList):
             return self._start
         return max(self._start - 1, min(self._start + option - self._lead, self._stop))
 
+    def line_span(self, option: int) -> tuple[int, int]:
+        """The content lines ``[top, bottom)`` option ``option`` occupies (OptionList keeps
+        them privately; tests and scrolling ask here)."""
+        top = self._index_to_line.get(option, 0)
+        return top, top + self._heights.get(option, 1)
+
     # -- moving past the window's edges -------------------------------------------
     def _load_adjacent(self, direction: int) -> None:
         """Re-window so the highlighted turn keeps its place on screen, with the unseen turns
