@@ -12,10 +12,10 @@ query ("a week ago") count from it. Naive dates are UTC, like every time shown.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
-from textual import events, on, work
+from textual import events, getters, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -44,6 +44,9 @@ from memviewer.tui.handoff import recall_command, recall_json
 from memviewer.tui.messages import Loaded
 from memviewer.tui.screens.recall_view import result_detail, summary_cell, trace_text
 from memviewer.tui.widgets.footer import CoalescedFooter
+
+if TYPE_CHECKING:
+    from memviewer.tui.app import MemviewerApp
 
 RERUN_DELAY = 0.3
 MODES = (("hierarchical", "hierarchical"), ("flat", "flat"), ("compare flat | hier.", "compare"))
@@ -115,6 +118,9 @@ class QueryInput(Input):
 
 
 class RecallScreen(Screen):
+    if TYPE_CHECKING:  # self.app is the viewer (its service, feed, open_session)
+        app = getters.app(MemviewerApp)
+
     TITLE = "Recall"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
@@ -151,12 +157,11 @@ class RecallScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        prefs = getattr(self.app, "prefs", None)
         yield QueryInput(
             placeholder="recall query, Enter to run  (/; up/down: history)",
             id="query",
             compact=True,
-            history=prefs.history if prefs is not None else None,
+            history=self.app.prefs.history,
         )
         # Two groups: one row from 120 columns, stacked below that (the -narrow breakpoint),
         # so no field sits off-screen where tab reaches it but nobody sees it.
@@ -219,7 +224,7 @@ class RecallScreen(Screen):
         yield CoalescedFooter()
 
     def _has_reranker(self) -> bool:
-        return getattr(self.app.service, "reranker", None) is not None
+        return self.app.service.reranker is not None
 
     def on_mount(self) -> None:
         rerank = self.query_one("#rerank", Checkbox)
@@ -355,12 +360,11 @@ class RecallScreen(Screen):
         except ValueError as exc:
             self._status(Text(printable(f"bad parameter: {exc}"), style="bold red"))
             return False
-        prefs = getattr(self.app, "prefs", None)
-        if prefs is not None:
-            prefs.add_query(query)
-            query_input = self.query_one("#query", QueryInput)
-            query_input.history = prefs.history
-            query_input.remember(query)
+        prefs = self.app.prefs
+        prefs.add_query(query)
+        query_input = self.query_one("#query", QueryInput)
+        query_input.history = prefs.history
+        query_input.remember(query)
         self._token += 1
         self._as_of = params.get("as_of")
         self._pending_params = (query, params)
