@@ -104,20 +104,21 @@ def demo_cmd(
     else:
         created, results = _apply_in_process(ctx, commands, index=not no_index)
     errors = [(c, r["error"]) for c, r in zip(commands, results, strict=True) if "error" in r]
+    sc = describe(commands)
+    via = f"hub at {settings.socket_path}" if via_hub else "in-process store"
     report = {
-        "scenario": describe(commands),
+        "scenario": sc,
         "created": created,
         "errors": len(errors),
-        "via": f"hub at {settings.socket_path}" if via_hub else "in-process store",
+        "via": via,
         "home": str(settings.home_path),
     }
     if as_json:
         emit_json(report)
     else:
-        sc = report["scenario"]
         click.echo(
             f"demo scenario: {sc['sessions']} sessions, {sc['episodes']} episodes, "
-            f"{sc['turns']} turns (via {report['via']})"
+            f"{sc['turns']} turns (via {via})"
         )
         if any(created.values()):
             summaries = created["compaction_summaries"]

@@ -716,7 +716,7 @@ class Indexer:
         out_rows: list[dict[str, Any]] = []
         texts: list[str] = []
         with self.store.read() as conn:
-            counts = dict(
+            counts: dict[str, int] = dict(
                 conn.execute(
                     select(T.c.session_id, func.count())
                     .where(T.c.session_id.in_(ids))

@@ -227,9 +227,9 @@ class KeywordSearch:
                     raise MemviewerError(INVALID_ARGUMENT, f"{name} must be text")
             limit = _int_arg("limit", limit, 1, MAX_LIMIT)
             window = _int_arg("window", window, 0, MAX_WINDOW)
-            if mode == "discovery":
+            if text:  # discovery
                 return self._discovery(text, limit, window, _Filters(scope, scope_id, session_id))
-            if mode == "scroll":
+            if session_id:  # scroll
                 return self._scroll(session_id, around, window)
             if around not in (None, ""):
                 raise MemviewerError(
@@ -259,8 +259,8 @@ class KeywordSearch:
             if tables["word"] and (found := _word_match(db, pq)):
                 match, broad = found
                 _add(candidates, _fts_candidates(db, fts.WORD_TABLE, match, pq, filters, broad))
-            if pq.cjk_units and tables["cjk"] and (match := _cjk_match(db, pq.cjk_units)):
-                _add(candidates, _fts_candidates(db, fts.CJK_TABLE, match, pq, filters))
+            if pq.cjk_units and tables["cjk"] and (cjk := _cjk_match(db, pq.cjk_units)):
+                _add(candidates, _fts_candidates(db, fts.CJK_TABLE, cjk, pq, filters))
             scan = ([] if tables["word"] else pq.word_units) + ([] if tables["cjk"] else pq.cjk_units)
             if scan:
                 whole = None if tables["word"] else pq.text
@@ -444,7 +444,8 @@ def _fts_candidates(
     with a filter, the filter joins run inside it (they must, to keep the LIMIT
     meaningful).
     """
-    where, params, join = [f"{table} MATCH ?"], [match], ""
+    where, join = [f"{table} MATCH ?"], ""
+    params: list[Any] = [match]
     if filters.any:
         join = f" JOIN turns ft ON ft.num = {table}.rowid"
         if filters.session_id:
