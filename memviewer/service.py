@@ -255,10 +255,7 @@ class MemoryService:
         If a hub's background indexer owns this home's index, this process writes
         nothing and waits until that indexer has caught up (``Indexer.sync``).
         """
-        indexer = self.indexer()
-        if indexer is None:
-            return {"indexed": 0}
-        return indexer.sync(session_ids)
+        return self.indexer().sync(session_ids)
 
     def indexer(self) -> Indexer:
         from memviewer.index.indexer import Indexer

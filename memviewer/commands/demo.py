@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from memviewer.commands.common import emit_json, fail, open_service, settings_of
+
+if TYPE_CHECKING:
+    from memviewer.config import Settings
 
 CHUNK = 500
 
@@ -144,7 +147,9 @@ def demo_cmd(
         ctx.exit(1)
 
 
-def _run_live(settings: Any, rate: float, duration: float | None, seed: int | None, as_json: bool) -> None:
+def _run_live(
+    settings: Settings, rate: float, duration: float | None, seed: int | None, as_json: bool
+) -> None:
     import signal
     import threading
 

@@ -42,7 +42,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, or_, select
 from sqlalchemy.engine import make_url
@@ -55,6 +55,9 @@ from memviewer.recall.snippets import make_snippet
 from memviewer.store import fts, repos
 from memviewer.store.tables import Session, Turn
 from memviewer.timeutil import iso
+
+if TYPE_CHECKING:
+    from memviewer.config import Settings
 
 log = logging.getLogger("memviewer.recall")
 
@@ -730,7 +733,7 @@ def _title(db: _Db, row: dict[str, Any]) -> str:
     return _title_of(row, first)
 
 
-def fts_status(settings: Any) -> dict[str, Any]:
+def fts_status(settings: Settings) -> dict[str, Any]:
     """For ``memviewer doctor``: FTS5 support, the tokenizers in use, rows indexed vs turns."""
     from memviewer import paths
     from memviewer.store.db import Store

@@ -20,12 +20,13 @@ from memviewer.tui.formatting import printable
 from memviewer.tui.messages import Loaded, Progress
 
 if TYPE_CHECKING:
+    from memviewer.service import MemoryService
     from memviewer.tui.app import MemviewerApp
 
 KINDS = (("PraisonAI files or folder", "praisonai"), ("memviewer JSON export", "json"))
 
 
-def run_import(service: Any, kind: str, path: str, replace: bool, progress: Any) -> dict[str, Any]:
+def run_import(service: MemoryService, kind: str, path: str, replace: bool, progress: Any) -> dict[str, Any]:
     """``{"imported": [...], "failed": [{"path", "error"}]}`` for one path of ``kind``."""
     target = Path(path).expanduser()
     if not target.exists():

@@ -46,6 +46,7 @@ from memviewer.tui.screens.recall_view import result_detail, summary_cell, trace
 from memviewer.tui.widgets.footer import CoalescedFooter
 
 if TYPE_CHECKING:
+    from memviewer.service import MemoryService
     from memviewer.tui.app import MemviewerApp
 
 RERUN_DELAY = 0.3
@@ -692,7 +693,7 @@ class RecallScreen(Screen):
 
 
 def why_nots(
-    service: Any, query: str, kwargs: dict[str, Any], expected: list[dict[str, Any]]
+    service: MemoryService, query: str, kwargs: dict[str, Any], expected: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
     """The why-not of each expected turn in this run's scope (others are noted, not run)."""
     from memviewer.recall.why import why_not
@@ -765,7 +766,7 @@ def _columns(table: DataTable, width: int, columns: list[tuple[str, int]]) -> No
         table.add_column(label, width=w or max(20, width - fixed))
 
 
-def _titles(service: Any, *results: dict[str, Any] | None) -> dict[str, str]:
+def _titles(service: MemoryService, *results: dict[str, Any] | None) -> dict[str, str]:
     """Session titles for the ids a recall returned (a handful of primary-key reads)."""
     from memviewer.store import repos
 
