@@ -35,7 +35,7 @@ from textual.widgets import (
 
 from memviewer import params
 from memviewer.errors import MemviewerError
-from memviewer.recall.snippets import attach_tool_calls, text_or_tool_calls
+from memviewer.recall.snippets import text_or_tool_calls
 from memviewer.recall.why_view import fix_line
 from memviewer.recall_log import RecordAs
 from memviewer.timeutil import utc_minutes
@@ -396,13 +396,15 @@ class RecallScreen(Screen):
             from memviewer.recall.compare import apply_overrides
 
             kwargs = {**params, **rerank_kwargs(rerank)}
-            result = service.recall(query, **kwargs, record=RecordAs("tui"))
-            flat = service.recall(query, **apply_overrides(kwargs, b)) if b is not None else None
+            # with_tool_calls: tool-call-only turns show their calls instead of a blank cell
+            result = service.recall(query, **kwargs, with_tool_calls=True, record=RecordAs("tui"))
+            flat = (
+                service.recall(query, **apply_overrides(kwargs, b), with_tool_calls=True)
+                if b is not None
+                else None
+            )
             whys = why_nots(service, query, kwargs, expected or [])
             titles = _titles(service, result, flat)
-            for res in (result, flat):
-                if res:  # tool-call-only turns show their calls instead of a blank cell
-                    attach_tool_calls(service.store, res.get("results") or [])
         except Exception as exc:
             message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
             hint = (
