@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypedDict, runtime_checkable
+from typing import TYPE_CHECKING, Any, NotRequired, Protocol, TypedDict, runtime_checkable
 
 from memviewer.errors import INVALID_ARGUMENT, MemviewerError
 
@@ -37,6 +37,7 @@ __all__ = [
     "MAX_TOP_SESSIONS",
     "RECALL_MODES",
     "MemoryReader",
+    "RecallHit",
     "RecallParams",
     "RecallResult",
     "SearchParams",
@@ -214,9 +215,30 @@ class SessionView(TypedDict):
     turns: list[TurnInfo]
 
 
+class RecallHit(TypedDict):
+    """One row of ``RecallResult.results``."""
+
+    turn_id: str
+    session_id: str
+    episode_id: str | None
+    index: int
+    role: str
+    content: str
+    archived: bool
+    timestamp: str | None
+    score: float
+    score_breakdown: dict[str, float]
+    metadata: dict[str, Any]
+    #: Only with ``recall(..., with_tool_calls=True)``, on turns that called tools: what a
+    #: display shows for a tool-call-only turn. Not part of the JSON contract's rows.
+    tool_calls: NotRequired[list[dict[str, Any]]]
+
+
 class RecallResult(TypedDict):
     query: str
-    results: list[dict[str, Any]]
+    scope: str | None
+    scope_id: str | None
+    results: list[RecallHit]
     diagnostics: dict[str, Any]
 
 
@@ -254,7 +276,10 @@ class MemoryReader(Protocol):
         record: RecordAs | None = None,
     ) -> dict[str, Any]: ...
 
-    def recall(self, query: str, *, record: RecordAs | None = None, **params: Any) -> dict[str, Any]: ...
+    def recall(self, query: str, *, record: RecordAs | None = None, **params: Any) -> dict[str, Any]:
+        """``RecallResult``; ``params`` are ``RecallParams.as_kwargs()`` plus, for a display,
+        ``with_tool_calls=True`` (rows of turns that called tools carry ``tool_calls``)."""
+        ...
 
     def stats(self) -> dict[str, Any]: ...
 

@@ -255,10 +255,7 @@ class MemoryService:
         If a hub's background indexer owns this home's index, this process writes
         nothing and waits until that indexer has caught up (``Indexer.sync``).
         """
-        indexer = self.indexer()
-        if indexer is None:
-            return {"indexed": 0}
-        return indexer.sync(session_ids)
+        return self.indexer().sync(session_ids)
 
     def indexer(self) -> Indexer:
         from memviewer.index.indexer import Indexer
@@ -402,6 +399,8 @@ class MemoryService:
         """Two-stage recall (or ``mode='flat'``) with diagnostics; see docs/cli.md.
 
         ``record`` names the front end asking; the recall then goes into the recall log.
+        ``with_tool_calls=True`` (a display option, not logged): rows of turns that called
+        tools carry their ``tool_calls``.
         """
         from memviewer.recall.hierarchical import recall as run_recall
         from memviewer.recall.lagging import add_lag
@@ -413,7 +412,7 @@ class MemoryService:
         if record is not None and self.recall_log_enabled:
             from memviewer import recall_log
 
-            logged = {k: v for k, v in params.items() if k != "reranker"}
+            logged = {k: v for k, v in params.items() if k not in ("reranker", "with_tool_calls")}
             self.record_recall(recall_log.recall_command(query, logged, out, record))
         return out
 

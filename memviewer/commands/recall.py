@@ -58,7 +58,7 @@ def _prepare(svc: Any, hub: bool) -> None:
 
 
 def _human(out: dict[str, Any]) -> None:
-    """The result table; a tool-call-only turn shows its calls (``attach_tool_calls`` ran first)."""
+    """The result table; a tool-call-only turn shows its calls (recall ran ``with_tool_calls``)."""
     from memviewer.recall.snippets import text_or_tool_calls
 
     d = out["diagnostics"]
@@ -290,18 +290,20 @@ def recall_cmd(
             "mode": "flat" if flat else "hierarchical",
             "as_of": as_of,
         }
+        # The table shows a tool-call-only turn's calls; the JSON is the contract's rows.
+        shown = {} if as_json else {"with_tool_calls": True}
         try:
             if why_turn is not None:
                 from memviewer.recall.why import why_not
 
-                out, why = why_not(svc.parts, query, why_turn, params, reranker=svc.reranker)
+                out, why = why_not(svc.parts, query, why_turn, {**params, **shown}, reranker=svc.reranker)
                 out["why"] = why
             elif overrides is not None:
                 from memviewer.recall.compare import compare
 
                 ab = compare(svc.recall, query, params, overrides)
             else:
-                out = svc.recall(query, **params, record=_CLI)
+                out = svc.recall(query, **params, **shown, record=_CLI)
         except MemviewerError as exc:
             fail_maybe_json(
                 as_json, exc.message, hint=exc.data.get("hint") if exc.data else None, code=exc.code
@@ -314,14 +316,6 @@ def recall_cmd(
 
                 human_ab(svc, ab)
             return
-        if not as_json:
-            from memviewer.commands import via_hub
-            from memviewer.recall.snippets import attach_tool_calls
-
-            if reader is not None:
-                via_hub.attach_tool_calls(reader, out["results"])
-            else:
-                attach_tool_calls(svc.store, out["results"])
     if reader is not None:
         reader.close()
     if as_json:

@@ -80,6 +80,7 @@ def _print_human(result: dict[str, Any]) -> None:
 
     mode = result["mode"]
     terms = query_terms(result.get("query"))
+    rows: list[tuple[Any, ...]]  # one shape per mode
     if mode == "discovery":
         if not result["results"]:
             click.echo(f"no matches for {result['query']!r}")

@@ -49,6 +49,7 @@ from memviewer.errors import CONFLICT, INTERNAL, MemviewerError
 from memviewer.store.tables import Session, Turn
 
 if TYPE_CHECKING:
+    from memviewer.config import Settings
     from memviewer.index.embedder import Embedder
     from memviewer.index.parts import IndexParts
     from memviewer.session.bus import EventBus
@@ -176,8 +177,8 @@ class Indexer:
         """
         from memviewer.index.embedder import ModelLoadError, probe_embedder
 
-        batch = getattr(self.settings, "embed_batch", 1)
-        if isinstance(batch, int) and batch < 1:
+        batch = self.settings.embed_batch
+        if batch < 1:
             raise ModelLoadError(
                 f"embed_batch must be >= 1, not {batch} (the embed_batch setting or MEMVIEWER_EMBED_BATCH)"
             )
@@ -410,7 +411,7 @@ class Indexer:
         try:
             with self._sync_lock, self.index.write_lock():
                 self.index.optimize()
-                self.index.build_ann(threshold=int(getattr(self.settings, "ann_threshold", 50_000)))
+                self.index.build_ann(threshold=self.settings.ann_threshold)
         except Exception:
             log.exception("optimising the index failed")
         self._last_optimize = time.monotonic()
@@ -472,7 +473,7 @@ class Indexer:
                 self.index.delete_where(above)
             self._tail_checked = True
         added = 0
-        contextual = bool(getattr(self.settings, "contextual_embeddings", False))
+        contextual = self.settings.contextual_embeddings
         contexts: dict[str, str] = {}
         embed_started = time.monotonic()
         while True:
@@ -716,7 +717,7 @@ class Indexer:
         out_rows: list[dict[str, Any]] = []
         texts: list[str] = []
         with self.store.read() as conn:
-            counts = dict(
+            counts: dict[str, int] = dict(
                 conn.execute(
                     select(T.c.session_id, func.count())
                     .where(T.c.session_id.in_(ids))
@@ -815,7 +816,7 @@ def _lance_flags(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def index_status(settings: Any) -> dict[str, Any]:
+def index_status(settings: Settings) -> dict[str, Any]:
     """For ``memviewer doctor``: tables, model, row counts and lag, opened read-only."""
     from memviewer.index.lance import SUMMARIES, TURNS, LanceIndex
     from memviewer.store.db import Store

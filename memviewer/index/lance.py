@@ -521,7 +521,10 @@ class LanceIndex:
         if tbl is None or limit <= 0 or not query.strip():
             return []
         column = "text" if name == TURNS else "search_text"
-        q = tbl.search(MatchQuery(query, column), query_type="fts")
+        # lancedb declares MatchQuery's defaults as pydantic.Field(1.0, kw_only=True), which
+        # mypy reads as required arguments: the optional ones are not missing.
+        match = MatchQuery(query, column)  # type: ignore[call-arg]
+        q = tbl.search(match, query_type="fts")
         if where:
             q = q.where(where, prefilter=True)
         return q.select([*columns, "_score"]).limit(limit).to_list()

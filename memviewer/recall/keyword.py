@@ -42,7 +42,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection, or_, select
 from sqlalchemy.engine import make_url
@@ -55,6 +55,9 @@ from memviewer.recall.snippets import make_snippet
 from memviewer.store import fts, repos
 from memviewer.store.tables import Session, Turn
 from memviewer.timeutil import iso
+
+if TYPE_CHECKING:
+    from memviewer.config import Settings
 
 log = logging.getLogger("memviewer.recall")
 
@@ -227,9 +230,9 @@ class KeywordSearch:
                     raise MemviewerError(INVALID_ARGUMENT, f"{name} must be text")
             limit = _int_arg("limit", limit, 1, MAX_LIMIT)
             window = _int_arg("window", window, 0, MAX_WINDOW)
-            if mode == "discovery":
+            if text:  # discovery
                 return self._discovery(text, limit, window, _Filters(scope, scope_id, session_id))
-            if mode == "scroll":
+            if session_id:  # scroll
                 return self._scroll(session_id, around, window)
             if around not in (None, ""):
                 raise MemviewerError(
@@ -259,8 +262,8 @@ class KeywordSearch:
             if tables["word"] and (found := _word_match(db, pq)):
                 match, broad = found
                 _add(candidates, _fts_candidates(db, fts.WORD_TABLE, match, pq, filters, broad))
-            if pq.cjk_units and tables["cjk"] and (match := _cjk_match(db, pq.cjk_units)):
-                _add(candidates, _fts_candidates(db, fts.CJK_TABLE, match, pq, filters))
+            if pq.cjk_units and tables["cjk"] and (cjk := _cjk_match(db, pq.cjk_units)):
+                _add(candidates, _fts_candidates(db, fts.CJK_TABLE, cjk, pq, filters))
             scan = ([] if tables["word"] else pq.word_units) + ([] if tables["cjk"] else pq.cjk_units)
             if scan:
                 whole = None if tables["word"] else pq.text
@@ -444,7 +447,8 @@ def _fts_candidates(
     with a filter, the filter joins run inside it (they must, to keep the LIMIT
     meaningful).
     """
-    where, params, join = [f"{table} MATCH ?"], [match], ""
+    where, join = [f"{table} MATCH ?"], ""
+    params: list[Any] = [match]
     if filters.any:
         join = f" JOIN turns ft ON ft.num = {table}.rowid"
         if filters.session_id:
@@ -729,7 +733,7 @@ def _title(db: _Db, row: dict[str, Any]) -> str:
     return _title_of(row, first)
 
 
-def fts_status(settings: Any) -> dict[str, Any]:
+def fts_status(settings: Settings) -> dict[str, Any]:
     """For ``memviewer doctor``: FTS5 support, the tokenizers in use, rows indexed vs turns."""
     from memviewer import paths
     from memviewer.store.db import Store

@@ -71,6 +71,8 @@ def add_lag(
                 "metadata": row["meta"] if row["meta"] is not None else {},
             }
         )
+        if params.get("with_tool_calls") and row["tool_calls"]:  # like recall's own rows
+            out["results"][-1]["tool_calls"] = row["tool_calls"]
         added += 1
     diagnostics["index_lag"]["keyword_results"] = added
     return out

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.segment import Segment
 from textual import work
@@ -44,9 +44,12 @@ from memviewer.tui.screens.recalls import RecallsScreen
 from memviewer.tui.screens.session import SessionScreen
 from memviewer.tui.screens.sessions import SessionsScreen
 
+if TYPE_CHECKING:  # imported lazily at run time: the first paint does not load it
+    from memviewer.service import MemoryService
+
 SOURCES_REFRESH_S = 5.0  # how often the header re-reads the hub's sources
 
-ServiceFactory = Callable[[Settings, bool], Any]
+ServiceFactory = Callable[[Settings, bool], "MemoryService"]
 PAINT_REPORT_ENV = "MEMVIEWER_TUI_PAINT_REPORT"
 LIVE_BACKLOG = 500
 BOOT_FALLBACK_S = 1.0
@@ -74,7 +77,7 @@ class ControlCharFilter(LineFilter):
         ]
 
 
-def _default_factory(settings: Settings, readonly: bool) -> Any:
+def _default_factory(settings: Settings, readonly: bool) -> MemoryService:
     from memviewer import paths
     from memviewer.service import MemoryService
 
@@ -113,7 +116,7 @@ class MemviewerApp(App[None]):
         self,
         settings: Settings,
         *,
-        service: Any = None,
+        service: MemoryService | None = None,
         service_factory: ServiceFactory | None = None,
         hub: str = "auto",
         live: bool = True,
@@ -129,7 +132,7 @@ class MemviewerApp(App[None]):
         self._owns_service = service is None
         factory = service_factory or _default_factory
         self._factory = factory
-        self.service = (
+        self.service: MemoryService = (
             service if service is not None else factory(settings, self.hub_status.role == "connected")
         )
         self.hosted: HostedHub | None = None

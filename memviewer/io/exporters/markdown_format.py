@@ -86,7 +86,9 @@ def _tool_calls(calls: Any) -> list[str]:
     for call in calls:
         if not isinstance(call, dict):
             call = {"value": call}
-        fn = call.get("function") if isinstance(call.get("function"), dict) else {}
+        fn = call.get("function")
+        if not isinstance(fn, dict):
+            fn = {}
         name = fn.get("name") or call.get("name") or "tool"
         args = fn.get("arguments", call.get("arguments", call.get("args", call.get("input", {}))))
         ident = f" ({call['id']})" if call.get("id") else ""

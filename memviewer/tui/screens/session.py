@@ -3,10 +3,10 @@ the compaction boundary and its synthetic summary, bookends, folded tool calls."
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
-from textual import on, work
+from textual import getters, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -31,6 +31,9 @@ from memviewer.tui.screens.find import FindScreen
 from memviewer.tui.screens.jump import JumpScreen
 from memviewer.tui.widgets.footer import CoalescedFooter
 from memviewer.tui.widgets.turn_list import Row, TurnList
+
+if TYPE_CHECKING:
+    from memviewer.tui.app import MemviewerApp
 
 VIEWS = ("active", "archived", "both")
 TITLE_WIDTH = 100  # the header shows the title on one line: a long one must not push the turns away
@@ -101,6 +104,9 @@ def bookends(turns: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]] | N
 
 class SessionScreen(Screen):
     """One session; ``anchor`` (a turn index) is highlighted when opened from a search hit."""
+
+    if TYPE_CHECKING:  # self.app is the viewer (its service, feed, open_session)
+        app = getters.app(MemviewerApp)
 
     TITLE = "Session"
     VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]

@@ -3,10 +3,10 @@ and keyword discovery whose hits open a session at the matching turn."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
-from textual import on, work
+from textual import getters, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
@@ -29,6 +29,9 @@ from memviewer.tui.messages import Loaded
 from memviewer.tui.screens.confirm import ConfirmScreen
 from memviewer.tui.widgets.footer import CoalescedFooter
 from memviewer.tui.widgets.paged_table import PagedTable
+
+if TYPE_CHECKING:
+    from memviewer.tui.app import MemviewerApp
 
 PAGE_SIZE = 100
 SORTS = (
@@ -80,6 +83,9 @@ LIVE_REFRESH_S = 2.0
 
 class SessionsScreen(Screen):
     """Page through sessions without loading them all (``service.sessions(limit, offset)``)."""
+
+    if TYPE_CHECKING:  # self.app is the viewer (its service, feed, open_session)
+        app = getters.app(MemviewerApp)
 
     TITLE = "Sessions"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (NARROW, "-wide")]
@@ -489,7 +495,7 @@ class SessionsScreen(Screen):
         row = next((r for r in self.rows if r["session_id"] == self.current_id()), None)
         if row is None:
             return
-        if getattr(self.app.service, "readonly", False):
+        if self.app.service.readonly:
             self.notify(
                 "this viewer reads another process's store (a hub runs): delete from the viewer "
                 "that hosts the hub",

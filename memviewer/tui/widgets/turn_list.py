@@ -104,8 +104,9 @@ class TurnList(OptionList):
         rows: list[Row] = []
         options: list[Option | None] = []
         if k0 > 0:
-            rows.append(Row("edge", label=edge_text(k0, earlier=True)))
-            options.append(Option(rows[-1].label, id="edge-up", disabled=True))
+            label = edge_text(k0, earlier=True)
+            rows.append(Row("edge", label=label))
+            options.append(Option(label, id="edge-up", disabled=True))
         for pos in range(start, stop):
             row = self.all_rows[pos]
             rows.append(row)
@@ -115,8 +116,9 @@ class TurnList(OptionList):
             else:
                 options.append(Option(self._header(row), id=f"h{pos}", disabled=True))
         if k1 < n:
-            rows.append(Row("edge", label=edge_text(n - k1, earlier=False)))
-            options.append(Option(rows[-1].label, id="edge-down", disabled=True))
+            label = edge_text(n - k1, earlier=False)
+            rows.append(Row("edge", label=label))
+            options.append(Option(label, id="edge-down", disabled=True))
         self.rows = rows
         turn_options = [i for i, r in enumerate(rows) if r.turn is not None]
         self._first_option = turn_options[0] if turn_options else None
