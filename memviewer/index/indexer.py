@@ -149,6 +149,8 @@ class Indexer:
         self.embedded_summaries = 0
         self._tail_checked = False
         self._last_state: dict[str, Any] | None = None  # what this process last saved
+        self._next_verify = 0.0  # monotonic time of the next integrity check (0: the first pass)
+        self.healed: dict[str, Any] = {}  # what the last integrity check repaired
 
     # -- public API --------------------------------------------------------------------
     def sync(
@@ -474,6 +476,9 @@ class Indexer:
         added = 0
         contextual = bool(getattr(self.settings, "contextual_embeddings", False))
         contexts: dict[str, str] = {}
+        healed: dict[str, Any] = {}
+        if time.monotonic() >= self._next_verify:  # rows lost below the watermark heal here
+            healed = self._verify(embedder, contexts)
         embed_started = time.monotonic()
         while True:
             with store.read() as conn:
@@ -580,7 +585,34 @@ class Indexer:
             "summaries": summarised,
             "sessions": len(touched),
             "seconds": round(time.monotonic() - started, 3),
+            **({"healed": healed} if any(healed.values()) else {}),
         }
+
+    def _verify(self, embedder: Any, contexts: dict[str, str]) -> dict[str, Any]:
+        """Re-embed what the index lost (``memviewer.index.integrity``): first pass, then each minute."""
+        from memviewer.index import integrity
+
+        self._next_verify = time.monotonic() + integrity.VERIFY_EVERY_S
+        contextual = bool(getattr(self.settings, "contextual_embeddings", False))
+
+        def read(ids: Sequence[str]) -> list[dict[str, Any]]:
+            with self.store.read() as conn:
+                q = _turn_query().where(T.c.id.in_(list(ids))).order_by(T.c.num)
+                return [dict(r) for r in conn.execute(q).mappings()]
+
+        def embed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            if contextual:  # the sessions' current summaries, as step 1 uses
+                self._summarise(sorted({r["session_id"] for r in rows} - set(contexts)), set(), contexts)
+            return self._turn_rows(rows, embedder, contexts)
+
+        self.healed = integrity.heal(
+            self.index,
+            self.store,
+            read_turns=read,
+            embed_rows=embed,
+            summarise=lambda ids: self._summarise(ids, set(ids), contexts),
+        )
+        return self.healed
 
     def _save_state(self, state: dict[str, Any]) -> None:
         self.index.save_state(state)
@@ -868,8 +900,28 @@ def index_status(settings: Any) -> dict[str, Any]:
     if extra:
         ok = False
         detail += "; " + "; ".join(extra) + ": run `memviewer reindex`"
+    health = _integrity(index, db)  # both ways, per table: memviewer.index.integrity
+    if health is not None and not health.ok:
+        ok = False
+        detail += "; " + "; ".join(health.problems()) + f": {health.hint()}"
     index.close()
-    return {"ok": ok, "detail": detail}
+    out: dict[str, Any] = {"ok": ok, "detail": detail}
+    if health is not None:
+        out["integrity"] = health.public()
+    return out
+
+
+def _integrity(index: Any, db: Any) -> Any:
+    from memviewer.index.integrity import doctor_check
+    from memviewer.store.db import Store
+
+    if not db.exists():
+        return None
+    store = Store.open(db, readonly=True)
+    try:
+        return doctor_check(index, store, exact_limit=DISTINCT_CHECK_ROWS)
+    finally:
+        store.close()
 
 
 #: Above this many rows ``doctor`` compares counts only instead of reading every id.
