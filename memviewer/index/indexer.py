@@ -280,6 +280,7 @@ class Indexer:
             "background": self._thread is not None and self._thread.is_alive(),
             "ann_index": self.index.has_vector_index(),
             "last_error": self._last_error,
+            "healed": self.healed if any(self.healed.values()) else None,  # the last integrity repair
             "rate_turns_s": state.get("rate_turns_s"),
             "eta_s": eta_seconds(behind, state.get("rate_turns_s")),
         }
