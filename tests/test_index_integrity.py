@@ -10,6 +10,7 @@ The real-process counterparts (hub, CLI, real model) are in
 from __future__ import annotations
 
 import shutil
+import time
 from pathlib import Path
 
 import jsonschema
@@ -256,3 +257,36 @@ def test_the_json_form_of_doctor_carries_the_verdict(settings: Settings, what: s
         assert integrity["turns"]["missing"] == PER_SESSION
     else:
         assert integrity["indexes"]
+
+
+def test_a_running_background_indexer_finds_and_heals_a_loss(
+    settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The hub's indexer re-checks on its idle tick, against what is on disk."""
+    from memviewer.index import indexer as indexer_module
+    from memviewer.index import integrity
+
+    monkeypatch.setattr(integrity, "VERIFY_EVERY_S", 0.2)
+    monkeypatch.setattr(indexer_module, "IDLE_TICK_S", 0.2)
+    _build(settings, sessions=3)
+    svc = MemoryService(settings, embedder=HashEmbedder())
+    try:
+        idx = svc.indexer()
+        idx.start_background()
+        assert idx.wait_idle()
+        other = LanceIndex(paths.lance_dir(settings.home_path))  # another process's writer
+        with other.write_lock():
+            other.delete_where("session_id = 's1'", SUMMARIES)
+        other.close()
+        deadline = time.monotonic() + 30
+        healthy, healed = False, None
+        while time.monotonic() < deadline and not (healthy and healed):
+            reader = LanceIndex(paths.lance_dir(settings.home_path), readonly=True)
+            healthy = quick_check(reader, svc.store).ok
+            reader.close()
+            healed = idx.status()["healed"]  # set once the repair pass has finished
+            time.sleep(0.05)
+        assert healthy and healed is not None
+        assert healed["summaries"] == 1 and healed["turns"] == 0
+    finally:
+        svc.close()

@@ -150,7 +150,7 @@ class Indexer:
         self._tail_checked = False
         self._last_state: dict[str, Any] | None = None  # what this process last saved
         self._next_verify = 0.0  # monotonic time of the next integrity check (0: the first pass)
-        self.healed: dict[str, Any] = {}  # what the last integrity check repaired
+        self.healed: dict[str, Any] = {}  # the last repair of an integrity check (status)
 
     # -- public API --------------------------------------------------------------------
     def sync(
@@ -280,7 +280,7 @@ class Indexer:
             "background": self._thread is not None and self._thread.is_alive(),
             "ann_index": self.index.has_vector_index(),
             "last_error": self._last_error,
-            "healed": self.healed if any(self.healed.values()) else None,  # the last integrity repair
+            "healed": self.healed or None,  # the last integrity repair (memviewer.index.integrity)
             "rate_turns_s": state.get("rate_turns_s"),
             "eta_s": eta_seconds(behind, state.get("rate_turns_s")),
         }
@@ -305,6 +305,8 @@ class Indexer:
                     self.index.claim_owner()  # take it now, so CLI imports leave indexing to us
                 if self._last_error is not None:  # a failed pass (full disk…) is retried on
                     self._safe_catch_up()  # its own, not left until the next turn arrives
+                elif time.monotonic() >= self._next_verify:  # the integrity check is due
+                    self._safe_catch_up()
                 self._maybe_optimize()
                 continue
             deadline = time.monotonic() + BATCH_WAIT_S
@@ -594,6 +596,7 @@ class Indexer:
         from memviewer.index import integrity
 
         self._next_verify = time.monotonic() + integrity.VERIFY_EVERY_S
+        self.index.reopen()  # judge what is on disk, not this process's cached table versions
         contextual = bool(getattr(self.settings, "contextual_embeddings", False))
 
         def read(ids: Sequence[str]) -> list[dict[str, Any]]:
@@ -606,14 +609,16 @@ class Indexer:
                 self._summarise(sorted({r["session_id"] for r in rows} - set(contexts)), set(), contexts)
             return self._turn_rows(rows, embedder, contexts)
 
-        self.healed = integrity.heal(
+        report = integrity.heal(
             self.index,
             self.store,
             read_turns=read,
             embed_rows=embed,
             summarise=lambda ids: self._summarise(ids, set(ids), contexts),
         )
-        return self.healed
+        if any(report.values()):
+            self.healed = {**report, "at": time.time()}
+        return report
 
     def _save_state(self, state: dict[str, Any]) -> None:
         self.index.save_state(state)
