@@ -63,10 +63,20 @@ def session_ids(conn: Connection) -> set[str]:
     return {r for (r,) in conn.execute(select(S.c.id))}
 
 
+#: Events after which SQLite holds fewer turns or sessions than the index until the indexer
+#: has applied them (a deleted session, a re-import that removed turns).
+REMOVING_EVENTS = ("session.deleted", "session.imported")
+
+
 def heads(conn: Connection) -> tuple[int, int]:
-    """``MAX(turns.num)`` and ``MAX(events.seq)``: what has been committed so far."""
+    """``MAX(turns.num)`` and the last event that may remove rows (``REMOVING_EVENTS``).
+
+    Other events (a recall logged, a turn added) never make the index hold more than
+    SQLite, so they do not unsettle the "ahead" comparison.
+    """
     from memviewer.store.tables import Event
 
+    E = Event.__table__
     num = int(conn.execute(select(func.max(T.c.num))).scalar() or 0)
-    seq = int(conn.execute(select(func.max(Event.__table__.c.seq))).scalar() or 0)
+    seq = int(conn.execute(select(func.max(E.c.seq)).where(E.c.kind.in_(REMOVING_EVENTS))).scalar() or 0)
     return num, seq
