@@ -609,13 +609,17 @@ class Indexer:
                 self._summarise(sorted({r["session_id"] for r in rows} - set(contexts)), set(), contexts)
             return self._turn_rows(rows, embedder, contexts)
 
-        report = integrity.heal(
-            self.index,
-            self.store,
-            read_turns=read,
-            embed_rows=embed,
-            summarise=lambda ids: self._summarise(ids, set(ids), contexts),
-        )
+        try:
+            report = integrity.heal(
+                self.index,
+                self.store,
+                read_turns=read,
+                embed_rows=embed,
+                summarise=lambda ids: self._summarise(ids, set(ids), contexts),
+            )
+        except Exception:  # a repair that fails must not stop new turns from being embedded
+            log.exception("checking or repairing the vector index failed; `memviewer reindex` rebuilds it")
+            return {}
         if any(report.values()):
             self.healed = {**report, "at": time.time()}
         return report

@@ -634,9 +634,12 @@ class LanceIndex:
                     config = FTS(base_tokenizer="icu") if col == text_col else BTree()
                     tbl.create_index(col, config=config, replace=True)
                     repaired.append(f"{name}.{col}")
-                if vector_broken:
-                    tbl.drop_index(have[("vector",)].name)
-                    repaired.append(f"{name}.vector")
+                if vector_broken:  # dropped: the indexer trains it again above ann_threshold
+                    try:
+                        tbl.drop_index(have[("vector",)].name)
+                        repaired.append(f"{name}.vector")
+                    except Exception as exc:  # noqa: BLE001 - recall then falls back; reindex fixes it
+                        log.warning("could not drop the damaged vector index of %s: %s", name, exc)
         if repaired:
             log.warning("rebuilt the missing or damaged vector-index indexes: %s", ", ".join(repaired))
         return repaired
