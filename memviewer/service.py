@@ -403,12 +403,11 @@ class MemoryService:
         tools carry their ``tool_calls``.
         """
         from memviewer.recall.hierarchical import recall as run_recall
-        from memviewer.recall.lagging import add_lag
+        from memviewer.recall.index_guard import guarded_recall
 
         params.setdefault("reranker", self.reranker)
-        out = add_lag(
-            self.store, self.home, self.search, query, run_recall(self.parts, query, **params), params
-        )
+        # a lagging, incomplete or damaged index escalates (keyword results), never a traceback
+        out = guarded_recall(self.parts, self.home, self.search, query, params, run_recall)
         if record is not None and self.recall_log_enabled:
             from memviewer import recall_log
 

@@ -51,7 +51,14 @@ def _prepare(svc: Any, hub: bool) -> None:
     if not hub and not svc.readonly:
         update, close = progress_callback("indexing")
         try:
-            svc.indexer().sync(progress=update)
+            svc.indexer().sync(progress=update)  # also repairs an index that lost rows
+        except _model_errors():
+            raise
+        except Exception as exc:  # a damaged index: recall still answers (keyword fallback)
+            from memviewer.recall.index_guard import DAMAGE_HINT, damage_message
+
+            click.echo(f"warning: the vector index could not be updated: {damage_message(exc)}", err=True)
+            click.echo(f"hint: {DAMAGE_HINT}", err=True)
         finally:
             close()
     svc.embedder.embed(["warm-up"])
@@ -91,6 +98,12 @@ def _human(out: dict[str, Any]) -> None:
     )
     if d["escalations"]:
         click.echo("escalations: " + ", ".join(d["escalations"]))
+    if d.get("index_damage"):  # memviewer.recall.index_guard: keyword results instead
+        damage = d["index_damage"]
+        click.echo(f"index damaged: {damage['error']}; these are keyword results. hint: {damage['hint']}")
+    integrity = d.get("index_integrity") or {}
+    if integrity.get("problems"):
+        click.echo(f"index: {'; '.join(integrity['problems'])}. hint: {integrity['hint']}")
 
 
 def _batch_params(raw: bytes) -> dict[str, Any]:
@@ -307,6 +320,16 @@ def recall_cmd(
         except MemviewerError as exc:
             fail_maybe_json(
                 as_json, exc.message, hint=exc.data.get("hint") if exc.data else None, code=exc.code
+            )
+        except Exception as exc:  # --why runs recall's stages itself: a damaged index fails here
+            from memviewer.errors import INTERNAL
+            from memviewer.recall.index_guard import DAMAGE_HINT, damage_message
+
+            fail_maybe_json(
+                as_json,
+                f"the vector index cannot be read: {damage_message(exc)}",
+                hint=DAMAGE_HINT,
+                code=INTERNAL,
             )
         if overrides is not None:
             if as_json:
