@@ -10,7 +10,7 @@ from typing import Any
 
 from rich.console import Console
 
-LONG_LIVED = frozenset({"live", "hub"})
+LONG_LIVED = frozenset({"live", "hub", "index-lag"})  # workers that run as long as the app
 
 
 def _queues_empty(app: Any) -> bool:
