@@ -283,3 +283,66 @@ def test_a_readonly_service_writes_annotations_beside_a_writer(filled: MemorySer
         ro.tag("s-a", ["from-viewer"])
         ro.note("s-a-t0", "seen")
     assert {a["target_id"] for a in filled.annotations()} == {"s-a", "s-a-t0"}
+
+
+def test_tag_filter_with_an_id_keeps_only_a_match(filled: MemoryService) -> None:
+    filled.tag("s-a-t1", ["one"])
+    assert filled.annotations("s-a-t1", tag="other") == []
+    assert [a["tags"] for a in filled.annotations("s-a-t1", tag="one")] == [["one"]]
+    assert filled.annotations("s-a-t0") == [
+        {
+            "target_id": "s-a-t0",
+            "target_kind": "turn",
+            "session_id": "s-a",
+            "index": 0,
+            "tags": [],
+            "note": None,
+        }
+    ]
+
+
+@pytest.mark.integration
+def test_tags_written_beside_a_real_hub_are_read_and_searched_through_it(
+    tmp_path: Path, short_tmp: Path
+) -> None:
+    """A CLI beside a running hub writes the tag into SQLite; the hub's own reads (its
+    ``search`` and ``sessions`` methods, what RemoteService asks) see it at once."""
+    import os
+    import subprocess
+    import sys
+
+    from memviewer.wire.remote import RemoteService
+    from memviewer.wire.testing import HubProcess
+
+    home, sock = tmp_path / "home", short_tmp / "hub.sock"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMVIEWER_")}
+    env.update({"MEMVIEWER_CONFIG": os.devnull, "MEMVIEWER_SOCKET": str(sock)})
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        code = "from memviewer.cli import main; main()"
+        return subprocess.run(
+            [sys.executable, "-c", code, "--home", str(home), *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=240,
+        )
+
+    fixtures = Path(__file__).parent / "fixtures" / "praisonai"
+    assert (
+        run("import", "praisonai", str(fixtures / "billing-review-8c1e.json"), "--no-index").returncode == 0
+    )
+    with HubProcess(home, sock, args=("--no-index",)):
+        sid = json.loads(run("sessions", "--json").stdout)["sessions"][0]["session_id"]
+        done = run("tag", sid, "billing", "--json")
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["tags"] == ["billing"]
+        assert run("tag", "no-such-id", "x").returncode == 1
+        remote = RemoteService(sock)
+        try:
+            found = remote.search("tag:billing")
+            assert [h["session_id"] for h in found["results"]] == [sid]
+            row = next(s for s in remote.sessions()["sessions"] if s["session_id"] == sid)
+            assert row["tags"] == ["billing"]
+        finally:
+            remote.close()

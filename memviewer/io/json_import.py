@@ -80,7 +80,7 @@ def annotations_from_record(record: dict[str, Any], sid: str) -> dict[str, dict[
     from memviewer.session.annotations import check_note, check_tag
 
     out: dict[str, dict[str, Any]] = {}
-    entries = [(sid, record["session"])]
+    entries: list[tuple[Any, dict[str, Any]]] = [(sid, record["session"])]
     entries += [(t.get("turn_id"), t) for t in record.get("turns") or [] if isinstance(t, dict)]
     for target, item in entries:
         tags, note = item.get("tags"), item.get("note")

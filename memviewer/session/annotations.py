@@ -167,15 +167,19 @@ def listing(
                 if not _missing_table(exc):
                     raise
                 have = {}
-            return [_public(target_id, found, have)] if have or wanted is None else []
-        found = safe_read(conn, rows.listing, default=[], tag=wanted, limit=limit) or []
+            if wanted is not None and wanted not in (have.get("tags") or []):
+                return []
+            return [_public(target_id, found, have)]
+        listed: list[dict[str, Any]] = (
+            safe_read(conn, rows.listing, default=[], tag=wanted, limit=limit) or []
+        )
         from memviewer.store import repos
 
-        turns = repos.get_turns(conn, [a["target_id"] for a in found if a["target_kind"] == "turn"])
-        for a in found:
+        turns = repos.get_turns(conn, [a["target_id"] for a in listed if a["target_kind"] == "turn"])
+        for a in listed:
             if a["target_id"] in turns:
                 a["index"] = int(turns[a["target_id"]]["idx"])
-        return found
+        return listed
 
 
 def safe_read(conn: Any, fn: Any, *args: Any, default: Any = None, **kwargs: Any) -> Any:

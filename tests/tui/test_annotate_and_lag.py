@@ -36,7 +36,10 @@ def test_tagging_a_session_from_the_sessions_list(make_app, filled) -> None:
             await wait_until(pilot, lambda: app.screen is screen, what="the dialog closes after the save")
             await wait_until(
                 pilot,
-                lambda: next(r for r in screen.rows if r["session_id"] == sid).get("tags") == ["bug", "needs-review"],
+                lambda: (
+                    next(r for r in screen.rows if r["session_id"] == sid).get("tags")
+                    == ["bug", "needs-review"]
+                ),
                 what="the list reloads with the tags",
             )
             assert "#bug #needs-review ✎" in screen_text(app)
@@ -50,7 +53,9 @@ def test_tagging_a_session_from_the_sessions_list(make_app, filled) -> None:
             dialog.query_one("#annotate-note").text = ""
             await pilot.press("ctrl+s")
             await wait_until(pilot, lambda: app.screen is screen, what="closed")
-            await wait_until(pilot, lambda: filled.annotations(sid)[0]["tags"] == ["needs-review"], what="saved")
+            await wait_until(
+                pilot, lambda: filled.annotations(sid)[0]["tags"] == ["needs-review"], what="saved"
+            )
             assert filled.annotations(sid)[0]["note"] is None
 
     asyncio.run(scenario())
@@ -135,8 +140,10 @@ def test_the_header_shows_the_lag_while_an_indexer_embeds(make_app, filled) -> N
             filled.manager.start_episode("s-new", "one more question", episode_id="e-new")
             await wait_until(
                 pilot,
-                lambda: "index: 1 turn to embed · ETA " in str(app.sub_title)
-                and "unknown" not in str(app.sub_title),
+                lambda: (
+                    "index: 1 turn to embed · ETA " in str(app.sub_title)
+                    and "unknown" not in str(app.sub_title)
+                ),
                 what="the lag line with an ETA",
             )
             assert app.index_lag is not None and app.index_lag["lag"] == 1
