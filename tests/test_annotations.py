@@ -346,3 +346,17 @@ def test_tags_written_beside_a_real_hub_are_read_and_searched_through_it(
             assert row["tags"] == ["billing"]
         finally:
             remote.close()
+
+
+def test_cli_export_then_import_json_keeps_tags_and_notes(filled: MemoryService, tmp_path: Path) -> None:
+    filled.tag("s-a-t1", ["kept"])
+    filled.note("s-b", "and this")
+    out = tmp_path / "all.json"
+    r = _cli(filled.settings, "export", "--all", "--format", "json", "-o", str(out))
+    assert r.exit_code == 0, r.output
+    other = filled.settings.with_overrides(home=str(tmp_path / "other"))
+    r = _cli(other, "import", "json", str(out), "--no-index", "--json")
+    assert r.exit_code == 0, r.output
+    r = _cli(other, "tags", "--json")
+    got = {a["target_id"]: (a["tags"], a["note"]) for a in json.loads(r.output)["annotations"]}
+    assert got == {"s-a-t1": (["kept"], None), "s-b": ([], "and this")}

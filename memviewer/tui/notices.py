@@ -53,7 +53,7 @@ def escalation_notice(diagnostics: Mapping[str, Any]) -> Text | None:
             added = lag.get("keyword_results")
             if added:
                 line.append(f", plus {added} keyword-only result{'s' if added != 1 else ''} among the rest")
-            line.append("; run it again once the header's index line is gone.")
+            line.append("; re-run (ctrl+r) once it has caught up.")
             lines.append(line)
         elif not esc.startswith(ROUTINE_PREFIXES):
             line = Text("⚠ ", style="bold yellow")
