@@ -36,6 +36,7 @@ __all__ = [
     "MAX_TOP_K",
     "MAX_TOP_SESSIONS",
     "RECALL_MODES",
+    "AnnotationWriter",
     "MemoryReader",
     "RecallHit",
     "RecallParams",
@@ -292,6 +293,23 @@ class MemoryReader(Protocol):
     ) -> list[EventRecord]: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class AnnotationWriter(Protocol):
+    """The user's tags and notes on sessions and turns (``MemoryService`` implements it;
+    the hub protocol does not carry it: see docs/protocol.md). Reads of annotations come
+    with the reader's own answers (``sessions``, ``session``, ``search``); errors are
+    ``MemviewerError`` (``not_found`` for an id that is neither a session nor a turn,
+    ``invalid_argument`` for a bad tag or note)."""
+
+    def tag(self, target_id: str, tags: list[str], *, remove: bool = False) -> dict[str, Any]: ...
+
+    def note(self, target_id: str, text: str | None) -> dict[str, Any]: ...
+
+    def annotations(
+        self, target_id: str | None = None, *, tag: str | None = None, limit: int | None = None
+    ) -> list[dict[str, Any]]: ...
 
 
 def open_reader(settings: Settings, *, client: str = "memviewer.reader") -> MemoryReader:

@@ -58,3 +58,12 @@ class Progress(Message):
         self.done = done
         self.total = total
         self.item = item
+
+
+class IndexLag(Message):
+    """How far the vector index is behind the store (``index.progress.index_lag`` plus
+    ``embedding``: whether a hub or background indexer is at it); None when unknown."""
+
+    def __init__(self, lag: dict[str, Any] | None) -> None:
+        super().__init__()
+        self.lag = lag

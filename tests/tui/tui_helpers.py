@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-LONG_LIVED = frozenset({"live", "hub"})
+LONG_LIVED = frozenset({"live", "hub", "index-lag"})  # workers that run as long as the app
 
 
 async def _settle(app: Any, timeout: float) -> None:

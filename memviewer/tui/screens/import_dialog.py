@@ -38,7 +38,13 @@ def run_import(service: MemoryService, kind: str, path: str, replace: bool, prog
     from memviewer.io.json_import import ExportFileError, import_file
 
     try:
-        return import_file(service.import_session, target, progress, replace=replace)
+        return import_file(
+            service.import_session,
+            target,
+            progress,
+            replace=replace,
+            annotate=getattr(service, "import_annotations", None),
+        )
     except ExportFileError as exc:
         return {"imported": [], "failed": [{"path": str(target), "error": str(exc)}]}
 

@@ -42,6 +42,7 @@ from memviewer.timeutil import utc_minutes
 from memviewer.tui.formatting import one_line, printable
 from memviewer.tui.handoff import recall_command, recall_json
 from memviewer.tui.messages import Loaded
+from memviewer.tui.notices import escalation_notice
 from memviewer.tui.screens.recall_view import result_detail, summary_cell, trace_text
 from memviewer.tui.widgets.footer import CoalescedFooter
 
@@ -195,6 +196,7 @@ class RecallScreen(Screen):
             Text("Type a query and press Enter. Recall never changes memory.", style="dim"),
             id="recall-status",
         )
+        yield Static(id="recall-notice", classes="hidden")
         with TabbedContent(id="recall-tabs"):
             with TabPane("Results", id="tab-results"):
                 with Vertical():
@@ -466,6 +468,10 @@ class RecallScreen(Screen):
                 style="yellow",
             )
         self._status(status)
+        notice = escalation_notice(diag)
+        box = self.query_one("#recall-notice", Static)
+        box.update(notice or "")
+        box.set_class(notice is None, "hidden")
         table = self.query_one("#results", DataTable)
         table.clear()
         narrow = self._columns_width < NARROW

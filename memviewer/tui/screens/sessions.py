@@ -17,6 +17,7 @@ from textual.widgets.option_list import Option
 
 from memviewer.recall.highlight import query_terms
 from memviewer.tui.formatting import (
+    annotation_badge,
     badges,
     hit_text,
     one_line,
@@ -26,6 +27,7 @@ from memviewer.tui.formatting import (
     status_text,
 )
 from memviewer.tui.messages import Loaded
+from memviewer.tui.screens.annotate import AnnotateScreen, annotation_writer
 from memviewer.tui.screens.confirm import ConfirmScreen
 from memviewer.tui.widgets.footer import CoalescedFooter
 from memviewer.tui.widgets.paged_table import PagedTable
@@ -100,6 +102,7 @@ class SessionsScreen(Screen):
         Binding("right_square_bracket", "page(1)", "Next page", key_display="]"),
         Binding("left_square_bracket", "page(-1)", "Prev page", key_display="["),
         Binding("D", "delete", "Delete session", key_display="D"),
+        Binding("t", "annotate", "Tags / note", show=False),
         Binding("ctrl+r", "reload", "Reload", show=False),
         Binding("escape", "back", "Back", show=False),
     ]
@@ -231,6 +234,14 @@ class SessionsScreen(Screen):
         mark = "● " if row["session_id"] in self.marked else ""
         cell_title = Text()
         cell_title.append(mark, style="bold yellow")
+        tagged = annotation_badge(row)  # the user's tags and note marker first: they survive truncation
+        if row.get("annotated_turns"):
+            if tagged:
+                tagged.append(" ")
+            tagged.append(f"+{row['annotated_turns']}✎", style="cyan")
+        if tagged:
+            cell_title.append_text(tagged)
+            cell_title.append(" ")
         cell_title.append(one_line(title, max(self._title_width, 1)))
         cell_title.truncate(self._title_width, overflow="ellipsis")
         cells = dict(
@@ -514,6 +525,28 @@ class SessionsScreen(Screen):
                 printable(f"Delete session {sid} ({row.get('title') or 'untitled'})?"),
                 f"{turns} turns and {row.get('episodes', 0)} episodes are removed from the store and "
                 "from the keyword and vector indexes. This cannot be undone (export it first: e).",
+            ),
+            done,
+        )
+
+    def action_annotate(self) -> None:
+        """Tags and a note for the session under the cursor (a small dialog)."""
+        row = next((r for r in self.rows if r["session_id"] == self.current_id()), None)
+        if row is None:
+            return
+
+        def done(result: dict[str, Any] | None) -> None:
+            if result is not None:
+                self.notify(printable(f"saved tags and note of {row['session_id']}"), timeout=3)
+                self.load(self.page_offset, cursor="keep")
+
+        self.app.push_screen(
+            AnnotateScreen(
+                annotation_writer(self.app),
+                row["session_id"],
+                f"session {row.get('title') or row['session_id']}",
+                tags=row.get("tags"),
+                note=row.get("note"),
             ),
             done,
         )
