@@ -9,11 +9,11 @@ without closing it, and is dismissed with the target's annotations after the sav
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 from rich.text import Text
 from textual import on, work
-from textual.app import App, ComposeResult
+from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
@@ -22,11 +22,6 @@ from textual.widgets import Button, Input, Label, Static, TextArea
 from memviewer.api import AnnotationWriter
 from memviewer.tui.formatting import printable
 from memviewer.tui.messages import Loaded
-
-
-def annotation_writer(app: App[Any]) -> AnnotationWriter:
-    """The viewer's service as the annotation writer it is (``MemviewerApp.service``)."""
-    return cast(AnnotationWriter, app.service)  # type: ignore[attr-defined]
 
 
 def parse_tags(text: str) -> list[str]:

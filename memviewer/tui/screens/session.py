@@ -28,7 +28,7 @@ from memviewer.tui.formatting import (
 )
 from memviewer.tui.handoff import open_external, turn_plain
 from memviewer.tui.messages import Loaded
-from memviewer.tui.screens.annotate import AnnotateScreen, annotation_writer
+from memviewer.tui.screens.annotate import AnnotateScreen
 from memviewer.tui.screens.find import FindScreen
 from memviewer.tui.screens.jump import JumpScreen
 from memviewer.tui.widgets.footer import CoalescedFooter
@@ -576,7 +576,7 @@ class SessionScreen(Screen):
             self._fetch()
 
         self.app.push_screen(
-            AnnotateScreen(annotation_writer(self.app), target_id, label, mark.get("tags"), mark.get("note")),
+            AnnotateScreen(self.app.service, target_id, label, mark.get("tags"), mark.get("note")),
             done,
         )
 

@@ -27,7 +27,7 @@ from memviewer.tui.formatting import (
     status_text,
 )
 from memviewer.tui.messages import Loaded
-from memviewer.tui.screens.annotate import AnnotateScreen, annotation_writer
+from memviewer.tui.screens.annotate import AnnotateScreen
 from memviewer.tui.screens.confirm import ConfirmScreen
 from memviewer.tui.widgets.footer import CoalescedFooter
 from memviewer.tui.widgets.paged_table import PagedTable
@@ -542,7 +542,7 @@ class SessionsScreen(Screen):
 
         self.app.push_screen(
             AnnotateScreen(
-                annotation_writer(self.app),
+                self.app.service,
                 row["session_id"],
                 f"session {row.get('title') or row['session_id']}",
                 tags=row.get("tags"),
