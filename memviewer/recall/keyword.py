@@ -44,7 +44,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import Connection, or_, select
+from sqlalchemy import Connection
 from sqlalchemy.engine import make_url
 
 from memviewer import params
@@ -53,13 +53,12 @@ from memviewer.recall import fts_query
 from memviewer.recall.fts_query import ParsedQuery, Unit
 from memviewer.recall.snippets import make_snippet
 from memviewer.store import fts, repos
-from memviewer.store.tables import Session, Turn
+from memviewer.store import keyword_candidates as kc
+from memviewer.store.keyword_candidates import Filters as _Filters
+from memviewer.store.keyword_candidates import KeywordDb as _Db
 from memviewer.timeutil import iso
 
 log = logging.getLogger("memviewer.recall")
-
-S = Session.__table__
-T = Turn.__table__
 
 BOOKEND_SIZE = 2
 AUTOMATED_DEMOTION = 0.25
@@ -79,17 +78,6 @@ MAX_LIMIT = params.MAX_SEARCH_LIMIT
 MAX_WINDOW = params.MAX_SEARCH_WINDOW
 CONVERSATIONAL = ("user", "assistant")
 _INT = re.compile(r"[+-]?\d+")
-
-
-@dataclass(frozen=True)
-class _Filters:
-    scope: str | None = None
-    scope_id: str | None = None
-    session_id: str | None = None
-
-    @property
-    def any(self) -> bool:
-        return bool(self.scope or self.scope_id or self.session_id)
 
 
 def _error(mode: str, message: str, hint: str, code: str = INVALID_ARGUMENT) -> dict[str, Any]:
@@ -166,18 +154,15 @@ class KeywordSearch:
             return
         raw = getattr(self._local, "conn", None)
         if raw is None:
-            raw = sqlite3.connect(
-                f"file:{self._db_path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False
-            )
-            raw.execute("PRAGMA busy_timeout = 10000")
+            raw = kc.open_read_only(self._db_path)
             self._local.conn = raw
             with self._raw_lock:
                 self._raw.append(raw)
-        raw.execute("BEGIN")
+        kc.begin(raw)
         try:
             yield _Db(raw=raw)
         finally:
-            raw.execute("ROLLBACK")
+            kc.end(raw)
 
     # -- index state ----------------------------------------------------------
     def tables(self) -> dict[str, bool]:
@@ -288,13 +273,13 @@ class KeywordSearch:
     # -- scroll ----------------------------------------------------------------
     def _scroll(self, session_id: str, around: Any, window: int) -> dict[str, Any]:
         with self._reader() as db:
-            if not db.all("SELECT 1 FROM sessions WHERE id = ?", (session_id,)):
+            if not kc.session_exists(db, session_id):
                 raise MemviewerError(
                     SESSION_NOT_FOUND,
                     f"unknown session {session_id!r}",
                     data={"hint": "list sessions with `memviewer search` (browse) or `memviewer sessions`"},
                 )
-            top = db.all("SELECT MAX(idx) FROM turns WHERE session_id = ?", (session_id,))[0][0]
+            top = kc.max_index(db, session_id)
             n = 0 if top is None else int(top) + 1
             if around is None or (isinstance(around, str) and not around.strip()):
                 anchor = n - 1
@@ -357,47 +342,6 @@ def _anchor(around: Any) -> int:
     )
 
 
-class _Db:
-    """Plain SQL for the hot path, over a raw ``sqlite3`` connection (see ``_reader``) or a
-    SQLAlchemy connection (``exec_driver_sql`` with the driver's parameter style)."""
-
-    def __init__(self, conn: Connection | None = None, raw: sqlite3.Connection | None = None) -> None:
-        self.conn = conn
-        self.raw = raw
-        self.style = conn.dialect.paramstyle if conn is not None else "qmark"
-
-    def all(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        if self.raw is not None:
-            return self.raw.execute(sql, tuple(params)).fetchall()
-        assert self.conn is not None
-        if self.style in ("format", "pyformat"):
-            sql = sql.replace("?", "%s")
-        elif self.style != "qmark":
-            count = iter(range(1, len(params) + 1))
-            sql = re.sub(r"\?", lambda _m: f":{next(count)}", sql)
-        return list(self.conn.exec_driver_sql(sql, tuple(params)))
-
-
-def _marks(n: int) -> str:
-    return ",".join("?" * n)
-
-
-# -- candidate turns ------------------------------------------------------------
-_SESSION_COLS = (
-    "id",
-    "title",
-    "agent",
-    "started_at",
-    "last_seen_at",
-    "source",
-    "lineage_id",
-    "root_session_id",
-    "thread_id",
-    "meta",
-)
-_S_SELECT = ", ".join(f"s.{c}" for c in _SESSION_COLS)
-
-
 @dataclass
 class _Candidate:
     score: float
@@ -421,7 +365,7 @@ def _candidate(
     """One candidate turn; the session's columns become one dict per session (``seen``)."""
     session = seen.get(session_row[0])
     if session is None:
-        session = seen[session_row[0]] = dict(zip(_SESSION_COLS, session_row, strict=True))
+        session = seen[session_row[0]] = dict(zip(kc.SESSION_COLS, session_row, strict=True))
     return _Candidate(score, int(idx), bool(summary), session)
 
 
@@ -444,29 +388,8 @@ def _fts_candidates(
     with a filter, the filter joins run inside it (they must, to keep the LIMIT
     meaningful).
     """
-    where, params, join = [f"{table} MATCH ?"], [match], ""
-    if filters.any:
-        join = f" JOIN turns ft ON ft.num = {table}.rowid"
-        if filters.session_id:
-            where.append("ft.session_id = ?")
-            params.append(filters.session_id)
-        if filters.scope or filters.scope_id:
-            join += " JOIN sessions fs ON fs.id = ft.session_id"
-            if filters.scope:
-                where.append("fs.scope = ?")
-                params.append(filters.scope)
-            if filters.scope_id:
-                where.append("fs.scope_id = ?")
-                params.append(filters.scope_id)
-    sql = (
-        f"SELECT r.num, r.bm, t.idx, t.is_compaction_summary, t.content, {_S_SELECT} FROM ("
-        f"SELECT * FROM (SELECT {table}.rowid AS num, bm25({table}) AS bm FROM {table}{join} "
-        f"WHERE {' AND '.join(where)} ORDER BY {table}.rowid DESC LIMIT ?) ORDER BY bm LIMIT ?"
-        ") r JOIN turns t ON t.num = r.num JOIN sessions s ON s.id = t.session_id"
-    )
-    params += [broad or BROAD_WINDOW, CANDIDATE_TURNS]
     try:
-        rows = db.all(sql, params)
+        rows = kc.ranked_rows(db, table, match, filters, broad or BROAD_WINDOW, CANDIDATE_TURNS)
     except Exception as exc:
         if "fts5" in str(exc).lower() or "syntax error" in str(exc).lower():
             raise MemviewerError(
@@ -499,12 +422,7 @@ def _word_match(db: _Db, pq: ParsedQuery) -> tuple[str, int | None] | None:
     units = pq.word_units
     if base is None:
         return None
-    probe = (
-        f"(SELECT count(*) FROM (SELECT 1 FROM {fts.WORD_TABLE} WHERE {fts.WORD_TABLE} MATCH ? "
-        f"LIMIT {COMMON_DF + 1}))"
-    )
-    literals = [fts_query.fts_string(u.text) for u in units]
-    counts = db.all("SELECT " + ", ".join([probe] * len(units)), literals)[0] if units else []
+    counts = kc.unit_match_counts(db, [fts_query.fts_string(u.text) for u in units], COMMON_DF + 1)
     rare = [u for u, n in zip(units, counts, strict=True) if 0 < n <= COMMON_DF]
     if not rare:
         return base, (COMMON_WINDOW if any(counts) else None)
@@ -522,11 +440,7 @@ def _cjk_match(db: _Db, units: Sequence[Unit]) -> str | None:
             parts.append(fts_query.fts_string(u.text))
             continue
         prefix = u.text.lower()
-        rows = db.all(
-            f"SELECT term FROM {fts.CJK_VOCAB} WHERE term >= ? AND term < ? ORDER BY doc DESC LIMIT ?",
-            (prefix, prefix + "\U0010ffff", MAX_EXPANSIONS),
-        )
-        parts += [fts_query.fts_string(r[0]) for r in rows]
+        parts += [fts_query.fts_string(t) for t in kc.cjk_expansions(db, prefix, MAX_EXPANSIONS)]
     return " OR ".join(parts) if parts else None
 
 
@@ -536,24 +450,11 @@ def _scan_candidates(
     """The no-FTS path: a case-insensitive substring scan (portable SQL), scored like the
     reference store: +1 per unit present in a turn, +2 when the whole query is."""
     needles = [u.text for u in units]
-    cols = [getattr(S.c, c) for c in _SESSION_COLS]
-    q = (
-        select(T.c.num, T.c.content, T.c.idx, T.c.is_compaction_summary, *cols)
-        .join(S, S.c.id == T.c.session_id)
-        .where(or_(*(T.c.content.icontains(n, autoescape=True) for n in needles)))
-    )
-    if filters.session_id:
-        q = q.where(T.c.session_id == filters.session_id)
-    if filters.scope:
-        q = q.where(S.c.scope == filters.scope)
-    if filters.scope_id:
-        q = q.where(S.c.scope_id == filters.scope_id)
-    q = q.order_by(T.c.num.desc()).limit(FALLBACK_MAX_ROWS)
     lowered = [n.lower() for n in needles]
     whole_low = whole.lower() if whole and len(units) > 1 else None
     out: list[tuple[int, _Candidate]] = []
     seen: dict[Any, dict[str, Any]] = {}
-    for r in conn.execute(q):
+    for r in kc.scan_rows(conn, needles, filters, FALLBACK_MAX_ROWS):
         low = (r[1] or "").lower()
         score = sum(1.0 for n in lowered if n in low) + (2.0 if whole_low and whole_low in low else 0.0)
         if score > 0:
@@ -591,14 +492,6 @@ def _projection(row: dict[str, Any]) -> tuple[str | None, bool]:
 
 
 # -- ranking ------------------------------------------------------------------------
-def _rate_stats(db: _Db, ids: Sequence[str]) -> dict[str, tuple[int, float, float]]:
-    sql = (
-        "SELECT session_id, COUNT(*), MIN(timestamp), MAX(timestamp) FROM turns "
-        f"WHERE session_id IN ({_marks(len(ids))}) GROUP BY session_id"
-    )
-    return {sid: (int(n), lo, hi) for sid, n, lo, hi in db.all(sql, ids)}
-
-
 def _rank(
     db: _Db, raw: dict[str, float], sessions: dict[str, dict[str, Any]], limit: int
 ) -> tuple[list[tuple[str, float]], int]:
@@ -621,7 +514,7 @@ def _rank(
         batch = order[pos : pos + chunk]
         pos += len(batch)
         need_rate = [sid for sid in batch if not proj[sid][1]]
-        rates = _rate_stats(db, need_rate) if need_rate else {}
+        rates = kc.rate_stats(db, need_rate)
         for sid in batch:
             automated = proj[sid][1] or rate_automated(*rates.get(sid, (0, None, None)))
             score = raw[sid] * (AUTOMATED_DEMOTION if automated else 1.0)
@@ -637,8 +530,7 @@ def _rank(
 
 
 # -- building hits ------------------------------------------------------------------
-_MSG_COLS = "idx, role, content, timestamp, archived"
-_WINDOW, _OPENING, _CLOSING, _FIRST_USER = range(4)
+_WINDOW, _OPENING, _CLOSING, _FIRST_USER = kc.WINDOW, kc.OPENING, kc.CLOSING, kc.FIRST_USER
 
 
 def _message(r: Sequence[Any]) -> dict[str, Any]:
@@ -646,11 +538,7 @@ def _message(r: Sequence[Any]) -> dict[str, Any]:
 
 
 def _window(db: _Db, session_id: str, anchor: int, window: int) -> list[dict[str, Any]]:
-    rows = db.all(
-        f"SELECT {_MSG_COLS} FROM turns WHERE session_id = ? AND idx BETWEEN ? AND ? ORDER BY idx",
-        (session_id, anchor - window, anchor + window),
-    )
-    return [_message(r) for r in rows]
+    return [_message(r) for r in kc.window_rows(db, session_id, anchor - window, anchor + window)]
 
 
 def _hits(
@@ -659,30 +547,9 @@ def _hits(
     """Windows, bookends and missing titles of every hit, read in one compound statement."""
     if not picks:
         return []
-    parts: list[str] = []
-    params: list[Any] = []
-    conv = "role IN ('user', 'assistant')"
-    for k, (row, anchor, _) in enumerate(picks):
-        sid = row["id"]
-        parts.append(
-            f"SELECT {k}, {_WINDOW}, {_MSG_COLS} FROM turns WHERE session_id = ? AND idx BETWEEN ? AND ?"
-        )
-        params += [sid, anchor - window, anchor + window]
-        for part, order in ((_OPENING, "ASC"), (_CLOSING, "DESC")):
-            parts.append(
-                f"SELECT * FROM (SELECT {k}, {part}, {_MSG_COLS} FROM turns "
-                f"WHERE session_id = ? AND {conv} ORDER BY idx {order} "
-                f"LIMIT {BOOKEND_SIZE}) AS b{len(parts)}"
-            )
-            params.append(sid)
-        if not (row.get("title") or row.get("agent")):
-            parts.append(
-                f"SELECT * FROM (SELECT {k}, {_FIRST_USER}, {_MSG_COLS} FROM turns "
-                "WHERE session_id = ? AND role = 'user' ORDER BY idx LIMIT 1) AS f{len(parts)}"
-            )
-            params.append(sid)
+    needs = [(row["id"], anchor, not (row.get("title") or row.get("agent"))) for row, anchor, _ in picks]
     grouped: dict[tuple[int, int], list[Sequence[Any]]] = defaultdict(list)
-    for r in db.all(" UNION ALL ".join(parts), params):
+    for r in kc.hit_rows(db, needs, window, BOOKEND_SIZE):
         grouped[(r[0], r[1])].append(r[2:])
     out = []
     for k, (row, anchor, score) in enumerate(picks):
@@ -722,10 +589,7 @@ def _title_of(row: dict[str, Any], first_user: Sequence[Sequence[Any]]) -> str:
 def _title(db: _Db, row: dict[str, Any]) -> str:
     first: list[Any] = []
     if not (row.get("title") or row.get("agent")):
-        first = db.all(
-            f"SELECT {_MSG_COLS} FROM turns WHERE session_id = ? AND role = 'user' ORDER BY idx LIMIT 1",
-            (row["id"],),
-        )
+        first = kc.first_user_row(db, row["id"])
     return _title_of(row, first)
 
 
