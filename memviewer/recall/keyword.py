@@ -72,7 +72,10 @@ SUMMARY_WEIGHT = 0.5
 MAX_EXPANSIONS = 512
 COMMON_DF = 2000  # a word unit in more turns than this only ranks turns that have a rarer one
 BROAD_WINDOW = 20_000  # at most this many (newest) matching turns are ranked by BM25
-COMMON_WINDOW = 1_000  # ... and this many when every word of the query is common (see _word_match)
+COMMON_WINDOW = 1_000  # ... and this many when every word is common and ``broad_bm25`` is set
+COMMON_TURNS = 100  # the newest turns a query with too many matches scores (_common_candidates)
+RANKED_MAX = 400  # at most this many matching turns (by the unit counts) are ranked by FTS5's BM25
+BM25_K1, BM25_B = 1.2, 0.75  # FTS5's bm25() defaults, for the common-word scorer
 FALLBACK_MAX_ROWS = 20_000
 MAX_LIMIT = params.MAX_SEARCH_LIMIT
 MAX_WINDOW = params.MAX_SEARCH_WINDOW
@@ -122,9 +125,13 @@ def rate_automated(n: int, first: float | None, last: float | None) -> bool:
 class KeywordSearch:
     """BM25 session search over archived and active turns (see the module docstring)."""
 
-    def __init__(self, store: Any, *, use_fts: bool | None = None) -> None:
+    def __init__(self, store: Any, *, use_fts: bool | None = None, broad_bm25: bool = False) -> None:
+        """``broad_bm25`` ranks a query made only of common words the way releases before
+        schema 8's design did (FTS5 BM25 over the newest ``COMMON_WINDOW`` matches): kept for
+        ``bench/bench_search_hub.py``'s side-by-side comparison, not for front ends."""
         self.store = store
         self._use_fts = use_fts
+        self._broad_bm25 = broad_bm25
         self._tables: dict[str, bool] | None = None
         self._local = threading.local()
         self._raw: list[sqlite3.Connection] = []
@@ -241,9 +248,15 @@ class KeywordSearch:
         tables = self.tables()
         with self._reader() as db:
             candidates: dict[int, _Candidate] = {}
-            if tables["word"] and (found := _word_match(db, pq)):
-                match, broad = found
-                _add(candidates, _fts_candidates(db, fts.WORD_TABLE, match, pq, filters, broad))
+            if tables["word"] and (plan := _word_match(db, pq)):
+                if not plan.windowed:
+                    _add(candidates, _fts_candidates(db, fts.WORD_TABLE, plan.match, pq, filters))
+                elif self._broad_bm25:
+                    all_common = all(n > COMMON_DF for n in plan.counts.values())
+                    narrow = COMMON_WINDOW if all_common else None
+                    _add(candidates, _fts_candidates(db, fts.WORD_TABLE, plan.match, pq, filters, narrow))
+                else:
+                    _add(candidates, _common_candidates(db, plan, pq, filters))
             if pq.cjk_units and tables["cjk"] and (match := _cjk_match(db, pq.cjk_units)):
                 _add(candidates, _fts_candidates(db, fts.CJK_TABLE, match, pq, filters))
             scan = ([] if tables["word"] else pq.word_units) + ([] if tables["cjk"] else pq.cjk_units)
@@ -380,9 +393,8 @@ def _fts_candidates(
     turns) would take seconds. BM25 is therefore taken over the ``BROAD_WINDOW``
     most recently stored matching turns (FTS5 walks rowids newest first and
     stops there); any query with fewer matches is ranked in full, and rare words
-    always reach old sessions (see ``_word_match``). A query made only of common
-    words (``broad``) ranks the newest ``COMMON_WINDOW`` matches: it has no one right
-    answer, and ranking thousands of turns for it would cost milliseconds.
+    always reach old sessions (see ``_word_match``). ``broad`` narrows the window
+    (the old common-word ranking, see ``KeywordSearch``).
 
     BM25 ranks inside a LIMITed subquery, so only the kept turns are joined;
     with a filter, the filter joins run inside it (they must, to keep the LIMIT
@@ -404,31 +416,108 @@ def _fts_candidates(
     ]
 
 
-def _word_match(db: _Db, pq: ParsedQuery) -> tuple[str, int | None] | None:
-    """``fts_query.word_match``, restricted to turns with at least one uncommon unit,
-    and the BM25 window (None: ``BROAD_WINDOW``) the query's turns are ranked in.
+def _common_candidates(
+    db: _Db, plan: _WordPlan, pq: ParsedQuery, filters: _Filters
+) -> list[tuple[int, _Candidate]]:
+    """A query whose words match too many turns to rank them all: the newest
+    ``COMMON_TURNS`` matching turns, scored in Python, with no FTS5 BM25 at all.
 
-    BM25 costs about a microsecond per matching turn, and FTS5 ranks every
-    match: "What did we decide about the kiwi rollout?" would rank the ~10 % of
-    turns that say "decide" just to find the few that say "kiwi". One statement
-    counts each unit's matches (capped at ``COMMON_DF + 1``); when some units
-    are common and at least one uncommon unit occurs, the expression becomes
-    ``(uncommon units) AND (all units)``: the same BM25 scores (common words
-    still count) for the turns that can matter. When every unit that occurs is
-    common, no turn can be singled out by a rare word: the newest
-    ``COMMON_WINDOW`` matches are ranked.
+    Such a query ("rollback plan", "billing migration") has no one right answer, and FTS5's
+    ``bm25()`` is what it cannot afford: before the first row it counts every phrase's
+    documents over the whole index (one callback per posting of each common word), then
+    costs microseconds per ranked turn. Here FTS5 only walks postings newest first
+    (``kc.newest_rows``): first turns holding every word that occurs (an AND), then, if
+    fewer than ``COMMON_TURNS``, turns matching the plan's expression. Each turn gets BM25
+    with FTS5's constants (k1 1.2, b 0.75; length in words against the index's average
+    tokens per turn, read from FTS5's own record; IDF from the capped match counts over the
+    indexed turns, the whole-query phrase taking its rarest word's),
+    summed over the units and the phrase and scaled by ``coverage`` like the ranked path.
+    Cost is bounded by the window, not by how many turns match.
+    """
+    occurring = [u for u in pq.word_units if u.text in plan.counts]
+    rows: list[Any] = []
+    if len(occurring) > 1:
+        every = " AND ".join(fts_query.fts_string(u.text) for u in occurring)
+        rows = kc.newest_rows(db, every, filters, COMMON_TURNS)
+    if len(rows) < COMMON_TURNS:
+        have = {r[0] for r in rows}
+        rows += [r for r in kc.newest_rows(db, plan.match, filters, COMMON_TURNS) if r[0] not in have]
+        rows = rows[:COMMON_TURNS]
+    if not rows:
+        return []
+    texts = [(r[3] or "").lower() for r in rows]
+    lengths = [max(len(t.split()), 1) for t in texts]
+    stats = kc.word_index_averages(db)
+    total, avg = stats if stats else (len(rows), sum(lengths) / len(lengths))
+    total = max(total, *plan.counts.values())
+    idf = {u: math.log((total - n + 0.5) / (n + 0.5) + 1.0) for u, n in plan.counts.items()}
+    probes: list[tuple[str, bool, float]] = [
+        (p, flat, idf.get(u.text, 0.0))
+        for (p, flat), u in zip(pq.probes, pq.units, strict=True)
+        if u.kind == "word"
+    ]
+    if pq.phrase:
+        phrase = " ".join(_NON_WORD.sub(" ", pq.phrase.lower()).split())
+        probes.append((phrase, phrase != " ".join(pq.phrase.lower().split()), max(idf.values())))
+    seen: dict[Any, dict[str, Any]] = {}
+    out: list[tuple[int, _Candidate]] = []
+    for r, low, dl in zip(rows, texts, lengths, strict=True):
+        norm = BM25_K1 * (1.0 - BM25_B + BM25_B * dl / avg)
+        flat: str | None = None
+        score = 0.0
+        for probe, needs_flat, weight in probes:
+            if needs_flat:
+                if flat is None:
+                    flat = " ".join(_NON_WORD.sub(" ", low).split())
+                tf = flat.count(probe)
+            else:
+                tf = low.count(probe)
+            if tf:
+                score += weight * tf * (BM25_K1 + 1.0) / (tf + norm)
+        out.append((int(r[0]), _candidate(score * pq.coverage(r[3] or ""), r[1], r[2], r[4:], seen)))
+    return out
+
+
+_NON_WORD = re.compile(r"[^\w]+")
+
+
+@dataclass(frozen=True)
+class _WordPlan:
+    """How the word index answers a query (``_word_match``)."""
+
+    match: str  # the MATCH expression
+    counts: dict[str, int]  # matches per occurring word unit (text), capped at COMMON_DF + 1
+    windowed: bool  # too many matches to rank them all: ``_common_candidates``
+
+
+def _word_match(db: _Db, pq: ParsedQuery) -> _WordPlan | None:
+    """``fts_query.word_match``, restricted to turns with at least one uncommon unit, and
+    whether the turns it matches are few enough to rank them all with FTS5's BM25.
+
+    BM25 costs microseconds per matching turn, and FTS5 ranks every match:
+    "What did we decide about the kiwi rollout?" would rank the ~10 % of turns
+    that say "decide" just to find the few that say "kiwi". One statement counts
+    each unit's matches (capped at ``COMMON_DF + 1``); when some units are common
+    and at least one uncommon unit occurs, the expression becomes ``(uncommon
+    units) AND (all units)``: the same BM25 scores (common words still count) for
+    the turns that can matter. When every unit that occurs is common, or the
+    uncommon ones still match more than ``RANKED_MAX`` turns, no small set of
+    turns can be singled out: ``_common_candidates`` scores the newest matches.
     """
     base = fts_query.word_match(pq)
     units = pq.word_units
     if base is None:
         return None
     counts = kc.unit_match_counts(db, [fts_query.fts_string(u.text) for u in units], COMMON_DF + 1)
+    found = {u.text: n for u, n in zip(units, counts, strict=True) if n > 0}
     rare = [u for u, n in zip(units, counts, strict=True) if 0 < n <= COMMON_DF]
-    if not rare:
-        return base, (COMMON_WINDOW if any(counts) else None)
-    if len(rare) == sum(1 for n in counts if n > 0):
-        return base, None
-    return f"({' OR '.join(fts_query.fts_string(u.text) for u in rare)}) AND ({base})", None
+    if not found:
+        return _WordPlan(base, found, False)
+    windowed = not rare or sum(found[u.text] for u in rare) > RANKED_MAX
+    if not rare or len(rare) == len(found):
+        return _WordPlan(base, found, windowed)
+    match = f"({' OR '.join(fts_query.fts_string(u.text) for u in rare)}) AND ({base})"
+    return _WordPlan(match, found, windowed)
 
 
 def _cjk_match(db: _Db, units: Sequence[Unit]) -> str | None:

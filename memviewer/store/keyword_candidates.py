@@ -200,6 +200,34 @@ def newest_rows(db: KeywordDb, match: str, filters: Filters, window: int) -> lis
     return db.all(sql, [match, *params, window])
 
 
+def _varint(blob: bytes, i: int) -> tuple[int, int]:
+    """SQLite's variable-length integer (FTS5 records use it): value and the next offset."""
+    value = 0
+    for _ in range(8):
+        c = blob[i]
+        i += 1
+        value = (value << 7) | (c & 0x7F)
+        if not c & 0x80:
+            return value, i
+    return (value << 8) | blob[i], i + 1
+
+
+def word_index_averages(db: KeywordDb) -> tuple[int, float] | None:
+    """(turns indexed, average tokens per turn) of the word index, as FTS5's ``bm25()`` sees
+    them: FTS5 keeps both in its "averages" record (``%_data`` row 1: the row count, then
+    the token total of each column, as varints). None when the record cannot be read."""
+    try:
+        rows = db.all(f"SELECT block FROM {fts.WORD_TABLE}_data WHERE id = 1")
+        blob = bytes(rows[0][0]) if rows and rows[0][0] else b""
+        if not blob:
+            return None
+        n, i = _varint(blob, 0)
+        tokens, _ = _varint(blob, i)
+    except (IndexError, TypeError, sqlite3.Error):
+        return None
+    return (n, tokens / n) if n > 0 else None
+
+
 def scan_rows(conn: Connection, needles: Sequence[str], filters: Filters, max_rows: int) -> list[Any]:
     """The no-FTS path: turns whose text contains any needle (case-insensitive, portable SQL),
     newest first. Rows: ``(num, content, idx, is_compaction_summary, *SESSION_COLS)``."""
