@@ -5,7 +5,12 @@ Discovery runs one BM25 query per index (``memviewer.store.fts``) for the best
 matched sessions (three statements in all, on a per-thread read-only SQLite
 connection, see ``_reader``). Words found in more than ``COMMON_DF`` turns
 only rank turns that also hold a rarer word of the query (``_word_match``),
-which keeps questions full of common words fast. How a session is scored:
+which keeps questions full of common words fast. A query that would still
+match more than ``RANKED_MAX`` turns (or holds only common words) is not ranked
+by FTS5 at all: the newest ``COMMON_TURNS`` matching turns, those holding every
+word first, are scored in Python with BM25's formula (``_common_candidates``), so
+its cost is bounded by that window instead of by how many turns match. The SQL
+lives in ``memviewer.store.keyword_candidates``. How a session is scored:
 
 1. turn score = ``-bm25`` (positive; higher is better) × the share of the
    query's units the turn contains (``ParsedQuery.coverage``, Lucene's "coord"),
@@ -219,9 +224,9 @@ class KeywordSearch:
                     raise MemviewerError(INVALID_ARGUMENT, f"{name} must be text")
             limit = _int_arg("limit", limit, 1, MAX_LIMIT)
             window = _int_arg("window", window, 0, MAX_WINDOW)
-            if mode == "discovery":
+            if mode == "discovery" and isinstance(text, str):
                 return self._discovery(text, limit, window, _Filters(scope, scope_id, session_id))
-            if mode == "scroll":
+            if mode == "scroll" and session_id is not None:
                 return self._scroll(session_id, around, window)
             if around not in (None, ""):
                 raise MemviewerError(
