@@ -52,9 +52,8 @@ def seed(manager: SessionManager, sid: str, texts: list[str], t0: float, **sessi
         {"id": f"{sid}-t{i}", "role": ("user", "assistant")[i % 2], "content": text, "timestamp": t0 + i}
         for i, text in enumerate(texts)
     ]
-    manager.import_session(
-        {"id": sid, "title": sid, "started_at": t0, "last_seen_at": t0 + len(texts)}, turns
-    )
+    row = {"id": sid, "title": sid, "started_at": t0, "last_seen_at": t0 + len(texts), **session}
+    manager.import_session(row, turns)
 
 
 def top(ks: KeywordSearch, q: str, limit: int = 5) -> list[str]:
@@ -152,3 +151,16 @@ def test_window_finds_archived_turns_after_compaction(
     assert hit["session_id"] == "s-long"
     anchor = [m for m in hit["messages"] if m["index"] == hit["anchor_index"]]
     assert anchor and anchor[0]["archived"] is True and "narwhal" in anchor[0]["content"]
+
+
+def test_window_honours_scope_and_session_filters(
+    store: Store, manager: SessionManager, windowed: None
+) -> None:
+    seed(manager, "s-alice", ["the heron plan for alice"], T0, scope="user", scope_id="alice")
+    seed(manager, "s-bob", ["the heron plan for bob"], T0 + 10, scope="user", scope_id="bob")
+    ks = KeywordSearch(store)
+    assert set(top(ks, "heron plan")) == {"s-alice", "s-bob"}
+    r = ks.search("heron plan", scope="user", scope_id="alice")
+    assert [h["session_id"] for h in r["results"]] == ["s-alice"]
+    r = ks.search("heron plan", session_id="s-bob")
+    assert [h["session_id"] for h in r["results"]] == ["s-bob"]
