@@ -174,9 +174,9 @@ def parse_session(
         if tool_calls is not None and not isinstance(tool_calls, list):
             raise ForeignFileError(f"{where}.tool_calls must be a list, not {kind(tool_calls)}")
         tool_call_id = _id_text(msg.get("tool_call_id"), f"{where}.tool_call_id")
-        key = (role, ts, content)
-        occurrence = seen[key]
-        seen[key] += 1
+        same = (role, ts, content)
+        occurrence = seen[same]
+        seen[same] += 1
         is_summary = role == "system" and bool(mmeta and mmeta.get("compaction") is True)
         turns.append(
             {

@@ -112,6 +112,7 @@ def recall(
     tuning: dict[str, float] | None = None,
     as_of: float | str | None = None,
     trace: RecallTrace | None = None,
+    with_tool_calls: bool = False,
 ) -> dict[str, Any]:
     """Run recall and return the ``recall --json`` object of docs/cli.md.
 
@@ -121,9 +122,13 @@ def recall(
     default now): relative dates in the query ("a week ago") count from it.
     ``trace`` (optional) is filled with every stage's full internals
     (``memviewer.recall.trace``); the result is the same with or without it.
+    ``with_tool_calls``: each result row of a turn that called tools carries them
+    (``tool_calls``), for front ends that show them; off, the rows are the JSON contract's.
     """
     if not isinstance(query, str) or not query.strip():
         raise MemviewerError(INVALID_ARGUMENT, "query must be a non-empty string")
+    if not isinstance(with_tool_calls, bool):
+        raise MemviewerError(INVALID_ARGUMENT, "with_tool_calls must be true or false")
     if mode not in MODES:
         raise MemviewerError(INVALID_ARGUMENT, f"mode must be one of {MODES}, not {mode!r}")
     scope, scope_id = _opt_str("scope", scope), _opt_str("scope_id", scope_id)
@@ -264,7 +269,7 @@ def recall(
         trace.path = mode if mode == "flat" else (diagnostics["escalations"] or ["hierarchical"])[-1]
         trace.path = trace.path.removeprefix("session-retriever:")
         trace.pool, trace.final = candidates, list(chosen)
-    results, stale = _hydrate(parts.store, chosen)
+    results, stale = _hydrate(parts.store, chosen, with_tool_calls)
     if stale:
         diagnostics["stale"] = stale
     clock.lap("hydrate")
@@ -567,7 +572,8 @@ def _post_filter(
             continue
         members[sid].append(c)
     kept = sum(len(v) for v in members.values())
-    pool, capped = [], []
+    pool: list[dict[str, Any]] = []
+    capped: list[dict[str, Any]] = []
     for sid in sorted(members, key=order.__getitem__):
         picked = _pick(members[sid], m, mmr)
         ids = {c["turn_id"] for c in picked}
@@ -601,7 +607,9 @@ def _pick(group: list[dict[str, Any]], m: int, mmr: float) -> list[dict[str, Any
     return picked
 
 
-def _hydrate(store: Store, chosen: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+def _hydrate(
+    store: Store, chosen: list[dict[str, Any]], with_tool_calls: bool = False
+) -> tuple[list[dict[str, Any]], list[str]]:
     """Public result rows read from SQLite; LanceDB rows without a SQLite turn are reported stale."""
     from memviewer.store import repos
 
@@ -629,6 +637,8 @@ def _hydrate(store: Store, chosen: list[dict[str, Any]]) -> tuple[list[dict[str,
                 "metadata": row["meta"] if row["meta"] is not None else {},
             }
         )
+        if with_tool_calls and row["tool_calls"]:
+            out[-1]["tool_calls"] = row["tool_calls"]
     return out, stale
 
 

@@ -47,7 +47,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection
 from sqlalchemy.engine import make_url
@@ -62,6 +62,9 @@ from memviewer.store import keyword_candidates as kc
 from memviewer.store.keyword_candidates import Filters as _Filters
 from memviewer.store.keyword_candidates import KeywordDb as _Db
 from memviewer.timeutil import iso
+
+if TYPE_CHECKING:
+    from memviewer.config import Settings
 
 log = logging.getLogger("memviewer.recall")
 
@@ -224,9 +227,9 @@ class KeywordSearch:
                     raise MemviewerError(INVALID_ARGUMENT, f"{name} must be text")
             limit = _int_arg("limit", limit, 1, MAX_LIMIT)
             window = _int_arg("window", window, 0, MAX_WINDOW)
-            if mode == "discovery" and isinstance(text, str):
+            if text:  # discovery
                 return self._discovery(text, limit, window, _Filters(scope, scope_id, session_id))
-            if mode == "scroll" and session_id is not None:
+            if session_id:  # scroll
                 return self._scroll(session_id, around, window)
             if around not in (None, ""):
                 raise MemviewerError(
@@ -262,8 +265,8 @@ class KeywordSearch:
                     _add(candidates, _fts_candidates(db, fts.WORD_TABLE, plan.match, pq, filters, narrow))
                 else:
                     _add(candidates, _common_candidates(db, plan, pq, filters))
-            if pq.cjk_units and tables["cjk"] and (match := _cjk_match(db, pq.cjk_units)):
-                _add(candidates, _fts_candidates(db, fts.CJK_TABLE, match, pq, filters))
+            if pq.cjk_units and tables["cjk"] and (cjk := _cjk_match(db, pq.cjk_units)):
+                _add(candidates, _fts_candidates(db, fts.CJK_TABLE, cjk, pq, filters))
             scan = ([] if tables["word"] else pq.word_units) + ([] if tables["cjk"] else pq.cjk_units)
             if scan:
                 whole = None if tables["word"] else pq.text
@@ -687,7 +690,7 @@ def _title(db: _Db, row: dict[str, Any]) -> str:
     return _title_of(row, first)
 
 
-def fts_status(settings: Any) -> dict[str, Any]:
+def fts_status(settings: Settings) -> dict[str, Any]:
     """For ``memviewer doctor``: FTS5 support, the tokenizers in use, rows indexed vs turns."""
     from memviewer import paths
     from memviewer.store.db import Store

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import functools
 import logging
 import os
 import stat
@@ -1099,7 +1100,7 @@ class Hub:
             log.warning("recall log entry %s not written: the hub is stopping", command.get("recall_id"))
             return
         fut: asyncio.Future[list[dict[str, Any]]] = self._loop.create_future()
-        fut.add_done_callback(lambda f, rid=command.get("recall_id"): self._record_done(rid, f))
+        fut.add_done_callback(functools.partial(self._record_done, command.get("recall_id")))
         self._write_q.put_nowait(([command], fut))
 
     def _record_done(self, recall_id: Any, fut: asyncio.Future[list[dict[str, Any]]]) -> None:
