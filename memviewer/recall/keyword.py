@@ -134,8 +134,9 @@ class KeywordSearch:
     """BM25 session search over archived and active turns (see the module docstring)."""
 
     def __init__(self, store: Any, *, use_fts: bool | None = None, broad_bm25: bool = False) -> None:
-        """``broad_bm25`` ranks a query made only of common words the way releases before
-        schema 8's design did (FTS5 BM25 over the newest ``COMMON_WINDOW`` matches): kept for
+        """``broad_bm25`` ranks queries with too many matches the way search did before the
+        windowed scorer (``_common_candidates``): FTS5 BM25 over every match, or over the
+        newest ``COMMON_WINDOW`` when every word is common. Kept for
         ``bench/bench_search_hub.py``'s side-by-side comparison, not for front ends."""
         self.store = store
         self._use_fts = use_fts
