@@ -522,61 +522,33 @@ def _sessions_in(store: Store, scope: tuple[str | None, str | None], window: tim
     The session span only narrows the search (indexed); the turn decides, because a
     long-lived session overlaps every window without being about any of them.
     """
-    from sqlalchemy import and_, exists, func, select
+    from memviewer.store import time_window
 
-    from memviewer.store.tables import Session, Turn
-
-    s, t = Session.__table__.c, Turn.__table__.c
-    # Walk last_seen_at upwards from the window's start: the first sessions met are the
-    # ones around it. The scope tests go through coalesce() so that a planner without
-    # statistics does not pick the (unselective) scope index and sort the whole scope.
-    q = (
-        select(s.id)
-        .where(
-            s.last_seen_at.between(window.start, window.end + WINDOW_HORIZON_S),
-            s.started_at <= window.end,
-            exists().where(
-                and_(t.session_id == s.id, t.timestamp >= window.start, t.timestamp <= window.end)
-            ),
-        )
-        .order_by(s.last_seen_at.asc())
-        .limit(WINDOW_SESSIONS)
-    )
-    if scope[0]:
-        q = q.where(func.coalesce(s.scope, "") == scope[0])
-    if scope[1]:
-        q = q.where(func.coalesce(s.scope_id, "") == scope[1])
     with store.read() as conn:
-        return [r[0] for r in conn.execute(q)]
+        return time_window.sessions_in(
+            conn,
+            window.start,
+            window.end,
+            horizon=WINDOW_HORIZON_S,
+            scope=scope[0],
+            scope_id=scope[1],
+            limit=WINDOW_SESSIONS,
+        )
 
 
 def _time_closeness(store: Store, ids: list[str], window: timeref.TimeWindow) -> dict[str, float]:
     """Each session's closeness to ``window``: that of its turn nearest to it (1.0 when a
     turn falls inside), read from the (session, timestamp) index; 0 beyond ``REACH``."""
-    from sqlalchemy import case, func, select
-
-    from memviewer.store.tables import Turn
+    from memviewer.store import time_window
 
     if not ids:
         return {}
-    t = Turn.__table__.c
-    ts = t.timestamp
-    q = (
-        select(
-            t.session_id,
-            func.sum(case((ts.between(window.start, window.end), 1), else_=0)),
-            func.max(case((ts < window.start, ts), else_=None)),
-            func.min(case((ts > window.end, ts), else_=None)),
-        )
-        .where(
-            t.session_id.in_(ids),
-            ts.between(window.start - REACH * window.slack, window.end + REACH * window.slack),
-        )
-        .group_by(t.session_id)
-    )
+    lo, hi = window.start - REACH * window.slack, window.end + REACH * window.slack
     out: dict[str, float] = {}
     with store.read() as conn:
-        for sid, inside, before, after in conn.execute(q):
+        for sid, inside, before, after in time_window.turn_time_bounds(
+            conn, ids, window.start, window.end, lo, hi
+        ):
             if inside:
                 out[sid] = 1.0
             else:
