@@ -806,10 +806,13 @@ class Publisher:
         oldest: float | None = None
         while remaining > 0:
             with self._cond:
+                seg = self._segments[-1] if self._segments else None
+                fresh = seg is None or seg.sealed or seg.length >= self.segment_bytes
+                room = min(WRITE_CHUNK, self.segment_bytes - (0 if fresh or seg is None else seg.length))
                 take: list[tuple[int, bytes]] = []
                 nbytes = scanned = last_scanned = 0
                 for lsn, ln, queued_at in self._mem:
-                    if scanned >= remaining or nbytes >= WRITE_CHUNK:
+                    if scanned >= remaining or (take and nbytes + len(ln) + 1 > room):
                         break
                     scanned += 1
                     last_scanned = lsn
@@ -820,8 +823,6 @@ class Publisher:
                         nbytes += len(ln) + 1
                 if not scanned:
                     break
-                seg = self._segments[-1] if self._segments else None
-                fresh = seg is None or seg.sealed or seg.length >= self.segment_bytes
             if take:
                 try:
                     if fresh:
@@ -1135,19 +1136,22 @@ class Publisher:
             return
         with self._cond:
             own = {s.path for s in self._segments}
-        for path in spool.orphan_files(directory):
-            if path in own or self._stopping:
-                continue
-            with spool._claimed(path) as fd:
-                if fd is None:
+        with spool.ingest_lock(directory) as mine:
+            if not mine:  # the hub (or another publisher) is replaying them right now
+                return
+            for path in spool.orphan_files(directory):
+                if path in own or self._stopping:
                     continue
-                count = self._replay_fd(fd, path.name)
-                path.unlink()
-                spool.fsync_dir(directory)
-            with self._cond:
-                self.adopted_files += 1
-                self.adopted_commands += count
-            log.info("replayed the spool %s of a publisher that is gone: %d commands", path.name, count)
+                with spool._claimed(path) as fd:
+                    if fd is None:
+                        continue
+                    count = self._replay_fd(fd, path.name)
+                    path.unlink()
+                    spool.fsync_dir(directory)
+                with self._cond:
+                    self.adopted_files += 1
+                    self.adopted_commands += count
+                log.info("replayed the spool %s of a publisher that is gone: %d commands", path.name, count)
 
     def _replay_fd(self, fd: int, name: str) -> int:
         budget = self._frame_limit - FRAME_OVERHEAD
