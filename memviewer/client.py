@@ -824,15 +824,16 @@ class Publisher:
                 if not scanned:
                     break
             if take:
+                new: Segment | None = None
                 try:
                     if fresh:
-                        seg = Segment(self.spool_dir)
+                        seg = new = Segment(self.spool_dir)
                     assert seg is not None
                     n = seg.write(take)
                 except OSError as exc:
-                    if fresh and seg is not None:
-                        seg.remove()
-                    elif seg is not None:
+                    if new is not None:  # never registered: nothing else refers to it
+                        new.remove()
+                    elif not fresh and seg is not None:
                         seg.undo_torn_write()
                     self._spool_failure(exc)
                     return
