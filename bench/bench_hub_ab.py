@@ -7,7 +7,8 @@ A, B, A, B … in one session, because the machine is shared and its load drifts
 table gives medians and the ratio B/A.
 
 Run: ``.venv/bin/python bench/bench_hub_ab.py [--base REV] [--runs 5] [--turns 6000]``
-(``REV`` defaults to the merge base of ``HEAD`` and ``main``).
+(``REV`` defaults to the merge base of ``HEAD`` and ``main``; ``--head REV2`` measures
+another revision instead of the checkout as it is, so the tree may change meanwhile).
 """
 
 from __future__ import annotations
@@ -85,6 +86,7 @@ def measure(tree: Path, work: Callable[[Path, Path], float]) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--base", default="", help="revision A (default: merge base of HEAD and main)")
+    ap.add_argument("--head", default="", help="revision B (default: this checkout as it is)")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--turns", type=int, default=6000)
     ap.add_argument("--turns-single", type=int, default=600)
@@ -95,14 +97,22 @@ def main() -> None:
             ["git", "-C", str(ROOT), "merge-base", "HEAD", "main"], check=True, capture_output=True, text=True
         ).stdout.strip()
     )
-    head = subprocess.run(
-        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], check=True, capture_output=True, text=True
-    ).stdout.strip()
+    head = (
+        "this checkout at "
+        + subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout.strip()
+    )
     dirty = subprocess.run(
         ["git", "-C", str(ROOT), "status", "--porcelain", "memviewer"], capture_output=True, text=True
     )
     tree_a = extract(base)
-    tree_b = ROOT
+    tree_b = extract(args.head) if args.head else ROOT
+    if args.head:
+        head, dirty.stdout = f"{args.head} (git archive)", ""
     load = os.getloadavg()
     print(
         f"# bench_hub_ab {dt.datetime.now(dt.UTC).isoformat(timespec='seconds')} on {platform.node()}: "
@@ -110,7 +120,7 @@ def main() -> None:
         f"load {load[0]:.1f}/{load[1]:.1f}/{load[2]:.1f}"
     )
     print(
-        f"# A = {base[:10]} (git archive), B = this checkout ({head}{' + changes' if dirty.stdout else ''}); "
+        f"# A = {base[:10]} (git archive), B = {head}{' + changes' if dirty.stdout else ''}; "
         f"medians of {args.runs} alternating runs, turns/s acknowledged (durable)"
     )
     workloads: list[tuple[str, Callable[[Path, Path], float]]] = [
@@ -138,6 +148,8 @@ def main() -> None:
             )
     finally:
         shutil.rmtree(tree_a, ignore_errors=True)
+        if tree_b != ROOT:
+            shutil.rmtree(tree_b, ignore_errors=True)
     load = os.getloadavg()
     print(f"# load at the end {load[0]:.1f}/{load[1]:.1f}/{load[2]:.1f}")
 

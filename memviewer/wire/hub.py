@@ -33,10 +33,10 @@ from typing import Any
 from memviewer import __version__, locks, paths
 from memviewer.errors import MemviewerError
 from memviewer.store.events import EventRecord
-from memviewer.wire import protocol, spool, trust
+from memviewer.wire import group_commit, protocol, spool, trust
 from memviewer.wire.connection import Connection, Deferred, event_frame
 from memviewer.wire.fanout import FanOut
-from memviewer.wire.group_commit import GroupCommitWriter
+from memviewer.wire.group_commit import GroupCommitWriter, Results
 from memviewer.wire.hub_params import SCHEMAS, check_kinds, check_params
 from memviewer.wire.hub_service import HubService
 from memviewer.wire.probe import HOME_LOCK
@@ -90,6 +90,8 @@ class Hub:
         start_indexer: bool = True,
         history_page: int = 500,
         max_group_commands: int = 2000,
+        max_pending_bytes: int = group_commit.MAX_PENDING_BYTES,
+        max_pending_commands: int = group_commit.MAX_PENDING_COMMANDS,
         max_inflight: int = 16,
         readers: int = 4,
         max_connections: int = 512,
@@ -155,11 +157,15 @@ class Hub:
             "recall_log_written": 0,
             "recall_log_failed": 0,
             "refused_commands": 0,
+            "overloaded_requests": 0,
+            "overloaded_commands": 0,
         }
         self.writes = GroupCommitWriter(
             service,
             self.counters,
             max_group_commands=max_group_commands,
+            max_pending_bytes=max_pending_bytes,
+            max_pending_commands=max_pending_commands,
         )
         self.fanout = FanOut(
             service,
@@ -539,6 +545,7 @@ class Hub:
                     return
                 partial = 0
                 await self._frame(conn, line)
+                del line  # not held while the next frame arrives
             # Half-closed: answer what was asked before closing; a subscription keeps
             # streaming until the client goes away or the hub stops.
             while conn.tasks and not conn.closed:
@@ -614,6 +621,19 @@ class Hub:
         inline, fn = handler
         if inline:  # ordering matters (subscribe/unsubscribe/hello): answer before reading on
             await self._answer(conn, req_id, is_note, fn(conn, params))
+            return
+        if method == protocol.PUBLISH:
+            # Admitted to the write queue now, by its size on the wire: a refused frame is
+            # answered and let go before the next one is read.
+            try:
+                pending = self._admit_publish(params["commands"], len(line))
+            except RpcError as err:
+                if not is_note:
+                    await conn.send(protocol.error_response(req_id, err))
+                return
+            del msg, params, line
+            await conn.slots.acquire()
+            conn.spawn(self._answer(conn, req_id, is_note, self._publish_results(pending), release=True))
             return
         await conn.slots.acquire()  # back-pressure: stop reading when too many are in flight
         conn.spawn(self._answer(conn, req_id, is_note, fn(conn, params), release=True))
@@ -705,7 +725,7 @@ class Hub:
             self.counters["recall_log_failed"] += 1
             log.warning("recall log entry %s not written: the hub is stopping", command.get("recall_id"))
             return
-        fut = self.writes.enqueue([command])
+        fut = self.writes.enqueue([command], bounded=False)  # one small entry per search
         fut.add_done_callback(functools.partial(self._record_done, command.get("recall_id")))
 
     def _record_done(self, recall_id: Any, fut: asyncio.Future[list[dict[str, Any]]]) -> None:
@@ -753,15 +773,41 @@ class Hub:
         }
 
     async def _m_publish(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        """``publish`` (``_frame`` admits it itself, by its frame's size; this is the same
+        path for a caller without a frame)."""
         commands = params["commands"]
+        return await self._publish_results(self._admit_publish(commands, len(protocol.encode(commands))))
+
+    def _admit_publish(self, commands: list[Any], frame_bytes: int) -> asyncio.Future[Results] | None:
+        """Queue the commands for the writer (None: nothing to write). Raises the retryable
+        ``overloaded`` error at once when the write queue is full, or when the hub stops."""
         self.counters["publish_requests"] += 1
         if not commands:
-            return {"results": []}
+            return None
         if self._closing:
             raise protocol.app_error(
                 "internal", "the hub is shutting down; publish again later", {"retry": True}
             )
-        return {"results": await self.writes.enqueue(commands)}
+        try:
+            return self.writes.enqueue(commands, frame_bytes)
+        except RpcError:
+            self._log_overload()
+            raise
+
+    @staticmethod
+    async def _publish_results(pending: asyncio.Future[Results] | None) -> dict[str, Any]:
+        """The answer to an admitted publish, once its batch is committed."""
+        return {"results": await pending if pending is not None else []}
+
+    def _log_overload(self) -> None:
+        n = self.counters["overloaded_requests"]
+        if n in (1, 10, 100) or n % 1000 == 0:
+            log.warning(
+                "write queue full (%d bytes, %d commands waiting): %d publish requests pushed back so far",
+                self.writes.pending_bytes,
+                self.writes.pending_commands,
+                n,
+            )
 
     async def submit(self, commands: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Publish commands from an in-process source (OTLP receiver…) through the same
@@ -772,7 +818,12 @@ class Hub:
         if self._closing or not self.writes.ready:
             raise MemviewerError("internal", "the hub is shutting down", data={"retry": True})
         try:
-            return await self.writes.enqueue(commands)
+            fut = self.writes.enqueue(commands, len(protocol.encode(commands)))
+        except RpcError as err:
+            self._log_overload()
+            raise MemviewerError("internal", err.message, data={"retry": True, **err.data}) from None
+        try:
+            return await fut
         except RpcError as err:
             raise MemviewerError("internal", err.message, data={"retry": True, **err.data}) from None
 
@@ -836,6 +887,7 @@ class Hub:
             "connections_by_role": _count_by(c.role for c in self._conns.values()),
             **self.fanout.info(),
             "write_queue": self.writes.queued(),
+            "write_pending": self.writes.info(),
             "dispatched_seq": self.fanout.dispatched,
             "pending_reorder": len(self.fanout.pending),
             "frame_limit": self.frame_limit,
