@@ -4,7 +4,9 @@ The hub of each revision runs as its own ``memviewer serve --no-index`` process
 (``PYTHONPATH`` points at that revision's tree, extracted with ``git archive``); the
 client is always this checkout's ``Publisher``, so only the hub differs. Runs alternate
 A, B, A, B … in one session, because the machine is shared and its load drifts; the
-table gives medians and the ratio B/A.
+table gives medians and the ratio B/A of throughput (turns/s acknowledged) and of the
+hub process's own CPU time per 1,000 turns (``cpu``, ms; start-up excluded), which a
+loaded machine disturbs far less than wall-clock throughput.
 
 Run: ``.venv/bin/python bench/bench_hub_ab.py [--base REV] [--runs 5] [--turns 6000]``
 (``REV`` defaults to the merge base of ``HEAD`` and ``main``; ``--head REV2`` measures
@@ -67,17 +69,26 @@ class TreeHub:
                 raise RuntimeError(f"hub from {tree} did not start")
             time.sleep(0.05)
 
+    def cpu_s(self) -> float:
+        """The hub process's CPU time so far (user + system): far less sensitive to the
+        machine's load than wall-clock throughput."""
+        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
     def close(self) -> None:
         self.proc.send_signal(signal.SIGTERM)
         self.proc.wait(60)
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def measure(tree: Path, work: Callable[[Path, Path], float]) -> float:
+def measure(tree: Path, work: Callable[[Path, Path], float], turns: int) -> tuple[float, float]:
+    """(turns/s, hub CPU ms per 1,000 turns) of one run on a fresh hub."""
     hub = TreeHub(tree)
     spool = Path(tempfile.mkdtemp(prefix="mvab-spool-", dir="/tmp"))
     try:
-        return work(hub.sock, spool)
+        cpu0 = hub.cpu_s()
+        rate = work(hub.sock, spool)
+        return rate, (hub.cpu_s() - cpu0) * 1000 * 1000 / turns
     finally:
         hub.close()
         shutil.rmtree(spool, ignore_errors=True)
@@ -123,27 +134,32 @@ def main() -> None:
         f"# A = {base[:10]} (git archive), B = {head}{' + changes' if dirty.stdout else ''}; "
         f"medians of {args.runs} alternating runs, turns/s acknowledged (durable)"
     )
-    workloads: list[tuple[str, Callable[[Path, Path], float]]] = [
-        ("Publisher batch 500 (default)", lambda s, sp: publish_run(s, sp, args.turns, 500)),
-        ("Publisher batch 100", lambda s, sp: publish_run(s, sp, args.turns, 100)),
-        ("Publisher batch 1", lambda s, sp: publish_run(s, sp, args.turns_single, 1)),
+    workloads: list[tuple[str, int, Callable[[Path, Path], float]]] = [
+        ("Publisher batch 500 (default)", args.turns, lambda s, sp: publish_run(s, sp, args.turns, 500)),
+        ("Publisher batch 100", args.turns, lambda s, sp: publish_run(s, sp, args.turns, 100)),
+        ("Publisher batch 1", args.turns_single, lambda s, sp: publish_run(s, sp, args.turns_single, 1)),
         (
             "4 Publishers batch 1 (group commit)",
+            args.turns_single * 2,
             lambda s, sp: concurrent_run(s, sp, args.turns_single * 2, 4),
         ),
     ]
     try:
-        print(f"{'workload':40} {'A':>8} {'B':>8} {'B/A':>6}  runs A | B")
-        for label, work in workloads:
-            a: list[float] = []
-            b: list[float] = []
+        print(
+            f"{'workload':38} {'A t/s':>7} {'B t/s':>7} {'B/A':>5}  "
+            f"{'A cpu':>6} {'B cpu':>6} {'B/A':>5}  turns/s runs A | B"
+        )
+        for label, turns, work in workloads:
+            a: list[tuple[float, float]] = []
+            b: list[tuple[float, float]] = []
             for _ in range(args.runs):
-                a.append(measure(tree_a, work))
-                b.append(measure(tree_b, work))
-            ma, mb = statistics.median(a), statistics.median(b)
+                a.append(measure(tree_a, work, turns))
+                b.append(measure(tree_b, work, turns))
+            ra, rb = statistics.median(x for x, _ in a), statistics.median(x for x, _ in b)
+            ca, cb = statistics.median(c for _, c in a), statistics.median(c for _, c in b)
             print(
-                f"{label:40} {ma:8.0f} {mb:8.0f} {mb / ma:6.2f}  "
-                f"{[round(v) for v in a]} | {[round(v) for v in b]}",
+                f"{label:38} {ra:7.0f} {rb:7.0f} {rb / ra:5.2f}  {ca:6.0f} {cb:6.0f} {cb / ca:5.2f}  "
+                f"{[round(x) for x, _ in a]} | {[round(x) for x, _ in b]}",
                 flush=True,
             )
     finally:

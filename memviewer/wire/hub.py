@@ -622,20 +622,20 @@ class Hub:
         if inline:  # ordering matters (subscribe/unsubscribe/hello): answer before reading on
             await self._answer(conn, req_id, is_note, fn(conn, params))
             return
+        await conn.slots.acquire()  # back-pressure: stop reading when too many are in flight
         if method == protocol.PUBLISH:
             # Admitted to the write queue now, by its size on the wire: a refused frame is
             # answered and let go before the next one is read.
             try:
                 pending = self._admit_publish(params["commands"], len(line))
             except RpcError as err:
+                conn.slots.release()
                 if not is_note:
                     await conn.send(protocol.error_response(req_id, err))
                 return
             del msg, params, line
-            await conn.slots.acquire()
             conn.spawn(self._answer(conn, req_id, is_note, self._publish_results(pending), release=True))
             return
-        await conn.slots.acquire()  # back-pressure: stop reading when too many are in flight
         conn.spawn(self._answer(conn, req_id, is_note, fn(conn, params), release=True))
 
     async def _answer(
