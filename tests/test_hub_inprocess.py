@@ -243,3 +243,30 @@ def test_half_a_frame_held_too_long_closes_that_connection_only(service, setting
             await hub.close()
 
     asyncio.run(main())
+
+
+def test_a_stopped_hub_leaves_no_commit_listener_on_the_store(service, settings, monkeypatch) -> None:  # noqa: ANN001
+    """The service outlives a hosted hub (the viewer stops and restarts it): once the hub
+    stopped, the store's commits no longer reach it."""
+    calls: list[int] = []
+    real_on_commit = service.store.on_commit
+
+    def counting_on_commit(listener):  # noqa: ANN001, ANN202 - a spy on the public seam
+        def counted(events):  # noqa: ANN001, ANN202
+            calls.append(len(events))
+            listener(events)
+
+        return real_on_commit(counted)
+
+    monkeypatch.setattr(service.store, "on_commit", counting_on_commit)
+
+    async def main() -> None:
+        hub = Hub(service, settings.socket_path, start_indexer=False)
+        await hub.start()
+        await asyncio.to_thread(service.open_session, session_id="s-1", agent="a")
+        assert calls == [1]  # the hub's listener saw the commit
+        await hub.close()
+        await asyncio.to_thread(service.open_session, session_id="s-2", agent="a")
+        assert calls == [1]  # removed at stop
+
+    asyncio.run(main())
