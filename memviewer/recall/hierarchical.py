@@ -6,7 +6,12 @@
    (M = ``chunks_per_session``; the ×3 over-fetch leaves enough turns per
    session after the post-filter).
 3. The post-filter keeps turns of Stage-1 sessions, grouped by session in
-   Stage-1 order, at most M per session.
+   Stage-1 order, at most M per session. In a chat between named people
+   (``metadata.speaker`` on at least half the candidates) two more rules apply:
+   the best ``chat_flat_pool`` Stage-2 turns join the pool whatever their
+   session (a safety net, so a strong turn in a session Stage 1 missed is not
+   lost), and every pooled turn's score takes its session's Stage-1 score as a
+   ``chat_session_prior`` share (turns of sessions Stage 1 did not pick get 0).
 4. An optional reranker blends ``0.7 * score + 0.3 * neural``; without one the
    pool is sorted by score; if it raises, the session-by-session order stays.
 5. The pool is truncated to ``top_k``.
@@ -67,6 +72,11 @@ TUNING_DEFAULTS: dict[str, float] = {
     "neighbour_share": 0.0,  # share of the best adjacent candidate's score in a turn's score
     "chat_session_turn_weight": 0.4,  # session_turn_weight for chats between named people (REALTALK)
     "adaptive_k": 0.0,  # r > 0: up to K more sessions whose Stage-1 score is ≥ r × the best one
+    "flat_pool": 0.0,  # N > 0: the best N Stage-2 turns join the pool whatever their session
+    "session_prior": 0.0,  # γ: a pooled turn's score = (1 - γ) score + γ (its session's Stage-1 score / best)
+    "chat_flat_pool": 10.0,  # flat_pool for chats between named people (REALTALK)
+    "chat_session_prior": 0.2,  # session_prior for chats between named people (REALTALK)
+    "session_turn_top": 1.0,  # n: Stage 1's turn part sums a session's best n turns, halving each
 }
 
 TURN_COLUMNS = ["turn_id", "session_id", "role", "archived", "timestamp", "text", "vector"]
@@ -239,6 +249,22 @@ def recall(
             diagnostics["stage1"] = sessions
             diagnostics["stage2_candidates"] = len(candidates)
             chosen, kept, dropped, capped = _post_filter(candidates, sessions, m, float(tune["session_mmr"]))
+            chat = _is_chat(candidates)
+            net_n = int(tune["flat_pool"] or (tune["chat_flat_pool"] if chat else 0))
+            prior = float(tune["session_prior"] or (tune["chat_session_prior"] if chat else 0.0))
+            net = _add_flat(chosen, candidates, net_n) if net_n > 0 else []
+            if net:  # a safety net: the best turns anywhere stay in the pool
+                back = set(net)
+                dropped = [d for d in dropped if d["turn_id"] not in back]
+                capped = [c for c in capped if c["turn_id"] not in back]
+            if prior > 0:
+                _session_prior(chosen, sessions, prior)
+            diagnostics["pool_rules"] = {
+                "chat": chat,
+                "flat_pool": net_n,
+                "session_prior": prior,
+                "safety_net": net,
+            }
             diagnostics["post_filter"] = kept
             diagnostics["dropped"] = dropped
             diagnostics["capped"] = capped
@@ -454,10 +480,16 @@ def _rank_sessions(
         bm25[r["session_id"]] = float(r["_score"])
         rows.setdefault(r["session_id"], r)
     best_turn: dict[str, float] = {}
-    for c in candidates:
-        best_turn.setdefault(c["session_id"], c["score"])
+    top_n = max(1, int(tune["session_turn_top"]))
+    seen: dict[str, int] = {}
+    for c in candidates:  # best first: the session's best turn, plus half the next, a quarter …
+        sid = c["session_id"]
+        i = seen.get(sid, 0)
+        if i < top_n:
+            best_turn[sid] = best_turn.get(sid, 0.0) + c["score"] * 0.5**i
+            seen[sid] = i + 1
     turn_w = float(tune["session_turn_weight"])
-    if turn_w <= 0 and candidates and 2 * sum(1 for c in candidates if c.get("_authored")) >= len(candidates):
+    if turn_w <= 0 and _is_chat(candidates):
         # a chat between named people: its summary cannot hold a day of talk, so the session's
         # best turn takes a share (REALTALK tune half +0.014 turn R@10; docs/benchmarks.md)
         turn_w = float(tune["chat_session_turn_weight"])
@@ -606,6 +638,33 @@ def _post_filter(
             if c["turn_id"] not in ids
         )
     return pool, kept, dropped, capped
+
+
+def _is_chat(candidates: list[dict[str, Any]]) -> bool:
+    """At least half the candidate turns name their author (``metadata.speaker``): a chat
+    between people, which the chat rules (``chat_*`` tuning keys) are for."""
+    return bool(candidates) and 2 * sum(1 for c in candidates if c.get("_authored")) >= len(candidates)
+
+
+def _add_flat(pool: list[dict[str, Any]], candidates: list[dict[str, Any]], n: int) -> list[str]:
+    """Append the best ``n`` candidates not pooled yet (they may come from any session);
+    returns their turn ids."""
+    have = {c["turn_id"] for c in pool}
+    added = [c for c in candidates[:n] if c["turn_id"] not in have]
+    pool.extend(added)
+    return [c["turn_id"] for c in added]
+
+
+def _session_prior(pool: list[dict[str, Any]], sessions: list[dict[str, Any]], share: float) -> None:
+    """``score = (1 - share) * score + share * session score / best session score`` (0 for a
+    turn whose session is not among the Stage-1 sessions)."""
+    top = max((s["score"] for s in sessions), default=0.0)
+    of = {s["session_id"]: s["score"] / top if top > 0 else 0.0 for s in sessions}
+    for i, c in enumerate(pool):
+        c = pool[i] = {**c, "score_breakdown": dict(c["score_breakdown"])}
+        part = of.get(c["session_id"], 0.0)
+        c["score_breakdown"]["session"] = round(part, 6)
+        c["score"] = (1.0 - share) * c["score"] + share * part
 
 
 def _pick(group: list[dict[str, Any]], m: int, mmr: float) -> list[dict[str, Any]]:
