@@ -106,6 +106,7 @@ def test_agent_sessions_keep_the_plain_post_filter(service: Any) -> None:
     off = service.recall(Q, tuning={"chat_session_prior": 0, "chat_flat_pool": 0}, **kw)
     assert default["diagnostics"]["pool_rules"] == {
         "chat": False,
+        "chunks_per_session": 3,
         "flat_pool": 0,
         "session_prior": 0.0,
         "safety_net": [],
@@ -129,3 +130,18 @@ def test_session_turn_top_sums_more_than_the_best_turn(service: Any) -> None:
 
     one, three = stage1(), stage1(session_turn_top=3)
     assert any(three[s] > one[s] + 1e-6 for s in one if s in three)
+
+
+def test_chats_raise_m_agent_sessions_keep_it(service: Any) -> None:
+    _chats(service, "c1", named=True)
+    _chats(service, "agent", named=False)
+    service.sync_index()
+
+    def per_session(scope_id: str, **tuning: float) -> tuple[int, int]:
+        out = service.recall(Q, scope="conv", scope_id=scope_id, top_sessions=1, tuning=tuning or None)
+        return len(out["results"]), out["diagnostics"]["params"]["chunks_per_session"]
+
+    assert per_session("c1") == (4, 10)  # all four turns of the one Stage-1 session
+    assert per_session("c1", chat_chunks_per_session=0) == (3, 3)
+    n, m = per_session("agent")
+    assert n <= 3 and m == 3

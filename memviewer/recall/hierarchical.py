@@ -7,11 +7,13 @@
    session after the post-filter).
 3. The post-filter keeps turns of Stage-1 sessions, grouped by session in
    Stage-1 order, at most M per session. In a chat between named people
-   (``metadata.speaker`` on at least half the candidates) two more rules apply:
-   the best ``chat_flat_pool`` Stage-2 turns join the pool whatever their
-   session (a safety net, so a strong turn in a session Stage 1 missed is not
-   lost), and every pooled turn's score takes its session's Stage-1 score as a
-   ``chat_session_prior`` share (turns of sessions Stage 1 did not pick get 0).
+   (``metadata.speaker`` on at least half the candidates) M is at least
+   ``chat_chunks_per_session`` (10: a day of chat holds more answers than an
+   agent session's M) and every pooled turn's score takes its session's
+   Stage-1 score as a ``chat_session_prior`` share (0.2), so the ranking mixes
+   the turn's own evidence with its session's. ``flat_pool`` /
+   ``chat_flat_pool`` (off) add the best N Stage-2 turns of any session to the
+   pool, a safety net that measured no gain on top of these.
 4. An optional reranker blends ``0.7 * score + 0.3 * neural``; without one the
    pool is sorted by score; if it raises, the session-by-session order stays.
 5. The pool is truncated to ``top_k``.
@@ -74,7 +76,8 @@ TUNING_DEFAULTS: dict[str, float] = {
     "adaptive_k": 0.0,  # r > 0: up to K more sessions whose Stage-1 score is ≥ r × the best one
     "flat_pool": 0.0,  # N > 0: the best N Stage-2 turns join the pool whatever their session
     "session_prior": 0.0,  # γ: a pooled turn's score = (1 - γ) score + γ (its session's Stage-1 score / best)
-    "chat_flat_pool": 10.0,  # flat_pool for chats between named people (REALTALK)
+    "chat_flat_pool": 0.0,  # flat_pool for chats between named people (measured: no gain over the prior)
+    "chat_chunks_per_session": 10.0,  # in a chat, M is at least this (0: off)
     "chat_session_prior": 0.2,  # session_prior for chats between named people (REALTALK)
     "session_turn_top": 1.0,  # n: Stage 1's turn part sums a session's best n turns, halving each
 }
@@ -223,9 +226,26 @@ def recall(
             diagnostics["stage2_candidates"] = len(candidates)
             chosen = candidates[:top_k]
         else:
+            chat_m = max(m, int(tune["chat_chunks_per_session"]))
             candidates = _turn_candidates(
-                index, qvec, query, turn_where, pool_size, w, tune, use_ann, window, trace, store=parts.store
+                index,
+                qvec,
+                query,
+                turn_where,
+                k * chat_m * OVERFETCH,
+                w,
+                tune,
+                use_ann,
+                window,
+                trace,
+                store=parts.store,
+                depth=pool_size,  # as deep as for M, so agent sessions see the same candidates
             )
+            chat = _is_chat(candidates)
+            if chat and chat_m > m:  # a day of chat holds more than M answers per session
+                m, pool_size = chat_m, k * chat_m * OVERFETCH
+                diagnostics["params"].update(chunks_per_session=m, pool=pool_size)
+            candidates = candidates[:pool_size]  # for agent sessions, the same pool as before
             clock.lap("stage2")
             extra_k = float(tune["adaptive_k"])
             sessions = _rank_sessions(
@@ -249,7 +269,6 @@ def recall(
             diagnostics["stage1"] = sessions
             diagnostics["stage2_candidates"] = len(candidates)
             chosen, kept, dropped, capped = _post_filter(candidates, sessions, m, float(tune["session_mmr"]))
-            chat = _is_chat(candidates)
             net_n = int(tune["flat_pool"] or (tune["chat_flat_pool"] if chat else 0))
             prior = float(tune["session_prior"] or (tune["chat_session_prior"] if chat else 0.0))
             net = _add_flat(chosen, candidates, net_n) if net_n > 0 else []
@@ -261,6 +280,7 @@ def recall(
                 _session_prior(chosen, sessions, prior)
             diagnostics["pool_rules"] = {
                 "chat": chat,
+                "chunks_per_session": m,
                 "flat_pool": net_n,
                 "session_prior": prior,
                 "safety_net": net,
@@ -331,13 +351,15 @@ def _turn_candidates(
     trace: RecallTrace | None = None,
     *,
     store: Store | None = None,
+    depth: int | None = None,
 ) -> list[dict[str, Any]]:
-    """Stage 2: dense ∪ BM25 hits of the scope, blended, best ``n`` first."""
+    """Stage 2: dense ∪ BM25 hits of the scope (``depth``, default ``n``, or
+    ``candidate_depth`` if more, from each), blended, best ``n`` first."""
     import numpy as np
 
     from memviewer.index.lance import TURNS
 
-    depth = max(n, int(tune["candidate_depth"]))
+    depth = max(n if depth is None else depth, int(tune["candidate_depth"]))
     dense = index.dense(TURNS, qvec, where, depth, TURN_COLUMNS, use_ann=use_ann)
     keyword = lexical.turn_hits(index, query, where, depth, TURN_COLUMNS, raw=bool(tune["raw_keyword_query"]))
     rows: dict[str, dict[str, Any]] = {}
