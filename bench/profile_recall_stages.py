@@ -18,6 +18,8 @@ import statistics
 import sys
 from pathlib import Path
 
+import memviewer  # noqa: E402  # before bench_recall, which puts this checkout first on the path
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 
@@ -34,7 +36,6 @@ def main() -> int:
 
     from bench_recall import RandomEmbedder, build, queries
 
-    import memviewer
     from memviewer.config import load_settings
     from memviewer.service import MemoryService
 

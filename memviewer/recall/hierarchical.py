@@ -649,7 +649,8 @@ def _post_filter(
             continue
         members[sid].append(c)
     kept = sum(len(v) for v in members.values())
-    pool, capped = [], []
+    pool: list[dict[str, Any]] = []
+    capped: list[dict[str, Any]] = []
     for sid in sorted(members, key=order.__getitem__):
         picked = _pick(members[sid], m, mmr)
         ids = {c["turn_id"] for c in picked}
