@@ -145,3 +145,18 @@ def test_chats_raise_m_agent_sessions_keep_it(service: Any) -> None:
     assert per_session("c1", chat_chunks_per_session=0) == (3, 3)
     n, m = per_session("agent")
     assert n <= 3 and m == 3
+
+
+def test_chats_score_a_turn_with_its_neighbours_agent_sessions_do_not(service: Any) -> None:
+    _chats(service, "c1", named=True)
+    _chats(service, "agent", named=False)
+    service.sync_index()
+    for mode in ("hierarchical", "flat"):
+        chat = service.recall(Q, scope="conv", scope_id="c1", mode=mode)
+        off = service.recall(Q, scope="conv", scope_id="c1", mode=mode, tuning={"chat_neighbour_share": 0})
+        agent = service.recall(Q, scope="conv", scope_id="agent", mode=mode)
+        assert all("neighbour" in r["score_breakdown"] for r in chat["results"])
+        assert all("neighbour" not in r["score_breakdown"] for r in off["results"] + agent["results"])
+        # a turn whose neighbour is a candidate gets 0.2 of the neighbour's score
+        by_id = {r["turn_id"]: r for r in chat["results"]}
+        assert any(r["score_breakdown"]["neighbour"] > 0 for r in by_id.values())

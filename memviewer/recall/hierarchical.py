@@ -72,6 +72,7 @@ TUNING_DEFAULTS: dict[str, float] = {
     "name_prior": 1.0,  # 0: a question naming a turn's author (metadata.speaker) gets no speaker share
     "echo_penalty": 0.0,  # share taken off a turn that is itself a question echoing the query
     "neighbour_share": 0.0,  # share of the best adjacent candidate's score in a turn's score
+    "chat_neighbour_share": 0.2,  # neighbour_share for chats between named people (both modes)
     "chat_session_turn_weight": 0.4,  # session_turn_weight for chats between named people (REALTALK)
     "adaptive_k": 0.0,  # r > 0: up to K more sessions whose Stage-1 score is ≥ r × the best one
     "flat_pool": 0.0,  # N > 0: the best N Stage-2 turns join the pool whatever their session
@@ -437,6 +438,8 @@ def _turn_candidates(
             }
         )
     share = float(tune["neighbour_share"])
+    if share <= 0 and 2 * len(authors) >= len(ids):  # a chat: a short message is answered next door
+        share = float(tune["chat_neighbour_share"])
     if share > 0 and store is not None:
         _with_neighbours(store, out, share)
     out.sort(key=lambda c: (-c["score"], c["turn_id"]))
