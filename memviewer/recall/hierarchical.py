@@ -13,7 +13,9 @@
    Stage-1 score as a ``chat_session_prior`` share (0.2), so the ranking mixes
    the turn's own evidence with its session's. ``flat_pool`` /
    ``chat_flat_pool`` (off) add the best N Stage-2 turns of any session to the
-   pool, a safety net that measured no gain on top of these.
+   pool, a safety net that measured no gain on top of these. In chats Stage 2
+   (flat mode too) also gives a turn ``chat_neighbour_share`` (0.2) of the
+   better score of its candidate neighbours.
 4. An optional reranker blends ``0.7 * score + 0.3 * neural``; without one the
    pool is sorted by score; if it raises, the session-by-session order stays.
 5. The pool is truncated to ``top_k``.
