@@ -102,9 +102,10 @@ def test_recall_echo_penalty_demotes_a_question_turn(service: Any) -> None:
     )
     service.sync_index()
     q = "When did Ann finish the Pachinko saga?"
-    plain = service.recall(q, scope="conv", scope_id="c1", mode="flat", tuning={"name_prior": 0})
+    alone = {"name_prior": 0, "chat_neighbour_share": 0}  # the echo rule on its own
+    plain = service.recall(q, scope="conv", scope_id="c1", mode="flat", tuning=alone)
     demoted = service.recall(
-        q, scope="conv", scope_id="c1", mode="flat", tuning={"name_prior": 0, "echo_penalty": 0.5}
+        q, scope="conv", scope_id="c1", mode="flat", tuning={**alone, "echo_penalty": 0.5}
     )
     p = {r["turn_id"]: r for r in plain["results"]}
     d = {r["turn_id"]: r for r in demoted["results"]}

@@ -6,7 +6,16 @@
    (M = ``chunks_per_session``; the ×3 over-fetch leaves enough turns per
    session after the post-filter).
 3. The post-filter keeps turns of Stage-1 sessions, grouped by session in
-   Stage-1 order, at most M per session.
+   Stage-1 order, at most M per session. In a chat between named people
+   (``metadata.speaker`` on at least half the candidates) M is at least
+   ``chat_chunks_per_session`` (10: a day of chat holds more answers than an
+   agent session's M) and every pooled turn's score takes its session's
+   Stage-1 score as a ``chat_session_prior`` share (0.2), so the ranking mixes
+   the turn's own evidence with its session's. ``flat_pool`` /
+   ``chat_flat_pool`` (off) add the best N Stage-2 turns of any session to the
+   pool, a safety net that measured no gain on top of these. In chats Stage 2
+   (flat mode too) also gives a turn ``chat_neighbour_share`` (0.2) of the
+   better score of its candidate neighbours.
 4. An optional reranker blends ``0.7 * score + 0.3 * neural``; without one the
    pool is sorted by score; if it raises, the session-by-session order stays.
 5. The pool is truncated to ``top_k``.
@@ -65,8 +74,15 @@ TUNING_DEFAULTS: dict[str, float] = {
     "name_prior": 1.0,  # 0: a question naming a turn's author (metadata.speaker) gets no speaker share
     "echo_penalty": 0.0,  # share taken off a turn that is itself a question echoing the query
     "neighbour_share": 0.0,  # share of the best adjacent candidate's score in a turn's score
+    "chat_neighbour_share": 0.2,  # neighbour_share for chats between named people (both modes)
     "chat_session_turn_weight": 0.4,  # session_turn_weight for chats between named people (REALTALK)
     "adaptive_k": 0.0,  # r > 0: up to K more sessions whose Stage-1 score is ≥ r × the best one
+    "flat_pool": 0.0,  # N > 0: the best N Stage-2 turns join the pool whatever their session
+    "session_prior": 0.0,  # γ: a pooled turn's score = (1 - γ) score + γ (its session's Stage-1 score / best)
+    "chat_flat_pool": 0.0,  # flat_pool for chats between named people (measured: no gain over the prior)
+    "chat_chunks_per_session": 10.0,  # in a chat, M is at least this (0: off)
+    "chat_session_prior": 0.2,  # session_prior for chats between named people (REALTALK)
+    "session_turn_top": 1.0,  # n: Stage 1's turn part sums a session's best n turns, halving each
 }
 
 TURN_COLUMNS = ["turn_id", "session_id", "role", "archived", "timestamp", "text", "vector"]
@@ -218,9 +234,26 @@ def recall(
             diagnostics["stage2_candidates"] = len(candidates)
             chosen = candidates[:top_k]
         else:
+            chat_m = max(m, int(tune["chat_chunks_per_session"]))
             candidates = _turn_candidates(
-                index, qvec, query, turn_where, pool_size, w, tune, use_ann, window, trace, store=parts.store
+                index,
+                qvec,
+                query,
+                turn_where,
+                k * chat_m * OVERFETCH,
+                w,
+                tune,
+                use_ann,
+                window,
+                trace,
+                store=parts.store,
+                depth=pool_size,  # as deep as for M, so agent sessions see the same candidates
             )
+            chat = _is_chat(candidates)
+            if chat and chat_m > m:  # a day of chat holds more than M answers per session
+                m, pool_size = chat_m, k * chat_m * OVERFETCH
+                diagnostics["params"].update(chunks_per_session=m, pool=pool_size)
+            candidates = candidates[:pool_size]  # for agent sessions, the same pool as before
             clock.lap("stage2")
             extra_k = float(tune["adaptive_k"])
             sessions = _rank_sessions(
@@ -244,6 +277,22 @@ def recall(
             diagnostics["stage1"] = sessions
             diagnostics["stage2_candidates"] = len(candidates)
             chosen, kept, dropped, capped = _post_filter(candidates, sessions, m, float(tune["session_mmr"]))
+            net_n = int(tune["flat_pool"] or (tune["chat_flat_pool"] if chat else 0))
+            prior = float(tune["session_prior"] or (tune["chat_session_prior"] if chat else 0.0))
+            net = _add_flat(chosen, candidates, net_n) if net_n > 0 else []
+            if net:  # a safety net: the best turns anywhere stay in the pool
+                back = set(net)
+                dropped = [d for d in dropped if d["turn_id"] not in back]
+                capped = [c for c in capped if c["turn_id"] not in back]
+            if prior > 0:
+                _session_prior(chosen, sessions, prior)
+            diagnostics["pool_rules"] = {
+                "chat": chat,
+                "chunks_per_session": m,
+                "flat_pool": net_n,
+                "session_prior": prior,
+                "safety_net": net,
+            }
             diagnostics["post_filter"] = kept
             diagnostics["dropped"] = dropped
             diagnostics["capped"] = capped
@@ -310,13 +359,15 @@ def _turn_candidates(
     trace: RecallTrace | None = None,
     *,
     store: Store | None = None,
+    depth: int | None = None,
 ) -> list[dict[str, Any]]:
-    """Stage 2: dense ∪ BM25 hits of the scope, blended, best ``n`` first."""
+    """Stage 2: dense ∪ BM25 hits of the scope (``depth``, default ``n``, or
+    ``candidate_depth`` if more, from each), blended, best ``n`` first."""
     import numpy as np
 
     from memviewer.index.lance import TURNS
 
-    depth = max(n, int(tune["candidate_depth"]))
+    depth = max(n if depth is None else depth, int(tune["candidate_depth"]))
     dense = index.dense(TURNS, qvec, where, depth, TURN_COLUMNS, use_ann=use_ann)
     keyword = lexical.turn_hits(index, query, where, depth, TURN_COLUMNS, raw=bool(tune["raw_keyword_query"]))
     rows: dict[str, dict[str, Any]] = {}
@@ -394,6 +445,8 @@ def _turn_candidates(
             }
         )
     share = float(tune["neighbour_share"])
+    if share <= 0 and 2 * len(authors) >= len(ids):  # a chat: a short message is answered next door
+        share = float(tune["chat_neighbour_share"])
     if share > 0 and store is not None:
         _with_neighbours(store, out, share)
     out.sort(key=lambda c: (-c["score"], c["turn_id"]))
@@ -459,10 +512,16 @@ def _rank_sessions(
         bm25[r["session_id"]] = float(r["_score"])
         rows.setdefault(r["session_id"], r)
     best_turn: dict[str, float] = {}
-    for c in candidates:
-        best_turn.setdefault(c["session_id"], c["score"])
+    top_n = max(1, int(tune["session_turn_top"]))
+    seen: dict[str, int] = {}
+    for c in candidates:  # best first: the session's best turn, plus half the next, a quarter …
+        sid = c["session_id"]
+        i = seen.get(sid, 0)
+        if i < top_n:
+            best_turn[sid] = best_turn.get(sid, 0.0) + c["score"] * 0.5**i
+            seen[sid] = i + 1
     turn_w = float(tune["session_turn_weight"])
-    if turn_w <= 0 and candidates and 2 * sum(1 for c in candidates if c.get("_authored")) >= len(candidates):
+    if turn_w <= 0 and _is_chat(candidates):
         # a chat between named people: its summary cannot hold a day of talk, so the session's
         # best turn takes a share (REALTALK tune half +0.014 turn R@10; docs/benchmarks.md)
         turn_w = float(tune["chat_session_turn_weight"])
@@ -584,6 +643,33 @@ def _post_filter(
             if c["turn_id"] not in ids
         )
     return pool, kept, dropped, capped
+
+
+def _is_chat(candidates: list[dict[str, Any]]) -> bool:
+    """At least half the candidate turns name their author (``metadata.speaker``): a chat
+    between people, which the chat rules (``chat_*`` tuning keys) are for."""
+    return bool(candidates) and 2 * sum(1 for c in candidates if c.get("_authored")) >= len(candidates)
+
+
+def _add_flat(pool: list[dict[str, Any]], candidates: list[dict[str, Any]], n: int) -> list[str]:
+    """Append the best ``n`` candidates not pooled yet (they may come from any session);
+    returns their turn ids."""
+    have = {c["turn_id"] for c in pool}
+    added = [c for c in candidates[:n] if c["turn_id"] not in have]
+    pool.extend(added)
+    return [c["turn_id"] for c in added]
+
+
+def _session_prior(pool: list[dict[str, Any]], sessions: list[dict[str, Any]], share: float) -> None:
+    """``score = (1 - share) * score + share * session score / best session score`` (0 for a
+    turn whose session is not among the Stage-1 sessions)."""
+    top = max((s["score"] for s in sessions), default=0.0)
+    of = {s["session_id"]: s["score"] / top if top > 0 else 0.0 for s in sessions}
+    for i, c in enumerate(pool):
+        c = pool[i] = {**c, "score_breakdown": dict(c["score_breakdown"])}
+        part = of.get(c["session_id"], 0.0)
+        c["score_breakdown"]["session"] = round(part, 6)
+        c["score"] = (1.0 - share) * c["score"] + share * part
 
 
 def _pick(group: list[dict[str, Any]], m: int, mmr: float) -> list[dict[str, Any]]:
