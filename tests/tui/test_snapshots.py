@@ -140,7 +140,7 @@ def test_recall_screen(snap_compare, make_app) -> None:
             "s-nightly": "Nightly metrics digest",
             "s-imported": "Refund policy questions",
         }
-        screen.post_message(Loaded("recall", (RECALL, None, titles, 25.0, False), token=screen._token))
+        screen.post_message(Loaded("recall", (RECALL, None, titles, 25.0, False), token=screen.run_token))
         await wait_until(pilot, lambda: screen.result is not None, what="result shown")
         await pilot.press("escape")  # focus the results
         await _settle(pilot)
@@ -193,7 +193,7 @@ def test_narrow_recall_screen(snap_compare, make_app) -> None:
         await pilot.press("3")
         screen = pilot.app.screen
         await pilot.press(*"cited papers")
-        screen.post_message(Loaded("recall", (RECALL, None, {}, 25.0, False), token=screen._token))
+        screen.post_message(Loaded("recall", (RECALL, None, {}, 25.0, False), token=screen.run_token))
         await wait_until(pilot, lambda: screen.result is not None, what="result shown")
         await pilot.press("escape")
         await _settle(pilot)

@@ -421,6 +421,12 @@ class RecallScreen(Screen):
         elapsed = (time.perf_counter() - started) * 1000
         self.post_message(Loaded("recall", (result, flat, titles, elapsed, rerank, whys), token=token))
 
+    @property
+    def run_token(self) -> int:
+        """The latest run's token: only a ``Loaded`` result carrying it is shown (older runs'
+        results arrive late and are dropped)."""
+        return self._token
+
     @on(Loaded)
     def _on_loaded(self, message: Loaded) -> None:
         if message.kind != "recall" or message.token != self._token:
