@@ -3,8 +3,13 @@
 
 Per query the engines run back to back (order alternating), ``--rounds`` times, so the
 shared machine's load hits both alike. Also timed, in the same loop: memviewer's
-``KeywordSearch.search`` in-process (no socket) and one bare FTS5 ``MATCH … ORDER BY rank
-LIMIT 400`` on the same database in SQLite alone (the physical floor of a keyword query).
+``KeywordSearch.search`` in-process (no socket), the same with ``broad_bm25=True`` (the
+ranking before the windowed common-word scorer: FTS5 BM25 over every match, or the newest
+1,000 when every word is common), and two bare FTS5 statements on the same database in
+SQLite alone: ``MATCH … ORDER BY rank LIMIT 400`` (BM25 over every match) and
+``MATCH … ORDER BY rowid DESC LIMIT 100`` (the unranked walk the common-word path uses):
+the physical floor of a keyword query. For common-word queries it also prints how often
+the new top-1 equals the old one and the overlap of the top 5.
 
 Setup: ``pip install -e '.[dev,bench]'`` (``praisonaiagents`` 1.7.17, no torch).
 
@@ -75,6 +80,10 @@ def _home(work: Path, folder: Path, n: int) -> Path:
     return home
 
 
+def _top5(ks: KeywordSearch, q: str) -> list[str]:
+    return [h["session_id"] for h in ks.search(q, limit=5, window=5).get("results", [])]
+
+
 def _load() -> str:
     return " ".join(f"{x:.1f}" for x in os.getloadavg())
 
@@ -100,9 +109,11 @@ def main() -> None:
         flush=True,
     )
     rows = [
-        "| sessions | queries | hub search p50 ms | in-process p50 ms | bare FTS5 MATCH p50 ms "
-        "| PraisonAI p50 ms | ratio (PraisonAI / hub) | top-1 = planted (hub / PraisonAI) |",
-        "|---|---|---:|---:|---:|---:|---:|---|",
+        "| sessions | queries | hub search p50 ms | in-process p50 ms | in-process, old ranking p50 ms "
+        "| bare MATCH ORDER BY rank p50 ms | bare MATCH unranked LIMIT 100 p50 ms "
+        "| PraisonAI p50 ms | ratio (PraisonAI / hub) | top-1 (hub = planted / PraisonAI = planted; "
+        "common: new = old) |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for n in args.sizes:
         folder, planted = _corpus(args.work, n, min(args.queries, n))
@@ -113,6 +124,7 @@ def main() -> None:
         print(f"  {n}: SqliteSessionStore first search {time.perf_counter() - t:.1f}s", flush=True)
         store = Store.open(home / "memviewer.db", readonly=True)
         ks = KeywordSearch(store)
+        ks_old = KeywordSearch(store, broad_bm25=True)
         raw = sqlite3.connect(f"file:{home / 'memviewer.db'}?mode=ro", uri=True)
         sock = args.work / f"hub-{n}.sock"
         with HubProcess(home, sock, args=("--no-index",)) as _hub:
@@ -127,6 +139,16 @@ def main() -> None:
                 r = ks.search(q, limit=5, window=5)
                 return r["results"][0]["session_id"] if r.get("results") else None
 
+            def inproc_old(q: str, ks: KeywordSearch = ks_old) -> str | None:
+                r = ks.search(q, limit=5, window=5)
+                return r["results"][0]["session_id"] if r.get("results") else None
+
+            def walk(q: str, raw: sqlite3.Connection = raw) -> str | None:
+                match = fts_query.word_match(fts_query.parse(q)) or '""'
+                sql = "SELECT rowid FROM turns_fts WHERE turns_fts MATCH ? ORDER BY rowid DESC LIMIT 100"
+                got = raw.execute(sql, (match,)).fetchall()
+                return str(got[0][0]) if got else None
+
             def bare(q: str, raw: sqlite3.Connection = raw) -> str | None:
                 match = fts_query.word_match(fts_query.parse(q)) or '""'
                 sql = "SELECT rowid FROM turns_fts WHERE turns_fts MATCH ? ORDER BY rank LIMIT 400"
@@ -140,7 +162,9 @@ def main() -> None:
             engines: dict[str, Callable[[str], str | None]] = {
                 "hub": hub,
                 "inproc": inproc,
+                "old": inproc_old,
                 "bare": bare,
+                "walk": walk,
                 "pa": pa,
             }
             phrases = [p["query"] for p in planted]
@@ -164,6 +188,10 @@ def main() -> None:
                             if rnd == 0:
                                 tops[key].append(top)
                 agree = ""
+                if name == "common words":
+                    same = sum(a == b for a, b in zip(tops["inproc"], tops["old"], strict=True))
+                    five = [len(set(_top5(ks, q)) & set(_top5(ks_old, q))) for q in qs]
+                    agree = f"same top-1 {same}/{len(qs)}, top-5 overlap {sum(five)}/{5 * len(qs)}"
                 if name == "rare phrase":
                     h = sum(a == b for a, b in zip(tops["hub"], truth, strict=True))
                     p = sum(a == b for a, b in zip(tops["pa"], truth, strict=True))
@@ -171,13 +199,15 @@ def main() -> None:
                     agree = f"{h}/{len(qs)} / {p}/{len(qs)} (same top-1 {same}/{len(qs)})"
                 med = {k: _p50(v) for k, v in times.items()}
                 row = (
-                    f"| {n} | {name} | {med['hub']:.2f} | {med['inproc']:.2f} | {med['bare']:.3f} | "
+                    f"| {n} | {name} | {med['hub']:.2f} | {med['inproc']:.2f} | {med['old']:.2f} | "
+                    f"{med['bare']:.3f} | {med['walk']:.3f} | "
                     f"{med['pa']:.2f} | {med['pa'] / med['hub']:.1f}x | {agree or '–'} |"
                 )
                 rows.append(row)
                 print(row, f"(load {_load()})", flush=True)
             conn.close()
         ks.close()
+        ks_old.close()
         store.close()
         raw.close()
     print("\n" + "\n".join(rows))

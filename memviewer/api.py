@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypedDict, runtime_checkable
+from typing import TYPE_CHECKING, Any, NotRequired, Protocol, TypedDict, runtime_checkable
 
 from memviewer.errors import INVALID_ARGUMENT, MemviewerError
 
@@ -36,7 +36,9 @@ __all__ = [
     "MAX_TOP_K",
     "MAX_TOP_SESSIONS",
     "RECALL_MODES",
+    "AnnotationWriter",
     "MemoryReader",
+    "RecallHit",
     "RecallParams",
     "RecallResult",
     "SearchParams",
@@ -214,9 +216,30 @@ class SessionView(TypedDict):
     turns: list[TurnInfo]
 
 
+class RecallHit(TypedDict):
+    """One row of ``RecallResult.results``."""
+
+    turn_id: str
+    session_id: str
+    episode_id: str | None
+    index: int
+    role: str
+    content: str
+    archived: bool
+    timestamp: str | None
+    score: float
+    score_breakdown: dict[str, float]
+    metadata: dict[str, Any]
+    #: Only with ``recall(..., with_tool_calls=True)``, on turns that called tools: what a
+    #: display shows for a tool-call-only turn. Not part of the JSON contract's rows.
+    tool_calls: NotRequired[list[dict[str, Any]]]
+
+
 class RecallResult(TypedDict):
     query: str
-    results: list[dict[str, Any]]
+    scope: str | None
+    scope_id: str | None
+    results: list[RecallHit]
     diagnostics: dict[str, Any]
 
 
@@ -254,7 +277,10 @@ class MemoryReader(Protocol):
         record: RecordAs | None = None,
     ) -> dict[str, Any]: ...
 
-    def recall(self, query: str, *, record: RecordAs | None = None, **params: Any) -> dict[str, Any]: ...
+    def recall(self, query: str, *, record: RecordAs | None = None, **params: Any) -> dict[str, Any]:
+        """``RecallResult``; ``params`` are ``RecallParams.as_kwargs()`` plus, for a display,
+        ``with_tool_calls=True`` (rows of turns that called tools carry ``tool_calls``)."""
+        ...
 
     def stats(self) -> dict[str, Any]: ...
 
@@ -267,6 +293,23 @@ class MemoryReader(Protocol):
     ) -> list[EventRecord]: ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class AnnotationWriter(Protocol):
+    """The user's tags and notes on sessions and turns (``MemoryService`` implements it;
+    the hub protocol does not carry it: see docs/protocol.md). Reads of annotations come
+    with the reader's own answers (``sessions``, ``session``, ``search``); errors are
+    ``MemviewerError`` (``not_found`` for an id that is neither a session nor a turn,
+    ``invalid_argument`` for a bad tag or note)."""
+
+    def tag(self, target_id: str, tags: list[str], *, remove: bool = False) -> dict[str, Any]: ...
+
+    def note(self, target_id: str, text: str | None) -> dict[str, Any]: ...
+
+    def annotations(
+        self, target_id: str | None = None, *, tag: str | None = None, limit: int | None = None
+    ) -> list[dict[str, Any]]: ...
 
 
 def open_reader(settings: Settings, *, client: str = "memviewer.reader") -> MemoryReader:

@@ -167,7 +167,7 @@ class Settings:
     ann_threshold: int = 50_000
     recall_log_max: int = 5000
     recall_log_days: float = 30.0
-    watch_praisonai: list | None = None
+    watch_praisonai: list[str] | None = None
     otlp: str | None = None
     #: key -> "default" | "file:PATH" | "env:NAME" | "flag"
     sources: dict[str, str] = field(default_factory=dict, compare=False)

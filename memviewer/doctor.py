@@ -88,7 +88,10 @@ def _index(settings: Settings) -> Check:
     from memviewer.index.indexer import index_status
 
     status = index_status(settings)
-    return {"name": "vector index", "ok": bool(status["ok"]), "detail": status["detail"]}
+    check = {"name": "vector index", "ok": bool(status["ok"]), "detail": status["detail"]}
+    if "integrity" in status:  # what SQLite says the index should hold, against what it holds
+        check["integrity"] = status["integrity"]
+    return check
 
 
 LOW_DISK_BYTES = 512 * 1024**2  # below this, writes (and LanceDB's compaction) are at risk

@@ -10,9 +10,10 @@ socket.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,6 +21,7 @@ from memviewer import __version__, paths
 from memviewer.config import Settings
 from memviewer.errors import INTERNAL, INVALID_ARGUMENT, NOT_FOUND, MemviewerError
 from memviewer.index.parts import IndexParts
+from memviewer.session import annotations as annotation_rows
 from memviewer.session.manager import SessionManager
 from memviewer.store import repos
 from memviewer.store.db import Store
@@ -226,7 +228,13 @@ class MemoryService:
         origin: str | None = None,
         replace: bool = False,
     ) -> dict[str, Any]:
-        return self.manager.import_session(session, turns, episodes, origin=origin, replace=replace)
+        result = self.manager.import_session(session, turns, episodes, origin=origin, replace=replace)
+        if result.get("removed_turns"):  # tags and notes of turns the import removed go too
+            from memviewer.session import annotations
+
+            with self.annotation_write() as conn:
+                annotations.drop_orphans(conn, session["id"])
+        return result
 
     def import_praisonai(
         self,
@@ -260,16 +268,59 @@ class MemoryService:
         If a hub's background indexer owns this home's index, this process writes
         nothing and waits until that indexer has caught up (``Indexer.sync``).
         """
-        indexer = self.indexer()
-        if indexer is None:
-            return {"indexed": 0}
-        return indexer.sync(session_ids)
+        return self.indexer().sync(session_ids)
 
     def indexer(self) -> Indexer:
         from memviewer.index.indexer import Indexer
 
         indexer: Indexer = self._get("indexer", lambda: Indexer(self.parts, bus=self.manager.bus))
         return indexer
+
+    # -- tags and notes (the user's annotations: no event, no index) ---------------------
+    @contextlib.contextmanager
+    def annotation_write(self) -> Iterator[Any]:
+        """One write transaction for annotations. A read-only service (beside a running
+        hub) opens the store writable for just this write, as golden sets do: annotations
+        are not memory, no event is written, and SQLite serialises the writers."""
+        if not self.readonly:
+            with self.store.write() as tx:
+                yield tx.conn
+            return
+        store = open_store(self.home, self._store_url)
+        try:
+            with store.write() as tx:
+                yield tx.conn
+        finally:
+            store.close()
+
+    def tag(self, target_id: str, tags: list[str], *, remove: bool = False) -> dict[str, Any]:
+        """Add (``remove``: take away) tags on a session or turn; ``not_found`` for an unknown id."""
+        from memviewer.session import annotations
+
+        return annotations.tag(self.annotation_write, target_id, tags, remove=remove)
+
+    def note(self, target_id: str, text: str | None) -> dict[str, Any]:
+        """Set the note of a session or turn (``None`` removes it)."""
+        from memviewer.session import annotations
+
+        return annotations.note(self.annotation_write, target_id, text)
+
+    def annotations(
+        self, target_id: str | None = None, *, tag: str | None = None, limit: int | None = None
+    ) -> list[dict[str, Any]]:
+        """Annotated sessions and turns, most recently changed first (see docs/cli.md)."""
+        from memviewer.session import annotations
+
+        return annotations.listing(self.store, target_id=target_id, tag=tag, limit=limit)
+
+    def import_annotations(self, session_id: str, marks: dict[str, dict[str, Any]]) -> None:
+        """Store an imported session's tags and notes (``{target id: {tags, note}}``, checked
+        by the importer): tags are added to those already there, a note replaces the old one;
+        ids that are not this session's are skipped."""
+        from memviewer.session import annotations
+
+        with self.annotation_write() as conn:
+            annotations.merge(conn, session_id, marks)
 
     # -- reads ----------------------------------------------------------------
     @property
@@ -309,10 +360,15 @@ class MemoryService:
                 len(rows) + offset if limit is None else repos.count_sessions(conn, scope, scope_id, filter)
             )
             counts = repos.session_counts(conn, [r["id"] for r in rows])
+            marks = annotation_rows.safe_read(
+                conn, annotation_rows.session_marks, [r["id"] for r in rows], default={}
+            )
         return {
             "total": total,
             "offset": offset,
-            "sessions": [repos.session_public(r, counts[r["id"]]) for r in rows],
+            "sessions": [
+                {**repos.session_public(r, counts[r["id"]]), **marks.get(r["id"], {})} for r in rows
+            ],
         }
 
     def session(self, session_id: str) -> dict[str, Any]:
@@ -324,11 +380,15 @@ class MemoryService:
             counts = repos.session_counts(conn, [session_id])[session_id]
             episodes = repos.session_episodes(conn, session_id)
             turns = repos.session_turns(conn, session_id)
-        return {
+            marks = annotation_rows.safe_read(conn, annotation_rows.of_session, session_id, default={})
+        out: dict[str, Any] = {
             "session": repos.session_public(row, counts),
             "episodes": [repos.episode_public(e) for e in episodes],
             "turns": [repos.turn_public(t) for t in turns],
         }
+        if marks:  # only then: the shape without annotations is unchanged
+            out["annotations"] = marks
+        return out
 
     def events(
         self,
@@ -396,7 +456,9 @@ class MemoryService:
             "scope": scope,
             "scope_id": scope_id,
         }
-        out = self.keyword().search(query=query, **params)
+        from memviewer.session import annotations
+
+        out = annotations.search(self.keyword().search, self.store, query, params)
         if record is not None and self.recall_log_enabled:
             from memviewer import recall_log
 
@@ -407,18 +469,19 @@ class MemoryService:
         """Two-stage recall (or ``mode='flat'``) with diagnostics; see docs/cli.md.
 
         ``record`` names the front end asking; the recall then goes into the recall log.
+        ``with_tool_calls=True`` (a display option, not logged): rows of turns that called
+        tools carry their ``tool_calls``.
         """
         from memviewer.recall.hierarchical import recall as run_recall
-        from memviewer.recall.lagging import add_lag
+        from memviewer.recall.index_guard import guarded_recall
 
         params.setdefault("reranker", self.reranker)
-        out = add_lag(
-            self.store, self.home, self.search, query, run_recall(self.parts, query, **params), params
-        )
+        # a lagging, incomplete or damaged index escalates (keyword results), never a traceback
+        out = guarded_recall(self.parts, self.home, self.search, query, params, run_recall)
         if record is not None and self.recall_log_enabled:
             from memviewer import recall_log
 
-            logged = {k: v for k, v in params.items() if k != "reranker"}
+            logged = {k: v for k, v in params.items() if k not in ("reranker", "with_tool_calls")}
             self.record_recall(recall_log.recall_command(query, logged, out, record))
         return out
 

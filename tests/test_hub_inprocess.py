@@ -5,11 +5,15 @@ from __future__ import annotations
 import asyncio
 import os
 import socket
+import time
 from pathlib import Path
 
 import pytest
 from dated import ASKED, cooking_sessions
 
+from memviewer import paths
+from memviewer.session.manager import SessionManager
+from memviewer.store.db import Store
 from memviewer.store.events import EventRecord
 from memviewer.wire.hub import Hub, HubAlreadyRunning
 from memviewer.wire.remote import RemoteService
@@ -97,17 +101,30 @@ def test_events_missed_in_process_are_read_from_the_store(service, settings) -> 
     """Commits this process did not see (another writer) show up from the store, in order."""
 
     async def main() -> None:
-        hub = Hub(service, settings.socket_path, start_indexer=False, abandon_on_stop=False)
+        # the foreign-commit watch stays asleep: only the gap seen in-process can reveal s-a, s-b
+        hub = Hub(
+            service,
+            settings.socket_path,
+            start_indexer=False,
+            abandon_on_stop=False,
+            foreign_poll_interval=3600,
+        )
         await hub.start()
         got: list[EventRecord] = []
         sub = Subscriber(settings.socket_path, 0)
         task = asyncio.ensure_future(_collect(sub, 3, got))
-        await asyncio.sleep(0.2)  # live by now
-        hub._closed.set()  # hide the next commits from the fan-out, as if another process wrote them
-        service.open_session(session_id="s-a", agent="a")
-        service.open_session(session_id="s-b", agent="b")
-        hub._closed.clear()
-        service.open_session(session_id="s-c", agent="c")  # seen in-process: reveals the gap 1..2
+        deadline = time.monotonic() + 10
+        while not hub.info()["subscribers"]:  # live: the subscription is registered
+            assert time.monotonic() < deadline, "the subscriber never registered"
+            await asyncio.sleep(0.02)
+        other = Store.open(paths.db_path(settings.home_path))  # another writer: the hub never hears of it
+        try:
+            foreign = SessionManager(other)
+            await asyncio.to_thread(foreign.open_session, session_id="s-a", agent="a")
+            await asyncio.to_thread(foreign.open_session, session_id="s-b", agent="b")
+        finally:
+            other.close()
+        await asyncio.to_thread(service.open_session, session_id="s-c", agent="c")  # reveals the gap 1..2
         await asyncio.wait_for(task, timeout=5)
         assert [(e.seq, e.session_id) for e in got] == [(1, "s-a"), (2, "s-b"), (3, "s-c")]
         await hub.close()
@@ -185,8 +202,12 @@ def test_connections_past_the_cap_are_told_why_and_let_go(service, settings) -> 
             assert await asyncio.to_thread(lambda: extra.recv(1)) == b""  # and closed
             extra.close()
             assert hub.counters["refused_connections"] == 1
+            open_before = hub.info()["connections"]
             held.pop().close()
-            await asyncio.sleep(0.1)
+            deadline = time.monotonic() + 10
+            while hub.info()["connections"] >= open_before:  # the hub has noticed the close
+                assert time.monotonic() < deadline, "the hub never noticed the closed connection"
+                await asyncio.sleep(0.02)
             again = await asyncio.to_thread(connect)  # room again
             assert "result" in await asyncio.to_thread(hello, again)
             held.append(again)
@@ -220,5 +241,32 @@ def test_half_a_frame_held_too_long_closes_that_connection_only(service, setting
             stuck.close()
             quiet.close()
             await hub.close()
+
+    asyncio.run(main())
+
+
+def test_a_stopped_hub_leaves_no_commit_listener_on_the_store(service, settings, monkeypatch) -> None:  # noqa: ANN001
+    """The service outlives a hosted hub (the viewer stops and restarts it): once the hub
+    stopped, the store's commits no longer reach it."""
+    calls: list[int] = []
+    real_on_commit = service.store.on_commit
+
+    def counting_on_commit(listener):  # noqa: ANN001, ANN202 - a spy on the public seam
+        def counted(events):  # noqa: ANN001, ANN202
+            calls.append(len(events))
+            listener(events)
+
+        return real_on_commit(counted)
+
+    monkeypatch.setattr(service.store, "on_commit", counting_on_commit)
+
+    async def main() -> None:
+        hub = Hub(service, settings.socket_path, start_indexer=False)
+        await hub.start()
+        await asyncio.to_thread(service.open_session, session_id="s-1", agent="a")
+        assert calls == [1]  # the hub's listener saw the commit
+        await hub.close()
+        await asyncio.to_thread(service.open_session, session_id="s-2", agent="a")
+        assert calls == [1]  # removed at stop
 
     asyncio.run(main())

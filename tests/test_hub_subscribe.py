@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from waiting import wait_for
 
 from memviewer.client import Publisher
 from memviewer.store.events import EventRecord
@@ -82,9 +83,11 @@ def test_history_then_live_without_gap_or_duplicate(tmp_path: Path, short_tmp: P
     with HubProcess(tmp_path / "home", sock), Publisher(sock, tmp_path / "spool", max_batch=50) as pub:
         publish_turns(pub, 3, 400)
         assert pub.flush(30)
+        before = last_seq(sock)
         producer = threading.Thread(target=publish_turns, args=(pub, 6, 250))
         producer.start()
-        time.sleep(0.2)  # subscribe while the writer is busy: the seam is under load
+        # subscribe once the producer's writes are landing: the seam is under load
+        wait_for(lambda: last_seq(sock) > before, what="the producer's first stored events")
         everything = Collector(sock, 0)
         starts = Collector(sock, 0, kinds=["episode.started"])
         producer.join(60)
@@ -114,11 +117,12 @@ def test_resume_across_a_hub_restart(tmp_path: Path, short_tmp: Path) -> None:
         publish_turns(pub, 1, 200)
         assert pub.flush(20)
         collector.wait_seq(last_seq(sock))
+        before = collector.sub.last_seq
         producer = threading.Thread(target=publish_turns, args=(pub, 2, 300))
         producer.start()
-        time.sleep(0.15)
-        hub.kill()  # kill -9 while events are flowing
-        time.sleep(0.3)
+        # kill -9 once the subscriber is receiving the producer's events
+        wait_for(lambda: collector.sub.last_seq > before, what="live events reaching the subscriber")
+        hub.kill()  # kill waits until the process is gone
         hub.start()
         producer.join(60)
         # Publishing is fast enough that the producer may finish before the kill;

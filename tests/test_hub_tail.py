@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from waiting import wait_subscribed
 
 from memviewer.cli import cli
 from memviewer.client import Publisher
@@ -81,7 +81,7 @@ def test_follow_prints_live_events_from_a_hub(tmp_path: Path, short_tmp: Path) -
             text=True,
         )
         try:
-            time.sleep(0.5)
+            wait_subscribed(sock)  # the tail is live before anything is published
             with Publisher(sock, tmp_path / "spool") as pub:
                 sid = pub.open_session(agent="live-tail")
                 eid = pub.start_episode(sid, "watch this")
@@ -127,7 +127,7 @@ def test_a_running_hub_sees_what_another_process_writes(settings, short_tmp: Pat
 
         async def watch_while_importing() -> list[int]:
             task = asyncio.ensure_future(first_events(1400))
-            await asyncio.sleep(0.3)  # subscribed and live before the foreign writes
+            await asyncio.to_thread(wait_subscribed, sock)  # live before the foreign writes
             store = Store.open(home / "memviewer.db")  # this process, not the hub's
             try:
                 mgr = SessionManager(store)

@@ -59,6 +59,7 @@ def test_the_publisher_needs_only_the_standard_library() -> None:
         "memviewer.wire",
         "memviewer.wire.protocol",
         "memviewer.wire.spool",
+        "memviewer.wire.spool_segments",
         "memviewer.wire.syncclient",
         "memviewer.wire.trust",
     }

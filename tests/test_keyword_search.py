@@ -381,3 +381,14 @@ def test_praisonai_fixtures_end_to_end(manager: SessionManager, ks: KeywordSearc
     assert refunds[0] in ("refund-policy-a1", "refund-policy-a2")
     assert len({"refund-policy-a1", "refund-policy-a2"} & set(refunds)) == 1
     assert ks.search("预算")["results"][0]["session_id"] == "cjk-planning-77"
+
+
+def test_discovery_title_falls_back_to_the_first_user_message(
+    manager: SessionManager, ks: KeywordSearch
+) -> None:
+    seed(
+        manager, "s-untitled", ["Plan the walrus migration please", "Sure, walrus first."], title="", agent=""
+    )
+    seed(manager, "s-titled", ["walrus notes"], title="Walrus notes")
+    hits = {h["session_id"]: h["title"] for h in ks.search("walrus", limit=5)["results"]}
+    assert hits == {"s-untitled": "Plan the walrus migration please", "s-titled": "Walrus notes"}

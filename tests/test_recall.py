@@ -13,6 +13,7 @@ from dated import ASKED, DAY_S, add_dated_session, cooking_sessions
 from memviewer.errors import MemviewerError
 from memviewer.index.lance import TURNS, in_filter
 from memviewer.recall.hierarchical import STAGE1_EMPTY, STAGE2_EMPTY
+from memviewer.recall.hierarchical import recall as run_recall
 
 TOPICS = {
     "dentist": [
@@ -164,7 +165,10 @@ def test_stage1_empty_falls_back_to_plain_turn_query(filled: Any) -> None:
             calls.append(len(texts))
             return [0.5] * len(texts)
 
-    out = filled.recall("garden slugs lettuce", scope="user", scope_id="u1", top_k=3, reranker=Counting())
+    # recall's own stages: the service would also flag the deleted summaries (index:incomplete)
+    out = run_recall(
+        filled.parts, "garden slugs lettuce", scope="user", scope_id="u1", top_k=3, reranker=Counting()
+    )
     d = out["diagnostics"]
     assert d["escalations"] == [STAGE1_EMPTY]
     assert d["stage1"] == [] and d["reranked"] is False and calls == []
@@ -182,7 +186,8 @@ def test_stage2_empty_returns_raw_stage2_top(filled: Any) -> None:
     # Stage 1 picks it, the post-filter finds none of its turns in the pool.
     index = filled.parts.lance
     index.table(TURNS).delete("session_id = 's-dentist'")
-    out = filled.recall(
+    out = run_recall(  # recall's own stages: the service would add the lost turns as keyword hits
+        filled.parts,
         "dentist appointment Alvarez crown molar",
         scope="user",
         scope_id="u1",

@@ -109,9 +109,11 @@ def test_hub_rpc_search_is_recorded_by_the_hub(tmp_path: Path, short_tmp: Path) 
             with pytest.raises(Exception) as err:
                 remote.call("search", {"query": "billing", "record": {"source": "robot"}})
             assert "source must be one of" in str(err.value)
-        entries = _until(lambda: (lambda e: e if len(e) >= 2 else None)(_entries(home, sock)))
-        time.sleep(0.3)  # let a wrongly recorded third entry show up, if there were one
-        entries = _entries(home, sock)
+            # a last recorded search marks the end: the hub records in order, so once it shows,
+            # a wrongly recorded entry from the calls above would show too
+            remote.search("marker", record=RecordAs("cli"))
+        _until(lambda: any(e["query"] == "marker" for e in _entries(home, sock)))
+        entries = [e for e in _entries(home, sock) if e["query"] != "marker"]
         assert sorted(e["source"] for e in entries) == ["hub", "mcp"]
         assert [e["session_id"] for e in entries if e["source"] == "mcp"] == ["s-caller"]
 

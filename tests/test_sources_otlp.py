@@ -14,16 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 
 from memviewer.sources.genai_map import uid
 from memviewer.wire.remote import RemoteService
 from memviewer.wire.testing import HubProcess
-
-pytest.importorskip("opentelemetry.sdk.trace")
-from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter  # noqa: E402
-from opentelemetry.sdk.resources import Resource  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult  # noqa: E402
 
 
 def wait_for(cond: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
@@ -226,7 +224,6 @@ def _json_span(span_id: str, conv: str | None, inputs: list[dict] | None) -> dic
 
 @pytest.mark.integration
 def test_pydantic_ai_run_with_a_tool_is_one_session(otlp_hub) -> None:
-    pytest.importorskip("pydantic_ai")
     from pydantic_ai import Agent
     from pydantic_ai.capabilities.instrumentation import Instrumentation
     from pydantic_ai.models.instrumented import InstrumentationSettings

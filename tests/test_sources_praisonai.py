@@ -9,13 +9,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import praisonaiagents.session.store as praisonai_store  # dev extra: missing fails, never skips
 import pytest
 
 from memviewer.sources.praisonai_watch import child_session_id, sessions_from_file
 from memviewer.wire.remote import RemoteService
 from memviewer.wire.testing import HubProcess
-
-praisonai_store = pytest.importorskip("praisonaiagents.session.store")
 
 
 def wait_for(cond: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:

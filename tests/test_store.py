@@ -149,6 +149,21 @@ def test_on_commit_listener_failure_does_not_undo_the_commit(tmp_path):
     store.close()
 
 
+def test_on_commit_returns_the_call_that_removes_the_listener(tmp_path):
+    store = Store.open(tmp_path / "m.db")
+    mgr = SessionManager(store)
+    seen: list[int] = []
+    off = store.on_commit(lambda events: seen.extend(e.seq for e in events))
+    mgr.open_session(session_id="s1")
+    assert seen == [1]
+    off()
+    off()  # idempotent
+    mgr.open_session(session_id="s2")
+    assert seen == [1]  # removed: the second commit is not seen
+    assert [e.seq for e in store.events_since(0)] == [1, 2]
+    store.close()
+
+
 def test_readonly_store_refuses_writes_but_reads(tmp_path):
     path = tmp_path / "m.db"
     writer = Store.open(path)

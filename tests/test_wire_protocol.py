@@ -287,7 +287,6 @@ def test_read_methods_match_the_service(hub: HubProcess) -> None:
 
 
 def test_search_through_the_hub_equals_in_process(hub: HubProcess) -> None:
-    pytest.importorskip("memviewer.recall.keyword")
     from memviewer.config import load_settings
     from memviewer.service import MemoryService
 

@@ -103,18 +103,42 @@ def run_catch_up(ctx: click.Context) -> dict[str, Any]:
     pid_file = folder / CATCH_UP_PID
     pid_file.write_text(str(os.getpid()), encoding="ascii")
     added = 0
+    healed: dict[str, Any] = {}
     try:
         with open_service(ctx) as svc:
             indexer = svc.indexer()
             if indexer is None:
                 return {"added_turns": 0, "message": "no vector index in this install"}
             while True:  # imports that commit meanwhile are picked up too
-                step = int(indexer.sync().get("added_turns", 0) or 0)
+                report = indexer.sync()
+                step = int(report.get("added_turns", 0) or 0)
                 added += step
+                healed = healed or report.get("healed") or {}  # what the first pass repaired
                 with svc.store.read() as conn:
                     if index_lag(settings.home_path, conn)["lag"] == 0 or step == 0:
                         break
     finally:
         if pid_file.exists() and pid_file.read_text(encoding="ascii").strip() == str(os.getpid()):
             pid_file.unlink()
-    return {"added_turns": added, "message": f"embedded {added} turns; the index is up to date"}
+    message = f"embedded {added} turns; the index is up to date"
+    repaired = [
+        f"{what} {n}" if isinstance(n, int) else what
+        for what, n in (
+            ("re-embedded lost turns:", healed.get("turns", 0)),
+            ("wrote missing summaries:", healed.get("summaries", 0)),
+            ("rebuilt indexes:", len(healed.get("indexes") or [])),
+        )
+        if n
+    ]
+    if repaired:
+        message = f"repaired the index ({', '.join(repaired)}); {message}"
+    foreign = int(healed.get("foreign_turns", 0) or 0) + int(healed.get("foreign_summaries", 0) or 0)
+    if foreign:
+        message += (
+            f"; it also holds {foreign} rows that SQLite does not have: run `memviewer reindex` "
+            "to rebuild it from SQLite"
+        )
+    out: dict[str, Any] = {"added_turns": added, "message": message}
+    if healed:
+        out["healed"] = healed
+    return out

@@ -222,7 +222,9 @@ def import_json(
     with open_service(ctx) as svc:
         for path in paths:
             try:
-                report = import_file(svc.import_session, path, replace=replace)
+                report = import_file(
+                    svc.import_session, path, replace=replace, annotate=svc.import_annotations
+                )
             except ExportFileError as exc:
                 where = str(Path(path).expanduser())
                 failed.append({"path": where, "error": str(exc).removeprefix(f"{where}: ")})

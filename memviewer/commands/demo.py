@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from memviewer.commands.common import emit_json, fail, open_service, settings_of
+
+if TYPE_CHECKING:
+    from memviewer.config import Settings
 
 CHUNK = 500
 
@@ -104,20 +107,21 @@ def demo_cmd(
     else:
         created, results = _apply_in_process(ctx, commands, index=not no_index)
     errors = [(c, r["error"]) for c, r in zip(commands, results, strict=True) if "error" in r]
+    sc = describe(commands)
+    via = f"hub at {settings.socket_path}" if via_hub else "in-process store"
     report = {
-        "scenario": describe(commands),
+        "scenario": sc,
         "created": created,
         "errors": len(errors),
-        "via": f"hub at {settings.socket_path}" if via_hub else "in-process store",
+        "via": via,
         "home": str(settings.home_path),
     }
     if as_json:
         emit_json(report)
     else:
-        sc = report["scenario"]
         click.echo(
             f"demo scenario: {sc['sessions']} sessions, {sc['episodes']} episodes, "
-            f"{sc['turns']} turns (via {report['via']})"
+            f"{sc['turns']} turns (via {via})"
         )
         if any(created.values()):
             summaries = created["compaction_summaries"]
@@ -143,7 +147,9 @@ def demo_cmd(
         ctx.exit(1)
 
 
-def _run_live(settings: Any, rate: float, duration: float | None, seed: int | None, as_json: bool) -> None:
+def _run_live(
+    settings: Settings, rate: float, duration: float | None, seed: int | None, as_json: bool
+) -> None:
     import signal
     import threading
 

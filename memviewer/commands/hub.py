@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import sys
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from memviewer.commands.common import dumps, fail, settings_of, short
+
+if TYPE_CHECKING:
+    from memviewer.config import Settings
 
 
 @click.command("serve")
@@ -157,7 +160,7 @@ def _write(line: str) -> None:
 
 
 def _stored_events(
-    settings: Any, from_seq: int, kinds: list[str] | None, session: str | None, limit: int | None
+    settings: Settings, from_seq: int, kinds: list[str] | None, session: str | None, limit: int | None
 ) -> tuple[int, Any]:
     """(last_seq, page reader) from the hub serving the home if one answers, else the store read-only."""
     from memviewer.wire.probe import serving_hub
@@ -240,7 +243,7 @@ def tail_cmd(
 
 
 def _follow(
-    settings: Any, from_seq: int, kinds: list[str] | None, session_id: str | None, as_json: bool
+    settings: Settings, from_seq: int, kinds: list[str] | None, session_id: str | None, as_json: bool
 ) -> None:
     import asyncio
 

@@ -51,14 +51,21 @@ def _prepare(svc: Any, hub: bool) -> None:
     if not hub and not svc.readonly:
         update, close = progress_callback("indexing")
         try:
-            svc.indexer().sync(progress=update)
+            svc.indexer().sync(progress=update)  # also repairs an index that lost rows
+        except _model_errors():
+            raise
+        except Exception as exc:  # a damaged index: recall still answers (keyword fallback)
+            from memviewer.recall.index_guard import DAMAGE_HINT, damage_message
+
+            click.echo(f"warning: the vector index could not be updated: {damage_message(exc)}", err=True)
+            click.echo(f"hint: {DAMAGE_HINT}", err=True)
         finally:
             close()
     svc.embedder.embed(["warm-up"])
 
 
 def _human(out: dict[str, Any]) -> None:
-    """The result table; a tool-call-only turn shows its calls (``attach_tool_calls`` ran first)."""
+    """The result table; a tool-call-only turn shows its calls (recall ran ``with_tool_calls``)."""
     from memviewer.recall.snippets import text_or_tool_calls
 
     d = out["diagnostics"]
@@ -91,6 +98,12 @@ def _human(out: dict[str, Any]) -> None:
     )
     if d["escalations"]:
         click.echo("escalations: " + ", ".join(d["escalations"]))
+    if d.get("index_damage"):  # memviewer.recall.index_guard: keyword results instead
+        damage = d["index_damage"]
+        click.echo(f"index damaged: {damage['error']}; these are keyword results. hint: {damage['hint']}")
+    integrity = d.get("index_integrity") or {}
+    if integrity.get("problems"):
+        click.echo(f"index: {'; '.join(integrity['problems'])}. hint: {integrity['hint']}")
 
 
 def _batch_params(raw: bytes) -> dict[str, Any]:
@@ -290,21 +303,33 @@ def recall_cmd(
             "mode": "flat" if flat else "hierarchical",
             "as_of": as_of,
         }
+        # The table shows a tool-call-only turn's calls; the JSON is the contract's rows.
+        shown = {} if as_json else {"with_tool_calls": True}
         try:
             if why_turn is not None:
                 from memviewer.recall.why import why_not
 
-                out, why = why_not(svc.parts, query, why_turn, params, reranker=svc.reranker)
+                out, why = why_not(svc.parts, query, why_turn, {**params, **shown}, reranker=svc.reranker)
                 out["why"] = why
             elif overrides is not None:
                 from memviewer.recall.compare import compare
 
                 ab = compare(svc.recall, query, params, overrides)
             else:
-                out = svc.recall(query, **params, record=_CLI)
+                out = svc.recall(query, **params, **shown, record=_CLI)
         except MemviewerError as exc:
             fail_maybe_json(
                 as_json, exc.message, hint=exc.data.get("hint") if exc.data else None, code=exc.code
+            )
+        except Exception as exc:  # --why runs recall's stages itself: a damaged index fails here
+            from memviewer.errors import INTERNAL
+            from memviewer.recall.index_guard import DAMAGE_HINT, damage_message
+
+            fail_maybe_json(
+                as_json,
+                f"the vector index cannot be read: {damage_message(exc)}",
+                hint=DAMAGE_HINT,
+                code=INTERNAL,
             )
         if overrides is not None:
             if as_json:
@@ -314,14 +339,6 @@ def recall_cmd(
 
                 human_ab(svc, ab)
             return
-        if not as_json:
-            from memviewer.commands import via_hub
-            from memviewer.recall.snippets import attach_tool_calls
-
-            if reader is not None:
-                via_hub.attach_tool_calls(reader, out["results"])
-            else:
-                attach_tool_calls(svc.store, out["results"])
     if reader is not None:
         reader.close()
     if as_json:

@@ -74,13 +74,38 @@ def search_cmd(
     _print_human(result)
 
 
+def _print_annotations(found: list[dict[str, Any]]) -> None:
+    """Tags and notes whose text matched the query (``memviewer.session.annotations``)."""
+    if not found:
+        return
+    print_table(
+        ("kind", "id", "session", "turn", "matched", "tags", "note"),
+        [
+            (
+                a["target_kind"],
+                a["target_id"],
+                a["session_id"],
+                a.get("index", ""),
+                a["matched"],
+                ", ".join(a.get("tags") or []),
+                short(a.get("note") or "", 60),
+            )
+            for a in found
+        ],
+        title=f"{len(found)} tagged or noted {'item matches' if len(found) == 1 else 'items match'}",
+        whole=("id", "session"),
+    )
+
+
 def _print_human(result: dict[str, Any]) -> None:
     from memviewer.recall.highlight import query_terms
     from memviewer.recall.snippets import text_or_tool_calls
 
     mode = result["mode"]
     terms = query_terms(result.get("query"))
+    rows: list[tuple[Any, ...]]  # one shape per mode
     if mode == "discovery":
+        _print_annotations(result.get("annotations") or [])
         if not result["results"]:
             click.echo(f"no matches for {result['query']!r}")
             return

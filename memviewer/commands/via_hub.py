@@ -38,20 +38,6 @@ def hub_reader(ctx: click.Context) -> Any | None:
     return None
 
 
-def attach_tool_calls(reader: Any, results: Iterable[MutableMapping[str, Any]]) -> None:
-    """``recall.snippets.attach_tool_calls`` over the hub: blank rows get their tool calls
-    from the session the hub serves (display only; the JSON contract is untouched)."""
-    blank = [r for r in results if not str(r.get("content") or "").strip() and r.get("turn_id")]
-    by_session: dict[str, dict[str, Any]] = {}
-    for r in blank:
-        sid = str(r.get("session_id") or "")
-        if sid not in by_session:
-            by_session[sid] = {t["turn_id"]: t for t in reader.session(sid)["turns"]} if sid else {}
-        turn = by_session[sid].get(r["turn_id"])
-        if turn and turn.get("tool_calls"):
-            r["tool_calls"] = turn["tool_calls"]
-
-
 def attach_tool_calls_by_index(
     reader: Any, session_id: str, messages: Iterable[MutableMapping[str, Any]]
 ) -> None:

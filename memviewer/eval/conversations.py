@@ -139,30 +139,31 @@ def _parse_time(value: Any, where: str) -> float | None:
     if isinstance(value, int | float):
         ts = float(value)
     elif isinstance(value, str):
-        text = " ".join(value.split())
-        ts = None
-        for fmt in (
-            "%d.%m.%Y, %H:%M:%S",
-            "%d.%m.%Y, %H:%M",
-            "%I:%M %p on %d %B, %Y",
-            "%I:%M %p on %d %b, %Y",
-        ):
-            try:
-                ts = datetime.strptime(text, fmt).replace(tzinfo=UTC).timestamp()
-                break
-            except ValueError:
-                continue
-        if ts is None:
-            try:
-                dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
-            except ValueError:
-                raise ValueError(f"{where}: cannot read the time {value!r}") from None
-            ts = (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
+        ts = _parse_time_text(value, where)
     else:
         raise ValueError(f"{where}: a time must be a number or a string, not {type(value).__name__}")
     if not EARLIEST <= ts <= LATEST:
         raise ValueError(f"{where}: the time {value!r} is outside 1970-9999")
     return ts
+
+
+def _parse_time_text(value: str, where: str) -> float:
+    text = " ".join(value.split())
+    for fmt in (
+        "%d.%m.%Y, %H:%M:%S",
+        "%d.%m.%Y, %H:%M",
+        "%I:%M %p on %d %B, %Y",
+        "%I:%M %p on %d %b, %Y",
+    ):
+        try:
+            return datetime.strptime(text, fmt).replace(tzinfo=UTC).timestamp()
+        except ValueError:
+            continue
+    try:
+        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise ValueError(f"{where}: cannot read the time {value!r}") from None
+    return (dt if dt.tzinfo else dt.replace(tzinfo=UTC)).timestamp()
 
 
 def _clean_id(value: Any) -> str:
@@ -273,7 +274,7 @@ def _from_common(item: dict[str, Any], i: int, path: Path) -> Conversation:
             if not isinstance(t, dict) or not isinstance(t.get("text"), str):
                 raise ValueError(f"{at} must be an object with a text")
             speaker = t.get("speaker")
-            if speaker not in speakers:
+            if not isinstance(speaker, str) or speaker not in speakers:
                 raise ValueError(f"{at}: speaker {speaker!r} is not one of {speakers}")
             ts = _parse_time(t.get("ts"), at)
             turns.append(
@@ -432,7 +433,7 @@ def _distinct(items: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(items))
 
 
-def _baseline(service: Any, index: Any, system: str, query: str, where: str) -> list[dict[str, Any]]:
+def _baseline(service: Any, index: Any, system: str, query: str, where: str | None) -> list[dict[str, Any]]:
     """Plain BM25, or the linear 0.5 BM25/max + 0.5 cosine blend, best first (turn rows)."""
     import numpy as np
 

@@ -15,21 +15,26 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memviewer.errors import INVALID_ARGUMENT, NOT_FOUND, MemviewerError
 from memviewer.eval import metrics
 from memviewer.store import golden as table
 
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
+    from memviewer.service import MemoryService
+
 METRICS = ("recall@5", "recall@10", "mrr", "ndcg@10")
 
 
 @contextlib.contextmanager
-def _write(service: Any) -> Iterator[Any]:
+def _write(service: MemoryService) -> Iterator[Connection]:
     """A write transaction for the golden tables. A read-only service (a viewer or CLI
     beside a running hub) opens the store writable for just this: the golden tables are
     not memory, no event is written, and SQLite serialises the writers."""
-    if not getattr(service, "readonly", False):
+    if not service.readonly:
         with service.store.write() as tx:
             yield tx.conn
         return
@@ -44,7 +49,11 @@ def _write(service: Any) -> Iterator[Any]:
 
 
 def add_case(
-    service: Any, query: str, turn_ids: Sequence[str], scope: str | None = None, scope_id: str | None = None
+    service: MemoryService,
+    query: str,
+    turn_ids: Sequence[str],
+    scope: str | None = None,
+    scope_id: str | None = None,
 ) -> dict[str, Any]:
     from memviewer.recall.why import check_turn
 
@@ -61,12 +70,12 @@ def add_case(
         return table.add_case(conn, query.strip(), wanted, scope or None, scope_id or None)
 
 
-def cases(service: Any) -> list[dict[str, Any]]:
+def cases(service: MemoryService) -> list[dict[str, Any]]:
     with service.store.read() as conn:
         return table.list_cases(conn)
 
 
-def remove_case(service: Any, case_id: int) -> None:
+def remove_case(service: MemoryService, case_id: int) -> None:
     with _write(service) as conn:
         if not table.remove_case(conn, case_id):
             raise MemviewerError(
@@ -83,7 +92,9 @@ def score_case(ranked: Sequence[str], expected: Sequence[str]) -> dict[str, floa
     }
 
 
-def evaluate(service: Any, params: Mapping[str, Any] | None = None, *, record: bool = True) -> dict[str, Any]:
+def evaluate(
+    service: MemoryService, params: Mapping[str, Any] | None = None, *, record: bool = True
+) -> dict[str, Any]:
     """Score every case with recall ``params``; stored as a run unless ``record=False``."""
     from memviewer.store import repos
 
@@ -128,7 +139,7 @@ def evaluate(service: Any, params: Mapping[str, Any] | None = None, *, record: b
         "skipped": len(per_case) - len(scored),
         "per_case": per_case,
         "params": run_params or {k: v for k, v in params.items() if v is not None},
-        "model": str(getattr(service.embedder, "name", "unknown")),
+        "model": service.embedder.name,
         "ts": time.time(),
     }
     if record:
@@ -145,7 +156,7 @@ def evaluate(service: Any, params: Mapping[str, Any] | None = None, *, record: b
     return report
 
 
-def history(service: Any, limit: int | None = None) -> list[dict[str, Any]]:
+def history(service: MemoryService, limit: int | None = None) -> list[dict[str, Any]]:
     """Stored runs, newest first: ``{"run_id", "ts", "model", "params", "cases", <metrics>}``."""
     with service.store.read() as conn:
         runs = table.list_runs(conn, limit)

@@ -31,7 +31,7 @@ class Workspace:
     index_s: float = 0.0
 
     def ingest(
-        self, scope: str, todo_of: Callable[[set[str]], Sequence[Any]], ingest: Callable[[Any], None]
+        self, scope: str, todo_of: Callable[[set[str]], Sequence[Any]], ingest: Callable[[Any], object]
     ) -> None:
         """Ingest what the home does not hold yet (``todo_of(scope ids present)``), then
         bring the vector index up to date; timings go to ``ingest_s`` / ``index_s``."""

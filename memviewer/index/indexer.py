@@ -49,6 +49,7 @@ from memviewer.errors import CONFLICT, INTERNAL, MemviewerError
 from memviewer.store.tables import Session, Turn
 
 if TYPE_CHECKING:
+    from memviewer.config import Settings
     from memviewer.index.embedder import Embedder
     from memviewer.index.parts import IndexParts
     from memviewer.session.bus import EventBus
@@ -149,6 +150,8 @@ class Indexer:
         self.embedded_summaries = 0
         self._tail_checked = False
         self._last_state: dict[str, Any] | None = None  # what this process last saved
+        self._next_verify = 0.0  # monotonic time of the next integrity check (0: the first pass)
+        self.healed: dict[str, Any] = {}  # the last repair of an integrity check (status)
 
     # -- public API --------------------------------------------------------------------
     def sync(
@@ -176,8 +179,8 @@ class Indexer:
         """
         from memviewer.index.embedder import ModelLoadError, probe_embedder
 
-        batch = getattr(self.settings, "embed_batch", 1)
-        if isinstance(batch, int) and batch < 1:
+        batch = self.settings.embed_batch
+        if batch < 1:
             raise ModelLoadError(
                 f"embed_batch must be >= 1, not {batch} (the embed_batch setting or MEMVIEWER_EMBED_BATCH)"
             )
@@ -278,6 +281,7 @@ class Indexer:
             "background": self._thread is not None and self._thread.is_alive(),
             "ann_index": self.index.has_vector_index(),
             "last_error": self._last_error,
+            "healed": self.healed or None,  # the last integrity repair (memviewer.index.integrity)
             "rate_turns_s": state.get("rate_turns_s"),
             "eta_s": eta_seconds(behind, state.get("rate_turns_s")),
         }
@@ -302,6 +306,8 @@ class Indexer:
                     self.index.claim_owner()  # take it now, so CLI imports leave indexing to us
                 if self._last_error is not None:  # a failed pass (full disk…) is retried on
                     self._safe_catch_up()  # its own, not left until the next turn arrives
+                elif time.monotonic() >= self._next_verify:  # the integrity check is due
+                    self._safe_catch_up()
                 self._maybe_optimize()
                 continue
             deadline = time.monotonic() + BATCH_WAIT_S
@@ -410,7 +416,7 @@ class Indexer:
         try:
             with self._sync_lock, self.index.write_lock():
                 self.index.optimize()
-                self.index.build_ann(threshold=int(getattr(self.settings, "ann_threshold", 50_000)))
+                self.index.build_ann(threshold=self.settings.ann_threshold)
         except Exception:
             log.exception("optimising the index failed")
         self._last_optimize = time.monotonic()
@@ -472,8 +478,11 @@ class Indexer:
                 self.index.delete_where(above)
             self._tail_checked = True
         added = 0
-        contextual = bool(getattr(self.settings, "contextual_embeddings", False))
+        contextual = self.settings.contextual_embeddings
         contexts: dict[str, str] = {}
+        healed: dict[str, Any] = {}
+        if time.monotonic() >= self._next_verify:  # rows lost below the watermark heal here
+            healed = self._verify(embedder, contexts)
         embed_started = time.monotonic()
         while True:
             with store.read() as conn:
@@ -583,7 +592,41 @@ class Indexer:
             "summaries": summarised,
             "sessions": len(touched),
             "seconds": round(time.monotonic() - started, 3),
+            **({"healed": healed} if any(healed.values()) else {}),
         }
+
+    def _verify(self, embedder: Any, contexts: dict[str, str]) -> dict[str, Any]:
+        """Re-embed what the index lost (``memviewer.index.integrity``): first pass, then each minute."""
+        from memviewer.index import integrity
+
+        self._next_verify = time.monotonic() + integrity.VERIFY_EVERY_S
+        self.index.reopen()  # judge what is on disk, not this process's cached table versions
+        contextual = bool(getattr(self.settings, "contextual_embeddings", False))
+
+        def read(ids: Sequence[str]) -> list[dict[str, Any]]:
+            with self.store.read() as conn:
+                q = _turn_query().where(T.c.id.in_(list(ids))).order_by(T.c.num)
+                return [dict(r) for r in conn.execute(q).mappings()]
+
+        def embed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+            if contextual:  # the sessions' current summaries, as step 1 uses
+                self._summarise(sorted({r["session_id"] for r in rows} - set(contexts)), set(), contexts)
+            return self._turn_rows(rows, embedder, contexts)
+
+        try:
+            report = integrity.heal(
+                self.index,
+                self.store,
+                read_turns=read,
+                embed_rows=embed,
+                summarise=lambda ids: self._summarise(ids, set(ids), contexts),
+            )
+        except Exception:  # a repair that fails must not stop new turns from being embedded
+            log.exception("checking or repairing the vector index failed; `memviewer reindex` rebuilds it")
+            return {}
+        if any(report.values()):
+            self.healed = {**report, "at": time.time()}
+        return report
 
     def _save_state(self, state: dict[str, Any]) -> None:
         self.index.save_state(state)
@@ -719,7 +762,7 @@ class Indexer:
         out_rows: list[dict[str, Any]] = []
         texts: list[str] = []
         with self.store.read() as conn:
-            counts = dict(
+            counts: dict[str, int] = dict(
                 conn.execute(
                     select(T.c.session_id, func.count())
                     .where(T.c.session_id.in_(ids))
@@ -818,7 +861,7 @@ def _lance_flags(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def index_status(settings: Any) -> dict[str, Any]:
+def index_status(settings: Settings) -> dict[str, Any]:
     """For ``memviewer doctor``: tables, model, row counts and lag, opened read-only."""
     from memviewer.index.lance import SUMMARIES, TURNS, LanceIndex
     from memviewer.store.db import Store
@@ -871,8 +914,28 @@ def index_status(settings: Any) -> dict[str, Any]:
     if extra:
         ok = False
         detail += "; " + "; ".join(extra) + ": run `memviewer reindex`"
+    health = _integrity(index, db)  # both ways, per table: memviewer.index.integrity
+    if health is not None and not health.ok:
+        ok = False
+        detail += "; " + "; ".join(health.problems()) + f": {health.hint()}"
     index.close()
-    return {"ok": ok, "detail": detail}
+    out: dict[str, Any] = {"ok": ok, "detail": detail}
+    if health is not None:
+        out["integrity"] = health.public()
+    return out
+
+
+def _integrity(index: Any, db: Any) -> Any:
+    from memviewer.index.integrity import doctor_check
+    from memviewer.store.db import Store
+
+    if not db.exists():
+        return None
+    store = Store.open(db, readonly=True)
+    try:
+        return doctor_check(index, store, exact_limit=DISTINCT_CHECK_ROWS)
+    finally:
+        store.close()
 
 
 #: Above this many rows ``doctor`` compares counts only instead of reading every id.

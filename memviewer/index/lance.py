@@ -65,6 +65,13 @@ SCHEMA_VERSION = 1
 ANN_NPROBES = 20
 ANN_REFINE = 10
 
+#: The indexes each table must have: B-tree filter columns and the full-text column.
+#: ``ensure_tables`` builds them; ``index_problems`` / ``repair_indexes`` check and rebuild them.
+TABLE_INDEXES: dict[str, tuple[tuple[str, ...], str]] = {
+    TURNS: (("turn_id", "session_id", "scope", "scope_id"), "text"),
+    SUMMARIES: (("session_id", "scope", "scope_id"), "search_text"),
+}
+
 TURN_COLUMNS = (
     "turn_id",
     "num",
@@ -318,10 +325,8 @@ class LanceIndex:
 
         with self.lock:
             db = self.db()
-            for name, schema, text_col, keys in (
-                (TURNS, _turn_schema(dim), "text", ("turn_id", "session_id", "scope", "scope_id")),
-                (SUMMARIES, _summary_schema(dim), "search_text", ("session_id", "scope", "scope_id")),
-            ):
+            for name, schema in ((TURNS, _turn_schema(dim)), (SUMMARIES, _summary_schema(dim))):
+                keys, text_col = TABLE_INDEXES[name]
                 if self.table(name) is not None:
                     continue
                 tbl = db.create_table(name, schema=schema)
@@ -521,7 +526,10 @@ class LanceIndex:
         if tbl is None or limit <= 0 or not query.strip():
             return []
         column = "text" if name == TURNS else "search_text"
-        q = tbl.search(MatchQuery(query, column), query_type="fts")
+        # lancedb declares MatchQuery's defaults as pydantic.Field(1.0, kw_only=True), which
+        # mypy reads as required arguments: the optional ones are not missing.
+        match = MatchQuery(query, column)  # type: ignore[call-arg]
+        q = tbl.search(match, query_type="fts")
         if where:
             q = q.where(where, prefilter=True)
         return q.select([*columns, "_score"]).limit(limit).to_list()
@@ -550,6 +558,94 @@ class LanceIndex:
         if tbl is None:
             return False
         return any(getattr(ix, "columns", None) == ["vector"] for ix in tbl.list_indices())
+
+    def ids(self, name: str, key: str, where: str | None = None) -> set[str]:
+        """Every ``key`` of the table's rows (matching ``where``), read as one Arrow column."""
+        tbl = self.table(name)
+        if tbl is None:
+            return set()
+        q = tbl.search()
+        if where:
+            q = q.where(where)
+        return {str(v) for v in q.select([key]).limit(None).to_arrow()[key].to_pylist()}
+
+    def present(self, name: str, key: str, ids: Sequence[str]) -> set[str]:
+        """Which of ``ids`` the table holds (a B-tree lookup per chunk)."""
+        out: set[str] = set()
+        for i in range(0, len(ids), 500):
+            chunk = ids[i : i + 500]
+            if chunk:
+                out.update(str(r[key]) for r in self.rows(name, in_filter(key, chunk), [key]))
+        return out
+
+    # -- integrity of the indexes ------------------------------------------------------
+    def index_problems(self) -> list[str]:
+        """The indexes a table should have but does not, or whose files are gone.
+
+        Cheap: the manifest's index list and one ``stat`` per index, no query.
+        """
+        problems: list[str] = []
+        for name, (keys, text_col) in TABLE_INDEXES.items():
+            tbl = self.table(name)
+            if tbl is None:
+                continue
+            configs = tbl.list_indices()
+            have = {tuple(getattr(ix, "columns", None) or ()): ix for ix in configs}
+            for col in (*keys, text_col):
+                if (col,) not in have:
+                    problems.append(
+                        f"{name}: no {'full-text' if col == text_col else 'B-tree'} index on {col}"
+                    )
+            gone = [
+                ix.name
+                for ix in configs
+                if (uuid := getattr(ix, "index_uuid", None))
+                and not (self.folder / f"{name}.lance" / "_indices" / str(uuid)).is_dir()
+            ]
+            if gone:
+                problems.append(
+                    f"{name}: the files of index{'es' if len(gone) > 1 else ''} {', '.join(gone)} are gone"
+                )
+        return problems
+
+    def repair_indexes(self) -> list[str]:
+        """Rebuild every index ``index_problems`` names (hold ``write_lock``); returns the repaired ones.
+
+        The indexes are derived from the table's own rows, so rebuilding one loses nothing.
+        """
+        from lancedb.index import FTS, BTree
+
+        repaired: list[str] = []
+        with self.lock:
+            for name, (keys, text_col) in TABLE_INDEXES.items():
+                tbl = self.table(name)
+                if tbl is None:
+                    continue
+                configs = tbl.list_indices()
+                have = {tuple(getattr(ix, "columns", None) or ()): ix for ix in configs}
+                folder = self.folder / f"{name}.lance" / "_indices"
+                vector_broken = False
+                for col in (*keys, text_col, "vector"):
+                    ix = have.get((col,))
+                    if col == "vector":
+                        uuid = getattr(ix, "index_uuid", None) if ix is not None else None
+                        vector_broken = bool(uuid) and not (folder / str(uuid)).is_dir()
+                        continue
+                    uuid = getattr(ix, "index_uuid", None) if ix is not None else None
+                    if ix is not None and (not uuid or (folder / str(uuid)).is_dir()):
+                        continue
+                    config = FTS(base_tokenizer="icu") if col == text_col else BTree()
+                    tbl.create_index(col, config=config, replace=True)
+                    repaired.append(f"{name}.{col}")
+                if vector_broken:  # dropped: the indexer trains it again above ann_threshold
+                    try:
+                        tbl.drop_index(have[("vector",)].name)
+                        repaired.append(f"{name}.vector")
+                    except Exception as exc:  # noqa: BLE001 - recall then falls back; reindex fixes it
+                        log.warning("could not drop the damaged vector index of %s: %s", name, exc)
+        if repaired:
+            log.warning("rebuilt the missing or damaged vector-index indexes: %s", ", ".join(repaired))
+        return repaired
 
     # -- maintenance -------------------------------------------------------------------
     def build_ann(self, *, force: bool = False, threshold: int = 50_000) -> bool:

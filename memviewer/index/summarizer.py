@@ -142,7 +142,7 @@ def informative_sentence(text: str, limit: int = REQUEST_CHARS) -> str:
     for i, sent in enumerate(sentences(text)[:12]):
         ws = words(sent)
         content = sum(1 for w in ws if len(w) > 2 and w not in STOP_WORDS)
-        score = min(content, 12) + (4 if any(w in _PERSONAL for w in ws) else 0)
+        score: float = min(content, 12) + (4 if any(w in _PERSONAL for w in ws) else 0)
         if _FILLER_START.match(sent) and content < 6:
             score -= 8
         score -= 0.5 * i  # earlier wins ties: the opening usually states the request

@@ -74,6 +74,30 @@ def session_from_record(record: Any) -> tuple[dict[str, Any], list[dict[str, Any
     return session, turns, episodes
 
 
+def annotations_from_record(record: dict[str, Any], sid: str) -> dict[str, dict[str, Any]]:
+    """``{session or turn id: {"tags": [...], "note": str | None}}`` from a record's
+    ``tags`` / ``note`` keys, each checked like ``memviewer tag`` / ``note`` would."""
+    from memviewer.session.annotations import check_note, check_tag
+
+    out: dict[str, dict[str, Any]] = {}
+    entries: list[tuple[Any, dict[str, Any]]] = [(sid, record["session"])]
+    entries += [(t.get("turn_id"), t) for t in record.get("turns") or [] if isinstance(t, dict)]
+    for target, item in entries:
+        tags, note = item.get("tags"), item.get("note")
+        if tags is None and note is None:
+            continue
+        where = f"session {sid}" + ("" if target == sid else f": turn {target!r}")
+        if tags is not None and not isinstance(tags, list):
+            raise ExportFileError(f"{where}: 'tags' must be a list, not {kind(tags)}")
+        try:
+            checked = [check_tag(t) for t in tags or []]
+            text = None if note is None else check_note(note)
+        except MemviewerError as exc:
+            raise ExportFileError(f"{where}: {exc.message}") from None
+        out[str(target)] = {"tags": checked, "note": text}
+    return out
+
+
 def _check_header(head: Any) -> None:
     if not isinstance(head, dict) or head.get("format") != FORMAT:
         raise ExportFileError(f'not a {FORMAT} file (no "format": "{FORMAT}")')
@@ -112,10 +136,14 @@ def iter_records(path: Path) -> Iterator[Any]:
     yield from data["sessions"]
 
 
-def _records(path: Path) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]]]]:
+Record = tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]], dict[str, dict[str, Any]]]
+
+
+def _records(path: Path) -> Iterator[Record]:
     try:
         for record in iter_records(path):
-            yield session_from_record(record)
+            session, turns, episodes = session_from_record(record)
+            yield session, turns, episodes, annotations_from_record(record, session["id"])
     except UnicodeDecodeError:
         raise ExportFileError("not valid UTF-8") from None
     except OSError as exc:
@@ -128,8 +156,13 @@ def import_file(
     progress: Callable[[int, int, str], None] | None = None,
     *,
     replace: bool = False,
+    annotate: Callable[[str, dict[str, dict[str, Any]]], Any] | None = None,
 ) -> dict[str, Any]:
     """Import every session of one export file; ``{path, imported: [...], failed: [...], turns}``.
+
+    ``annotate(session_id, {target id: {tags, note}})`` stores a session's tags and notes
+    after the session went in (``MemoryService.import_annotations``); without it they are
+    checked but not stored.
 
     The whole file is read and checked first, so a malformed file (``ExportFileError``,
     message prefixed with the path) stores nothing. Then each session is imported in
@@ -143,7 +176,7 @@ def import_file(
         if not p.is_file():
             raise ExportFileError("no such file" if not p.exists() else "not a file")
         seen: set[str] = set()
-        for session, _turns, _episodes in _records(p):
+        for session, _turns, _episodes, _marks in _records(p):
             if session["id"] in seen:
                 raise ExportFileError(f"session {session['id']} appears twice")
             seen.add(session["id"])
@@ -153,7 +186,7 @@ def import_file(
     imported: list[dict[str, Any]] = []
     failed: list[dict[str, Any]] = []
     try:  # read again, streaming (an export can be large): it may have changed meanwhile
-        for i, (session, turns, episodes) in enumerate(_records(p), 1):
+        for i, (session, turns, episodes, marks) in enumerate(_records(p), 1):
             sid = session["id"]
             try:
                 result = import_session(session, turns, episodes, origin=origin, replace=replace)
@@ -165,6 +198,8 @@ def import_file(
                     why = f"session {sid}: {why}"
                 failed.append({"path": str(p), "session_id": sid, "error": why})
                 continue
+            if marks and annotate is not None:
+                annotate(sid, marks)
             imported.append({**result, "path": str(p)})
             if progress:
                 progress(i, len(seen), sid)

@@ -104,7 +104,7 @@ def build_server(holder: ReaderHolder) -> Server[Any]:
         return types.ListToolsResult(tools=tools)
 
     async def call(_ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
-        caller = Caller.from_meta(params.meta)  # type: ignore[arg-type]
+        caller = Caller.from_meta(params.meta)
         try:
             out = await anyio.to_thread.run_sync(holder.call, params.name, params.arguments, caller)
             text = dumps(out)

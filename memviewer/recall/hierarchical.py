@@ -112,6 +112,7 @@ def recall(
     tuning: dict[str, float] | None = None,
     as_of: float | str | None = None,
     trace: RecallTrace | None = None,
+    with_tool_calls: bool = False,
 ) -> dict[str, Any]:
     """Run recall and return the ``recall --json`` object of docs/cli.md.
 
@@ -121,9 +122,13 @@ def recall(
     default now): relative dates in the query ("a week ago") count from it.
     ``trace`` (optional) is filled with every stage's full internals
     (``memviewer.recall.trace``); the result is the same with or without it.
+    ``with_tool_calls``: each result row of a turn that called tools carries them
+    (``tool_calls``), for front ends that show them; off, the rows are the JSON contract's.
     """
     if not isinstance(query, str) or not query.strip():
         raise MemviewerError(INVALID_ARGUMENT, "query must be a non-empty string")
+    if not isinstance(with_tool_calls, bool):
+        raise MemviewerError(INVALID_ARGUMENT, "with_tool_calls must be true or false")
     if mode not in MODES:
         raise MemviewerError(INVALID_ARGUMENT, f"mode must be one of {MODES}, not {mode!r}")
     scope, scope_id = _opt_str("scope", scope), _opt_str("scope_id", scope_id)
@@ -264,7 +269,7 @@ def recall(
         trace.path = mode if mode == "flat" else (diagnostics["escalations"] or ["hierarchical"])[-1]
         trace.path = trace.path.removeprefix("session-retriever:")
         trace.pool, trace.final = candidates, list(chosen)
-    results, stale = _hydrate(parts.store, chosen)
+    results, stale = _hydrate(parts.store, chosen, with_tool_calls)
     if stale:
         diagnostics["stale"] = stale
     clock.lap("hydrate")
@@ -517,61 +522,33 @@ def _sessions_in(store: Store, scope: tuple[str | None, str | None], window: tim
     The session span only narrows the search (indexed); the turn decides, because a
     long-lived session overlaps every window without being about any of them.
     """
-    from sqlalchemy import and_, exists, func, select
+    from memviewer.store import time_window
 
-    from memviewer.store.tables import Session, Turn
-
-    s, t = Session.__table__.c, Turn.__table__.c
-    # Walk last_seen_at upwards from the window's start: the first sessions met are the
-    # ones around it. The scope tests go through coalesce() so that a planner without
-    # statistics does not pick the (unselective) scope index and sort the whole scope.
-    q = (
-        select(s.id)
-        .where(
-            s.last_seen_at.between(window.start, window.end + WINDOW_HORIZON_S),
-            s.started_at <= window.end,
-            exists().where(
-                and_(t.session_id == s.id, t.timestamp >= window.start, t.timestamp <= window.end)
-            ),
-        )
-        .order_by(s.last_seen_at.asc())
-        .limit(WINDOW_SESSIONS)
-    )
-    if scope[0]:
-        q = q.where(func.coalesce(s.scope, "") == scope[0])
-    if scope[1]:
-        q = q.where(func.coalesce(s.scope_id, "") == scope[1])
     with store.read() as conn:
-        return [r[0] for r in conn.execute(q)]
+        return time_window.sessions_in(
+            conn,
+            window.start,
+            window.end,
+            horizon=WINDOW_HORIZON_S,
+            scope=scope[0],
+            scope_id=scope[1],
+            limit=WINDOW_SESSIONS,
+        )
 
 
 def _time_closeness(store: Store, ids: list[str], window: timeref.TimeWindow) -> dict[str, float]:
     """Each session's closeness to ``window``: that of its turn nearest to it (1.0 when a
     turn falls inside), read from the (session, timestamp) index; 0 beyond ``REACH``."""
-    from sqlalchemy import case, func, select
-
-    from memviewer.store.tables import Turn
+    from memviewer.store import time_window
 
     if not ids:
         return {}
-    t = Turn.__table__.c
-    ts = t.timestamp
-    q = (
-        select(
-            t.session_id,
-            func.sum(case((ts.between(window.start, window.end), 1), else_=0)),
-            func.max(case((ts < window.start, ts), else_=None)),
-            func.min(case((ts > window.end, ts), else_=None)),
-        )
-        .where(
-            t.session_id.in_(ids),
-            ts.between(window.start - REACH * window.slack, window.end + REACH * window.slack),
-        )
-        .group_by(t.session_id)
-    )
+    lo, hi = window.start - REACH * window.slack, window.end + REACH * window.slack
     out: dict[str, float] = {}
     with store.read() as conn:
-        for sid, inside, before, after in conn.execute(q):
+        for sid, inside, before, after in time_window.turn_time_bounds(
+            conn, ids, window.start, window.end, lo, hi
+        ):
             if inside:
                 out[sid] = 1.0
             else:
@@ -595,7 +572,8 @@ def _post_filter(
             continue
         members[sid].append(c)
     kept = sum(len(v) for v in members.values())
-    pool, capped = [], []
+    pool: list[dict[str, Any]] = []
+    capped: list[dict[str, Any]] = []
     for sid in sorted(members, key=order.__getitem__):
         picked = _pick(members[sid], m, mmr)
         ids = {c["turn_id"] for c in picked}
@@ -629,7 +607,9 @@ def _pick(group: list[dict[str, Any]], m: int, mmr: float) -> list[dict[str, Any
     return picked
 
 
-def _hydrate(store: Store, chosen: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], list[str]]:
+def _hydrate(
+    store: Store, chosen: list[dict[str, Any]], with_tool_calls: bool = False
+) -> tuple[list[dict[str, Any]], list[str]]:
     """Public result rows read from SQLite; LanceDB rows without a SQLite turn are reported stale."""
     from memviewer.store import repos
 
@@ -657,6 +637,8 @@ def _hydrate(store: Store, chosen: list[dict[str, Any]]) -> tuple[list[dict[str,
                 "metadata": row["meta"] if row["meta"] is not None else {},
             }
         )
+        if with_tool_calls and row["tool_calls"]:
+            out[-1]["tool_calls"] = row["tool_calls"]
     return out, stale
 
 

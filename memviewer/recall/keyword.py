@@ -5,7 +5,12 @@ Discovery runs one BM25 query per index (``memviewer.store.fts``) for the best
 matched sessions (three statements in all, on a per-thread read-only SQLite
 connection, see ``_reader``). Words found in more than ``COMMON_DF`` turns
 only rank turns that also hold a rarer word of the query (``_word_match``),
-which keeps questions full of common words fast. How a session is scored:
+which keeps questions full of common words fast. A query that would still
+match more than ``RANKED_MAX`` turns (or holds only common words) is not ranked
+by FTS5 at all: the newest ``COMMON_TURNS`` matching turns, those holding every
+word first, are scored in Python with BM25's formula (``_common_candidates``), so
+its cost is bounded by that window instead of by how many turns match. The SQL
+lives in ``memviewer.store.keyword_candidates``. How a session is scored:
 
 1. turn score = ``-bm25`` (positive; higher is better) × the share of the
    query's units the turn contains (``ParsedQuery.coverage``, Lucene's "coord"),
@@ -42,9 +47,9 @@ import threading
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, or_, select
+from sqlalchemy import Connection
 from sqlalchemy.engine import make_url
 
 from memviewer import params
@@ -53,13 +58,15 @@ from memviewer.recall import fts_query
 from memviewer.recall.fts_query import ParsedQuery, Unit
 from memviewer.recall.snippets import make_snippet
 from memviewer.store import fts, repos
-from memviewer.store.tables import Session, Turn
+from memviewer.store import keyword_candidates as kc
+from memviewer.store.keyword_candidates import Filters as _Filters
+from memviewer.store.keyword_candidates import KeywordDb as _Db
 from memviewer.timeutil import iso
 
-log = logging.getLogger("memviewer.recall")
+if TYPE_CHECKING:
+    from memviewer.config import Settings
 
-S = Session.__table__
-T = Turn.__table__
+log = logging.getLogger("memviewer.recall")
 
 BOOKEND_SIZE = 2
 AUTOMATED_DEMOTION = 0.25
@@ -73,23 +80,15 @@ SUMMARY_WEIGHT = 0.5
 MAX_EXPANSIONS = 512
 COMMON_DF = 2000  # a word unit in more turns than this only ranks turns that have a rarer one
 BROAD_WINDOW = 20_000  # at most this many (newest) matching turns are ranked by BM25
-COMMON_WINDOW = 1_000  # ... and this many when every word of the query is common (see _word_match)
+COMMON_WINDOW = 1_000  # ... and this many when every word is common and ``broad_bm25`` is set
+COMMON_TURNS = 100  # the newest turns a query with too many matches scores (_common_candidates)
+RANKED_MAX = 400  # at most this many matching turns (by the unit counts) are ranked by FTS5's BM25
+BM25_K1, BM25_B = 1.2, 0.75  # FTS5's bm25() defaults, for the common-word scorer
 FALLBACK_MAX_ROWS = 20_000
 MAX_LIMIT = params.MAX_SEARCH_LIMIT
 MAX_WINDOW = params.MAX_SEARCH_WINDOW
 CONVERSATIONAL = ("user", "assistant")
 _INT = re.compile(r"[+-]?\d+")
-
-
-@dataclass(frozen=True)
-class _Filters:
-    scope: str | None = None
-    scope_id: str | None = None
-    session_id: str | None = None
-
-    @property
-    def any(self) -> bool:
-        return bool(self.scope or self.scope_id or self.session_id)
 
 
 def _error(mode: str, message: str, hint: str, code: str = INVALID_ARGUMENT) -> dict[str, Any]:
@@ -134,9 +133,14 @@ def rate_automated(n: int, first: float | None, last: float | None) -> bool:
 class KeywordSearch:
     """BM25 session search over archived and active turns (see the module docstring)."""
 
-    def __init__(self, store: Any, *, use_fts: bool | None = None) -> None:
+    def __init__(self, store: Any, *, use_fts: bool | None = None, broad_bm25: bool = False) -> None:
+        """``broad_bm25`` ranks queries with too many matches the way search did before the
+        windowed scorer (``_common_candidates``): FTS5 BM25 over every match, or over the
+        newest ``COMMON_WINDOW`` when every word is common. Kept for
+        ``bench/bench_search_hub.py``'s side-by-side comparison, not for front ends."""
         self.store = store
         self._use_fts = use_fts
+        self._broad_bm25 = broad_bm25
         self._tables: dict[str, bool] | None = None
         self._local = threading.local()
         self._raw: list[sqlite3.Connection] = []
@@ -166,18 +170,15 @@ class KeywordSearch:
             return
         raw = getattr(self._local, "conn", None)
         if raw is None:
-            raw = sqlite3.connect(
-                f"file:{self._db_path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False
-            )
-            raw.execute("PRAGMA busy_timeout = 10000")
+            raw = kc.open_read_only(self._db_path)
             self._local.conn = raw
             with self._raw_lock:
                 self._raw.append(raw)
-        raw.execute("BEGIN")
+        kc.begin(raw)
         try:
             yield _Db(raw=raw)
         finally:
-            raw.execute("ROLLBACK")
+            kc.end(raw)
 
     # -- index state ----------------------------------------------------------
     def tables(self) -> dict[str, bool]:
@@ -227,9 +228,9 @@ class KeywordSearch:
                     raise MemviewerError(INVALID_ARGUMENT, f"{name} must be text")
             limit = _int_arg("limit", limit, 1, MAX_LIMIT)
             window = _int_arg("window", window, 0, MAX_WINDOW)
-            if mode == "discovery":
+            if text:  # discovery
                 return self._discovery(text, limit, window, _Filters(scope, scope_id, session_id))
-            if mode == "scroll":
+            if session_id:  # scroll
                 return self._scroll(session_id, around, window)
             if around not in (None, ""):
                 raise MemviewerError(
@@ -256,11 +257,17 @@ class KeywordSearch:
         tables = self.tables()
         with self._reader() as db:
             candidates: dict[int, _Candidate] = {}
-            if tables["word"] and (found := _word_match(db, pq)):
-                match, broad = found
-                _add(candidates, _fts_candidates(db, fts.WORD_TABLE, match, pq, filters, broad))
-            if pq.cjk_units and tables["cjk"] and (match := _cjk_match(db, pq.cjk_units)):
-                _add(candidates, _fts_candidates(db, fts.CJK_TABLE, match, pq, filters))
+            if tables["word"] and (plan := _word_match(db, pq)):
+                if not plan.windowed:
+                    _add(candidates, _fts_candidates(db, fts.WORD_TABLE, plan.match, pq, filters))
+                elif self._broad_bm25:
+                    all_common = all(n > COMMON_DF for n in plan.counts.values())
+                    narrow = COMMON_WINDOW if all_common else None
+                    _add(candidates, _fts_candidates(db, fts.WORD_TABLE, plan.match, pq, filters, narrow))
+                else:
+                    _add(candidates, _common_candidates(db, plan, pq, filters))
+            if pq.cjk_units and tables["cjk"] and (cjk := _cjk_match(db, pq.cjk_units)):
+                _add(candidates, _fts_candidates(db, fts.CJK_TABLE, cjk, pq, filters))
             scan = ([] if tables["word"] else pq.word_units) + ([] if tables["cjk"] else pq.cjk_units)
             if scan:
                 whole = None if tables["word"] else pq.text
@@ -288,13 +295,13 @@ class KeywordSearch:
     # -- scroll ----------------------------------------------------------------
     def _scroll(self, session_id: str, around: Any, window: int) -> dict[str, Any]:
         with self._reader() as db:
-            if not db.all("SELECT 1 FROM sessions WHERE id = ?", (session_id,)):
+            if not kc.session_exists(db, session_id):
                 raise MemviewerError(
                     SESSION_NOT_FOUND,
                     f"unknown session {session_id!r}",
                     data={"hint": "list sessions with `memviewer search` (browse) or `memviewer sessions`"},
                 )
-            top = db.all("SELECT MAX(idx) FROM turns WHERE session_id = ?", (session_id,))[0][0]
+            top = kc.max_index(db, session_id)
             n = 0 if top is None else int(top) + 1
             if around is None or (isinstance(around, str) and not around.strip()):
                 anchor = n - 1
@@ -357,47 +364,6 @@ def _anchor(around: Any) -> int:
     )
 
 
-class _Db:
-    """Plain SQL for the hot path, over a raw ``sqlite3`` connection (see ``_reader``) or a
-    SQLAlchemy connection (``exec_driver_sql`` with the driver's parameter style)."""
-
-    def __init__(self, conn: Connection | None = None, raw: sqlite3.Connection | None = None) -> None:
-        self.conn = conn
-        self.raw = raw
-        self.style = conn.dialect.paramstyle if conn is not None else "qmark"
-
-    def all(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
-        if self.raw is not None:
-            return self.raw.execute(sql, tuple(params)).fetchall()
-        assert self.conn is not None
-        if self.style in ("format", "pyformat"):
-            sql = sql.replace("?", "%s")
-        elif self.style != "qmark":
-            count = iter(range(1, len(params) + 1))
-            sql = re.sub(r"\?", lambda _m: f":{next(count)}", sql)
-        return list(self.conn.exec_driver_sql(sql, tuple(params)))
-
-
-def _marks(n: int) -> str:
-    return ",".join("?" * n)
-
-
-# -- candidate turns ------------------------------------------------------------
-_SESSION_COLS = (
-    "id",
-    "title",
-    "agent",
-    "started_at",
-    "last_seen_at",
-    "source",
-    "lineage_id",
-    "root_session_id",
-    "thread_id",
-    "meta",
-)
-_S_SELECT = ", ".join(f"s.{c}" for c in _SESSION_COLS)
-
-
 @dataclass
 class _Candidate:
     score: float
@@ -421,7 +387,7 @@ def _candidate(
     """One candidate turn; the session's columns become one dict per session (``seen``)."""
     session = seen.get(session_row[0])
     if session is None:
-        session = seen[session_row[0]] = dict(zip(_SESSION_COLS, session_row, strict=True))
+        session = seen[session_row[0]] = dict(zip(kc.SESSION_COLS, session_row, strict=True))
     return _Candidate(score, int(idx), bool(summary), session)
 
 
@@ -436,37 +402,15 @@ def _fts_candidates(
     turns) would take seconds. BM25 is therefore taken over the ``BROAD_WINDOW``
     most recently stored matching turns (FTS5 walks rowids newest first and
     stops there); any query with fewer matches is ranked in full, and rare words
-    always reach old sessions (see ``_word_match``). A query made only of common
-    words (``broad``) ranks the newest ``COMMON_WINDOW`` matches: it has no one right
-    answer, and ranking thousands of turns for it would cost milliseconds.
+    always reach old sessions (see ``_word_match``). ``broad`` narrows the window
+    (the old common-word ranking, see ``KeywordSearch``).
 
     BM25 ranks inside a LIMITed subquery, so only the kept turns are joined;
     with a filter, the filter joins run inside it (they must, to keep the LIMIT
     meaningful).
     """
-    where, params, join = [f"{table} MATCH ?"], [match], ""
-    if filters.any:
-        join = f" JOIN turns ft ON ft.num = {table}.rowid"
-        if filters.session_id:
-            where.append("ft.session_id = ?")
-            params.append(filters.session_id)
-        if filters.scope or filters.scope_id:
-            join += " JOIN sessions fs ON fs.id = ft.session_id"
-            if filters.scope:
-                where.append("fs.scope = ?")
-                params.append(filters.scope)
-            if filters.scope_id:
-                where.append("fs.scope_id = ?")
-                params.append(filters.scope_id)
-    sql = (
-        f"SELECT r.num, r.bm, t.idx, t.is_compaction_summary, t.content, {_S_SELECT} FROM ("
-        f"SELECT * FROM (SELECT {table}.rowid AS num, bm25({table}) AS bm FROM {table}{join} "
-        f"WHERE {' AND '.join(where)} ORDER BY {table}.rowid DESC LIMIT ?) ORDER BY bm LIMIT ?"
-        ") r JOIN turns t ON t.num = r.num JOIN sessions s ON s.id = t.session_id"
-    )
-    params += [broad or BROAD_WINDOW, CANDIDATE_TURNS]
     try:
-        rows = db.all(sql, params)
+        rows = kc.ranked_rows(db, table, match, filters, broad or BROAD_WINDOW, CANDIDATE_TURNS)
     except Exception as exc:
         if "fts5" in str(exc).lower() or "syntax error" in str(exc).lower():
             raise MemviewerError(
@@ -481,36 +425,108 @@ def _fts_candidates(
     ]
 
 
-def _word_match(db: _Db, pq: ParsedQuery) -> tuple[str, int | None] | None:
-    """``fts_query.word_match``, restricted to turns with at least one uncommon unit,
-    and the BM25 window (None: ``BROAD_WINDOW``) the query's turns are ranked in.
+def _common_candidates(
+    db: _Db, plan: _WordPlan, pq: ParsedQuery, filters: _Filters
+) -> list[tuple[int, _Candidate]]:
+    """A query whose words match too many turns to rank them all: the newest
+    ``COMMON_TURNS`` matching turns, scored in Python, with no FTS5 BM25 at all.
 
-    BM25 costs about a microsecond per matching turn, and FTS5 ranks every
-    match: "What did we decide about the kiwi rollout?" would rank the ~10 % of
-    turns that say "decide" just to find the few that say "kiwi". One statement
-    counts each unit's matches (capped at ``COMMON_DF + 1``); when some units
-    are common and at least one uncommon unit occurs, the expression becomes
-    ``(uncommon units) AND (all units)``: the same BM25 scores (common words
-    still count) for the turns that can matter. When every unit that occurs is
-    common, no turn can be singled out by a rare word: the newest
-    ``COMMON_WINDOW`` matches are ranked.
+    Such a query ("rollback plan", "billing migration") has no one right answer, and FTS5's
+    ``bm25()`` is what it cannot afford: before the first row it counts every phrase's
+    documents over the whole index (one callback per posting of each common word), then
+    costs microseconds per ranked turn. Here FTS5 only walks postings newest first
+    (``kc.newest_rows``): first turns holding every word that occurs (an AND), then, if
+    fewer than ``COMMON_TURNS``, turns matching the plan's expression. Each turn gets BM25
+    with FTS5's constants (k1 1.2, b 0.75; length in words against the index's average
+    tokens per turn, read from FTS5's own record; IDF from the capped match counts over the
+    indexed turns, the whole-query phrase taking its rarest word's),
+    summed over the units and the phrase and scaled by ``coverage`` like the ranked path.
+    Cost is bounded by the window, not by how many turns match.
+    """
+    occurring = [u for u in pq.word_units if u.text in plan.counts]
+    rows: list[Any] = []
+    if len(occurring) > 1:
+        every = " AND ".join(fts_query.fts_string(u.text) for u in occurring)
+        rows = kc.newest_rows(db, every, filters, COMMON_TURNS)
+    if len(rows) < COMMON_TURNS:
+        have = {r[0] for r in rows}
+        rows += [r for r in kc.newest_rows(db, plan.match, filters, COMMON_TURNS) if r[0] not in have]
+        rows = rows[:COMMON_TURNS]
+    if not rows:
+        return []
+    texts = [(r[3] or "").lower() for r in rows]
+    lengths = [max(len(t.split()), 1) for t in texts]
+    stats = kc.word_index_averages(db)
+    total, avg = stats if stats else (len(rows), sum(lengths) / len(lengths))
+    total = max(total, *plan.counts.values())
+    idf = {u: math.log((total - n + 0.5) / (n + 0.5) + 1.0) for u, n in plan.counts.items()}
+    probes: list[tuple[str, bool, float]] = [
+        (p, flat, idf.get(u.text, 0.0))
+        for (p, flat), u in zip(pq.probes, pq.units, strict=True)
+        if u.kind == "word"
+    ]
+    if pq.phrase:
+        phrase = " ".join(_NON_WORD.sub(" ", pq.phrase.lower()).split())
+        probes.append((phrase, phrase != " ".join(pq.phrase.lower().split()), max(idf.values())))
+    seen: dict[Any, dict[str, Any]] = {}
+    out: list[tuple[int, _Candidate]] = []
+    for r, low, dl in zip(rows, texts, lengths, strict=True):
+        norm = BM25_K1 * (1.0 - BM25_B + BM25_B * dl / avg)
+        flat: str | None = None
+        score = 0.0
+        for probe, needs_flat, weight in probes:
+            if needs_flat:
+                if flat is None:
+                    flat = " ".join(_NON_WORD.sub(" ", low).split())
+                tf = flat.count(probe)
+            else:
+                tf = low.count(probe)
+            if tf:
+                score += weight * tf * (BM25_K1 + 1.0) / (tf + norm)
+        out.append((int(r[0]), _candidate(score * pq.coverage(r[3] or ""), r[1], r[2], r[4:], seen)))
+    return out
+
+
+_NON_WORD = re.compile(r"[^\w]+")
+
+
+@dataclass(frozen=True)
+class _WordPlan:
+    """How the word index answers a query (``_word_match``)."""
+
+    match: str  # the MATCH expression
+    counts: dict[str, int]  # matches per occurring word unit (text), capped at COMMON_DF + 1
+    windowed: bool  # too many matches to rank them all: ``_common_candidates``
+
+
+def _word_match(db: _Db, pq: ParsedQuery) -> _WordPlan | None:
+    """``fts_query.word_match``, restricted to turns with at least one uncommon unit, and
+    whether the turns it matches are few enough to rank them all with FTS5's BM25.
+
+    BM25 costs microseconds per matching turn, and FTS5 ranks every match:
+    "What did we decide about the kiwi rollout?" would rank the ~10 % of turns
+    that say "decide" just to find the few that say "kiwi". One statement counts
+    each unit's matches (capped at ``COMMON_DF + 1``); when some units are common
+    and at least one uncommon unit occurs, the expression becomes ``(uncommon
+    units) AND (all units)``: the same BM25 scores (common words still count) for
+    the turns that can matter. When every unit that occurs is common, or the
+    uncommon ones still match more than ``RANKED_MAX`` turns, no small set of
+    turns can be singled out: ``_common_candidates`` scores the newest matches.
     """
     base = fts_query.word_match(pq)
     units = pq.word_units
     if base is None:
         return None
-    probe = (
-        f"(SELECT count(*) FROM (SELECT 1 FROM {fts.WORD_TABLE} WHERE {fts.WORD_TABLE} MATCH ? "
-        f"LIMIT {COMMON_DF + 1}))"
-    )
-    literals = [fts_query.fts_string(u.text) for u in units]
-    counts = db.all("SELECT " + ", ".join([probe] * len(units)), literals)[0] if units else []
+    counts = kc.unit_match_counts(db, [fts_query.fts_string(u.text) for u in units], COMMON_DF + 1)
+    found = {u.text: n for u, n in zip(units, counts, strict=True) if n > 0}
     rare = [u for u, n in zip(units, counts, strict=True) if 0 < n <= COMMON_DF]
-    if not rare:
-        return base, (COMMON_WINDOW if any(counts) else None)
-    if len(rare) == sum(1 for n in counts if n > 0):
-        return base, None
-    return f"({' OR '.join(fts_query.fts_string(u.text) for u in rare)}) AND ({base})", None
+    if not found:
+        return _WordPlan(base, found, False)
+    windowed = not rare or sum(found[u.text] for u in rare) > RANKED_MAX
+    if not rare or len(rare) == len(found):
+        return _WordPlan(base, found, windowed)
+    match = f"({' OR '.join(fts_query.fts_string(u.text) for u in rare)}) AND ({base})"
+    return _WordPlan(match, found, windowed)
 
 
 def _cjk_match(db: _Db, units: Sequence[Unit]) -> str | None:
@@ -522,11 +538,7 @@ def _cjk_match(db: _Db, units: Sequence[Unit]) -> str | None:
             parts.append(fts_query.fts_string(u.text))
             continue
         prefix = u.text.lower()
-        rows = db.all(
-            f"SELECT term FROM {fts.CJK_VOCAB} WHERE term >= ? AND term < ? ORDER BY doc DESC LIMIT ?",
-            (prefix, prefix + "\U0010ffff", MAX_EXPANSIONS),
-        )
-        parts += [fts_query.fts_string(r[0]) for r in rows]
+        parts += [fts_query.fts_string(t) for t in kc.cjk_expansions(db, prefix, MAX_EXPANSIONS)]
     return " OR ".join(parts) if parts else None
 
 
@@ -536,24 +548,11 @@ def _scan_candidates(
     """The no-FTS path: a case-insensitive substring scan (portable SQL), scored like the
     reference store: +1 per unit present in a turn, +2 when the whole query is."""
     needles = [u.text for u in units]
-    cols = [getattr(S.c, c) for c in _SESSION_COLS]
-    q = (
-        select(T.c.num, T.c.content, T.c.idx, T.c.is_compaction_summary, *cols)
-        .join(S, S.c.id == T.c.session_id)
-        .where(or_(*(T.c.content.icontains(n, autoescape=True) for n in needles)))
-    )
-    if filters.session_id:
-        q = q.where(T.c.session_id == filters.session_id)
-    if filters.scope:
-        q = q.where(S.c.scope == filters.scope)
-    if filters.scope_id:
-        q = q.where(S.c.scope_id == filters.scope_id)
-    q = q.order_by(T.c.num.desc()).limit(FALLBACK_MAX_ROWS)
     lowered = [n.lower() for n in needles]
     whole_low = whole.lower() if whole and len(units) > 1 else None
     out: list[tuple[int, _Candidate]] = []
     seen: dict[Any, dict[str, Any]] = {}
-    for r in conn.execute(q):
+    for r in kc.scan_rows(conn, needles, filters, FALLBACK_MAX_ROWS):
         low = (r[1] or "").lower()
         score = sum(1.0 for n in lowered if n in low) + (2.0 if whole_low and whole_low in low else 0.0)
         if score > 0:
@@ -591,14 +590,6 @@ def _projection(row: dict[str, Any]) -> tuple[str | None, bool]:
 
 
 # -- ranking ------------------------------------------------------------------------
-def _rate_stats(db: _Db, ids: Sequence[str]) -> dict[str, tuple[int, float, float]]:
-    sql = (
-        "SELECT session_id, COUNT(*), MIN(timestamp), MAX(timestamp) FROM turns "
-        f"WHERE session_id IN ({_marks(len(ids))}) GROUP BY session_id"
-    )
-    return {sid: (int(n), lo, hi) for sid, n, lo, hi in db.all(sql, ids)}
-
-
 def _rank(
     db: _Db, raw: dict[str, float], sessions: dict[str, dict[str, Any]], limit: int
 ) -> tuple[list[tuple[str, float]], int]:
@@ -621,7 +612,7 @@ def _rank(
         batch = order[pos : pos + chunk]
         pos += len(batch)
         need_rate = [sid for sid in batch if not proj[sid][1]]
-        rates = _rate_stats(db, need_rate) if need_rate else {}
+        rates = kc.rate_stats(db, need_rate)
         for sid in batch:
             automated = proj[sid][1] or rate_automated(*rates.get(sid, (0, None, None)))
             score = raw[sid] * (AUTOMATED_DEMOTION if automated else 1.0)
@@ -637,8 +628,7 @@ def _rank(
 
 
 # -- building hits ------------------------------------------------------------------
-_MSG_COLS = "idx, role, content, timestamp, archived"
-_WINDOW, _OPENING, _CLOSING, _FIRST_USER = range(4)
+_WINDOW, _OPENING, _CLOSING, _FIRST_USER = kc.WINDOW, kc.OPENING, kc.CLOSING, kc.FIRST_USER
 
 
 def _message(r: Sequence[Any]) -> dict[str, Any]:
@@ -646,11 +636,7 @@ def _message(r: Sequence[Any]) -> dict[str, Any]:
 
 
 def _window(db: _Db, session_id: str, anchor: int, window: int) -> list[dict[str, Any]]:
-    rows = db.all(
-        f"SELECT {_MSG_COLS} FROM turns WHERE session_id = ? AND idx BETWEEN ? AND ? ORDER BY idx",
-        (session_id, anchor - window, anchor + window),
-    )
-    return [_message(r) for r in rows]
+    return [_message(r) for r in kc.window_rows(db, session_id, anchor - window, anchor + window)]
 
 
 def _hits(
@@ -659,30 +645,9 @@ def _hits(
     """Windows, bookends and missing titles of every hit, read in one compound statement."""
     if not picks:
         return []
-    parts: list[str] = []
-    params: list[Any] = []
-    conv = "role IN ('user', 'assistant')"
-    for k, (row, anchor, _) in enumerate(picks):
-        sid = row["id"]
-        parts.append(
-            f"SELECT {k}, {_WINDOW}, {_MSG_COLS} FROM turns WHERE session_id = ? AND idx BETWEEN ? AND ?"
-        )
-        params += [sid, anchor - window, anchor + window]
-        for part, order in ((_OPENING, "ASC"), (_CLOSING, "DESC")):
-            parts.append(
-                f"SELECT * FROM (SELECT {k}, {part}, {_MSG_COLS} FROM turns "
-                f"WHERE session_id = ? AND {conv} ORDER BY idx {order} "
-                f"LIMIT {BOOKEND_SIZE}) AS b{len(parts)}"
-            )
-            params.append(sid)
-        if not (row.get("title") or row.get("agent")):
-            parts.append(
-                f"SELECT * FROM (SELECT {k}, {_FIRST_USER}, {_MSG_COLS} FROM turns "
-                "WHERE session_id = ? AND role = 'user' ORDER BY idx LIMIT 1) AS f{len(parts)}"
-            )
-            params.append(sid)
+    needs = [(row["id"], anchor, not (row.get("title") or row.get("agent"))) for row, anchor, _ in picks]
     grouped: dict[tuple[int, int], list[Sequence[Any]]] = defaultdict(list)
-    for r in db.all(" UNION ALL ".join(parts), params):
+    for r in kc.hit_rows(db, needs, window, BOOKEND_SIZE):
         grouped[(r[0], r[1])].append(r[2:])
     out = []
     for k, (row, anchor, score) in enumerate(picks):
@@ -722,14 +687,11 @@ def _title_of(row: dict[str, Any], first_user: Sequence[Sequence[Any]]) -> str:
 def _title(db: _Db, row: dict[str, Any]) -> str:
     first: list[Any] = []
     if not (row.get("title") or row.get("agent")):
-        first = db.all(
-            f"SELECT {_MSG_COLS} FROM turns WHERE session_id = ? AND role = 'user' ORDER BY idx LIMIT 1",
-            (row["id"],),
-        )
+        first = kc.first_user_row(db, row["id"])
     return _title_of(row, first)
 
 
-def fts_status(settings: Any) -> dict[str, Any]:
+def fts_status(settings: Settings) -> dict[str, Any]:
     """For ``memviewer doctor``: FTS5 support, the tokenizers in use, rows indexed vs turns."""
     from memviewer import paths
     from memviewer.store.db import Store

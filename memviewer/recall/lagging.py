@@ -28,21 +28,27 @@ def add_lag(
     query: str,
     out: dict[str, Any],
     params: dict[str, Any],
+    *,
+    absent: Callable[[list[str]], set[str]] | None = None,
 ) -> dict[str, Any]:
     """``out`` with the lag escalation and keyword results when the index is behind.
 
-    ``search`` is the keyword search to ask (the service's)."""
+    ``search`` is the keyword search to ask (the service's). ``absent`` (given when the
+    index lost rows below its watermark, or cannot be queried at all) says which of
+    some turn ids the vector index does not hold: keyword hits on those are added too
+    (``memviewer.recall.index_guard``)."""
     from memviewer.index.progress import index_lag
     from memviewer.store import repos
     from memviewer.store.index_progress import turns_at
 
     with store.read() as conn:
         lag = index_lag(home, conn)
-    if lag["lag"] <= 0:
+    if lag["lag"] <= 0 and absent is None:
         return out
     diagnostics = out.setdefault("diagnostics", {})
-    diagnostics.setdefault("escalations", []).append(INDEX_LAGGING)
-    diagnostics["index_lag"] = {k: lag[k] for k in ("lag", "eta_s", "rate_turns_s")}
+    if lag["lag"] > 0:
+        diagnostics.setdefault("escalations", []).append(INDEX_LAGGING)
+        diagnostics["index_lag"] = {k: lag[k] for k in ("lag", "eta_s", "rate_turns_s")}
     top_k = int(params.get("top_k") or 10)
     found = search(query, limit=top_k, window=0, scope=params.get("scope"), scope_id=params.get("scope_id"))
     hits = found.get("results") or [] if found.get("success") else []
@@ -50,11 +56,16 @@ def add_lag(
     with store.read() as conn:
         turns = turns_at(conn, keys)
     have = {r.get("turn_id") for r in out.get("results", [])}
+    below = [r["id"] for r in turns.values() if int(r["num"]) <= lag["turn_num"]]
+    lost = absent(below) if absent is not None and below else set()
     added = 0
     for hit, key in zip(hits, keys, strict=True):
         row = turns.get(key)
-        if row is None or int(row["num"]) <= lag["turn_num"] or row["id"] in have:
+        if row is None or row["id"] in have:
+            continue
+        if int(row["num"]) <= lag["turn_num"] and row["id"] not in lost:
             continue  # embedded turns are the vector search's to rank
+        have.add(row["id"])
         pub = repos.turn_public(row)
         out.setdefault("results", []).append(
             {
@@ -71,6 +82,9 @@ def add_lag(
                 "metadata": row["meta"] if row["meta"] is not None else {},
             }
         )
+        if params.get("with_tool_calls") and row["tool_calls"]:  # like recall's own rows
+            out["results"][-1]["tool_calls"] = row["tool_calls"]
         added += 1
-    diagnostics["index_lag"]["keyword_results"] = added
+    if lag["lag"] > 0:
+        diagnostics["index_lag"]["keyword_results"] = added
     return out

@@ -61,9 +61,12 @@ import math
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memviewer.index.summarizer import STOP_WORDS
+
+if TYPE_CHECKING:
+    from memviewer.config import Settings
 
 RECENCY_HALF_LIFE_S = 14 * 86_400.0
 COVERAGE_SHARE = 0.0  # measured: any share > 0 lowered turn recall@10
@@ -116,13 +119,13 @@ class Weights:
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     @classmethod
-    def from_settings(cls, settings: Any, **overrides: Any) -> Weights:
+    def from_settings(cls, settings: Settings, **overrides: Any) -> Weights:
         w = cls(
-            dense=float(getattr(settings, "w_dense", 0.5) or 0.0),
-            keyword=float(getattr(settings, "w_keyword", 0.5) or 0.0),
-            recency=float(getattr(settings, "w_recency", 0.0) or 0.0),
-            speaker=float(getattr(settings, "w_speaker", SPEAKER_SHARE) or 0.0),
-            time=float(getattr(settings, "w_time", TIME_SHARE) or 0.0),
+            dense=settings.w_dense,
+            keyword=settings.w_keyword,
+            recency=settings.w_recency,
+            speaker=settings.w_speaker,
+            time=settings.w_time,
         )
         known = {k: v for k, v in overrides.items() if k in cls.__dataclass_fields__ and v is not None}
         w = replace(w, **known)

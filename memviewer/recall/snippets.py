@@ -8,9 +8,9 @@ no spaces and is cut at the exact character.
 
 An assistant turn that only calls tools has empty content; wherever a result
 row shows a turn's text, ``text_or_tool_calls`` shows the calls instead (``→
-get_weather(…)``) so such a row does not look blank. Recall results (the
-docs/cli.md shape) carry no ``tool_calls``, so displays fetch them with
-``attach_tool_calls`` for just the rows that need them.
+get_weather(…)``) so such a row does not look blank. Recall asked
+``with_tool_calls=True`` puts them on its rows itself; search's scroll window (the
+docs/cli.md shape, no tool calls) gets them with ``attach_tool_calls_by_index``.
 """
 
 from __future__ import annotations
@@ -108,30 +108,11 @@ def text_or_tool_calls(content: str | None, tool_calls: Iterable[Any] | None = N
     return text if text.strip() else tool_call_label(tool_calls) or text
 
 
-def attach_tool_calls(store: Store, results: Iterable[MutableMapping[str, Any]]) -> None:
-    """Set ``tool_calls`` on the result rows with blank content, read from the store.
-
-    Only those rows are looked up (one primary-key read per batch), and only for
-    display: the recall JSON contract is left as it is.
-    """
-    from memviewer.store import repos
-
-    blank = [r for r in results if not str(r.get("content") or "").strip() and r.get("turn_id")]
-    if not blank:
-        return
-    with store.read() as conn:
-        rows = repos.get_turns(conn, [r["turn_id"] for r in blank])
-    for r in blank:
-        row = rows.get(r["turn_id"])
-        if row is not None and row["tool_calls"]:
-            r["tool_calls"] = row["tool_calls"]
-
-
 def attach_tool_calls_by_index(
     store: Store, session_id: str, messages: Iterable[MutableMapping[str, Any]]
 ) -> None:
-    """``attach_tool_calls`` for messages keyed by their index in one session (search's
-    scroll window carries no turn ids)."""
+    """Set ``tool_calls`` on the blank messages of one session's scroll window (keyed by
+    index: the window carries no turn ids), read from the store, for display only."""
     from memviewer.store import repos
 
     blank = [m for m in messages if not str(m.get("content") or "").strip()]

@@ -34,7 +34,7 @@ from __future__ import annotations
 import itertools
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memviewer.errors import INVALID_ARGUMENT, NOT_FOUND, MemviewerError
@@ -44,6 +44,9 @@ from memviewer.recall.hierarchical import OVERFETCH, recall
 from memviewer.recall.trace import RecallTrace
 
 if TYPE_CHECKING:
+    import numpy as np
+
+    from memviewer.index.embedder import Embedder
     from memviewer.index.parts import IndexParts
     from memviewer.recall.rerank import Reranker
     from memviewer.store.db import Store
@@ -179,12 +182,12 @@ def explain(
         "scored": len(trace.scored),
     }
     stages.append(pool_entry)
-    post = {"stage": "post_filter", "passed": None}
-    cap = {"stage": "session_cap", "passed": None, "chunks_per_session": m}
-    rer = {"stage": "rerank", "passed": None, "reranked": bool(d.get("reranked"))}
+    post: dict[str, Any] = {"stage": "post_filter", "passed": None}
+    cap: dict[str, Any] = {"stage": "session_cap", "passed": None, "chunks_per_session": m}
+    rer: dict[str, Any] = {"stage": "rerank", "passed": None, "reranked": bool(d.get("reranked"))}
     if d.get("rerank_error"):
         rer["error"] = d["rerank_error"]
-    cut = {"stage": "top_k", "passed": rank is not None, "rank": rank, "top_k": top_k}
+    cut: dict[str, Any] = {"stage": "top_k", "passed": rank is not None, "rank": rank, "top_k": top_k}
     if trace.path == "hierarchical" and pool_rank is not None:
         post["passed"] = bool(in_stage1)
         if not in_stage1:
@@ -393,12 +396,12 @@ def find_fix(
 class _CachedEmbedder:
     """An embedder remembering each text's vector: every re-run asks the same query."""
 
-    def __init__(self, inner: Any) -> None:
+    def __init__(self, inner: Embedder) -> None:
         self.inner = inner
         self.name, self.dim = inner.name, inner.dim
-        self._cache: dict[str, Any] = {}
+        self._cache: dict[str, np.ndarray] = {}
 
-    def embed(self, texts: list[str]) -> Any:
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
         import numpy as np
 
         missing = [t for t in texts if t not in self._cache]
@@ -430,15 +433,15 @@ def _predicted(why: dict[str, Any], cur: dict[str, int]) -> list[dict[str, int]]
 
 
 def _shrink(
-    attempt: Any, change: dict[str, int], got: int, cur: dict[str, int]
+    attempt: Callable[[dict[str, Any]], int | None], change: dict[str, int], got: int, cur: dict[str, int]
 ) -> tuple[dict[str, int], int]:
     """Make a verified change of several parameters smaller while re-runs still retrieve the
     turn: drop each parameter back to its value, then bisect each one that stays."""
     best, rank = dict(change), got
-    for key in [k for k in ("top_k", "chunks_per_session", "top_sessions") if k in best]:
+    for dropped in [k for k in ("top_k", "chunks_per_session", "top_sessions") if k in best]:
         if len(best) == 1:
             break
-        trial = {k: v for k, v in best.items() if k != key}
+        trial = {k: v for k, v in best.items() if k != dropped}
         again = attempt(trial)
         if again is not None:
             best, rank = trial, again
@@ -455,7 +458,9 @@ def _shrink(
     return best, rank
 
 
-def _narrow(attempt: Any, key: str, failed: int, works: int, got: int) -> tuple[int, int]:
+def _narrow(
+    attempt: Callable[[dict[str, Any]], int | None], key: str, failed: int, works: int, got: int
+) -> tuple[int, int]:
     """Bisect between a value that did not retrieve the turn and one that did."""
     best, best_rank = works, got
     lo = failed

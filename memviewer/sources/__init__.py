@@ -9,19 +9,20 @@ thread. ``build_sources(settings)`` makes the ones the settings ask for.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memviewer.config import Settings
 
 
-def build_sources(settings: Any) -> list[Any]:
+def build_sources(settings: Settings) -> list[Any]:
     """The sources configured by ``watch_praisonai`` and ``otlp`` (none by default)."""
     out: list[Any] = []
-    folders = getattr(settings, "watch_praisonai", None) or []
-    if folders:
+    for folder in settings.watch_praisonai or []:
         from memviewer.sources.praisonai_watch import PraisonAIWatcher
 
-        for folder in folders:
-            out.append(PraisonAIWatcher(Path(folder).expanduser()))
-    address = getattr(settings, "otlp", None)
+        out.append(PraisonAIWatcher(Path(folder).expanduser()))
+    address = settings.otlp
     if address:
         from memviewer.sources.otlp_http import OtlpReceiver, parse_address
 

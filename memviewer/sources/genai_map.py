@@ -160,7 +160,9 @@ def _openai_calls(raw: Any) -> list[dict[str, Any]] | None:
     for c in raw:
         if not isinstance(c, dict):
             continue
-        fn = c.get("function") if isinstance(c.get("function"), dict) else {}
+        fn = c.get("function")
+        if not isinstance(fn, dict):
+            fn = {}
         calls.append(
             _tool_call(c.get("id"), fn.get("name", c.get("name")), fn.get("arguments", c.get("arguments")))
         )
@@ -554,7 +556,7 @@ class GenAIMapper:
                 episode = uid(conv.session_id, "episode:" + tid)
             if conv.saw(tid):
                 continue
-            if m.role == "user":
+            if m.role == "user" and episode is not None:  # (a user message always names one)
                 result.commands += self._open(conv, key, agent, meta, m.ts)
                 prev = conv.current_episode
                 if prev is not None and prev != episode and prev not in conv.closed:

@@ -24,12 +24,17 @@ import ipaddress
 import json
 import logging
 import zlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memviewer.errors import MemviewerError
 from memviewer.sources import otlp_decode
 from memviewer.sources.genai_map import GenAIMapper, MapResult
 from memviewer.sources.status import SourceStatus
+
+if TYPE_CHECKING:
+    from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
+    from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceResponse
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 log = logging.getLogger("memviewer.sources.otlp")
 
@@ -103,7 +108,7 @@ class OtlpReceiver:
         ):
             self.state.counters[name] = 0
         self._hub: Any = None
-        self._server: asyncio.AbstractServer | None = None
+        self._server: asyncio.Server | None = None
         self._lock = asyncio.Lock()  # one mapping at a time: the mapper's state is ordered
         self._conns: set[asyncio.Task[Any]] = set()
 
@@ -401,17 +406,19 @@ def _response(ctype: str, signal: str, rejected: int, message: str) -> bytes:
             signal
         ]
         return json.dumps({"partialSuccess": {camel: str(rejected), "errorMessage": message}}).encode()
+    resp: ExportTraceServiceResponse | ExportLogsServiceResponse | ExportMetricsServiceResponse
     if signal == "traces":
-        from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
-            ExportTraceServiceResponse as Resp,
-        )
+        from opentelemetry.proto.collector.trace.v1 import trace_service_pb2
+
+        resp = trace_service_pb2.ExportTraceServiceResponse()
     elif signal == "logs":
-        from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse as Resp
+        from opentelemetry.proto.collector.logs.v1 import logs_service_pb2
+
+        resp = logs_service_pb2.ExportLogsServiceResponse()
     else:
-        from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
-            ExportMetricsServiceResponse as Resp,
-        )
-    resp = Resp()
+        from opentelemetry.proto.collector.metrics.v1 import metrics_service_pb2
+
+        resp = metrics_service_pb2.ExportMetricsServiceResponse()
     if rejected or message:
         setattr(resp.partial_success, field, rejected)
         resp.partial_success.error_message = message

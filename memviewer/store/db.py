@@ -186,8 +186,16 @@ class Store:
         self._last_seq = max(self._last_seq, self._read_last_seq())
         return self._last_seq
 
-    def on_commit(self, listener: EventListener) -> None:
+    def on_commit(self, listener: EventListener) -> Callable[[], None]:
+        """Call ``listener(events)`` after every commit; returns the call that removes it
+        (idempotent), so a hub that stops leaves no listener on a store that lives on."""
         self._listeners.append(listener)
+
+        def off() -> None:
+            with contextlib.suppress(ValueError):
+                self._listeners.remove(listener)
+
+        return off
 
     def events_since(
         self,

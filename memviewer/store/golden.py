@@ -17,6 +17,7 @@ from sqlalchemy import (
     JSON,
     Column,
     Connection,
+    CursorResult,
     Float,
     Integer,
     MetaData,
@@ -69,6 +70,14 @@ def _case(row: Any) -> dict[str, Any]:
     }
 
 
+def _inserted_id(result: CursorResult[Any]) -> int:
+    """The autoincrement id of the row ``result`` inserted."""
+    key = result.inserted_primary_key
+    if key is None:  # only for statements that are not a single-row insert
+        raise RuntimeError("the insert reported no primary key")
+    return int(key[0])
+
+
 def add_case(
     conn: Connection, query: str, turn_ids: list[str], scope: str | None, scope_id: str | None
 ) -> dict[str, Any]:
@@ -76,7 +85,10 @@ def add_case(
     result = conn.execute(
         insert(CASES).values(query=query, scope=scope, scope_id=scope_id, turn_ids=turn_ids, created_at=now)
     )
-    return get_case(conn, int(result.inserted_primary_key[0]))  # type: ignore[return-value]
+    case = get_case(conn, _inserted_id(result))
+    if case is None:  # inside the same transaction: cannot happen short of a broken database
+        raise RuntimeError("the golden case just inserted cannot be read back")
+    return case
 
 
 def get_case(conn: Connection, case_id: int) -> dict[str, Any] | None:
@@ -112,7 +124,7 @@ def add_run(
             per_case=per_case,
         )
     )
-    return int(result.inserted_primary_key[0])
+    return _inserted_id(result)
 
 
 def list_runs(conn: Connection, limit: int | None = None) -> list[dict[str, Any]]:

@@ -146,6 +146,13 @@ def _v6_golden(conn: Connection) -> None:
     golden.create(conn)
 
 
+def _v7_annotations(conn: Connection) -> None:
+    """Tags and notes on sessions and turns (``memviewer.store.annotations``)."""
+    from memviewer.store import annotations
+
+    annotations.create(conn)
+
+
 def _v5_recall_log(conn: Connection) -> None:
     """The recall log (``memviewer.store.recall_log``), frozen here as plain SQLAlchemy."""
     md = MetaData()
@@ -174,6 +181,7 @@ MIGRATIONS: list[Migration] = [
     Migration(4, "turn lookup indexes", _v4_turn_lookup_indexes),
     Migration(5, "recall log", _v5_recall_log),
     Migration(6, "golden sets", _v6_golden),
+    Migration(7, "tags and notes", _v7_annotations),
 ]
 
 

@@ -12,14 +12,15 @@ from __future__ import annotations
 from typing import Any
 
 from sqlalchemy import JSON, Column, Connection, and_, delete, func, insert, select
-from sqlmodel import Field, SQLModel
+from sqlmodel import Field
 
+from memviewer.store.tables import _Table
 from memviewer.timeutil import iso
 
 KINDS = ("search", "recall")
 
 
-class RecallRecord(SQLModel, table=True):
+class RecallRecord(_Table, table=True):
     __tablename__ = "recall_log"
 
     num: int | None = Field(default=None, primary_key=True)

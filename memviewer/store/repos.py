@@ -143,6 +143,9 @@ def delete_session(conn: Connection, session_id: str) -> dict[str, Any]:
     episodes = conn.execute(delete(E).where(E.c.session_id == session_id)).rowcount
     conn.execute(delete(T).where(T.c.session_id == session_id))
     conn.execute(delete(S).where(S.c.id == session_id))
+    from memviewer.store import annotations  # the user's tags and notes go with it
+
+    annotations.delete_for_session(conn, session_id)
     return {"turn_ids": turn_ids, "turns": len(turn_ids), "episodes": int(episodes or 0)}
 
 

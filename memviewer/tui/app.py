@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.segment import Segment
 from textual import work
@@ -33,7 +33,8 @@ from memviewer.tui.formatting import RENDERED_UNSAFE, printable
 from memviewer.tui.hub_link import HostedHub, HubStatus, decide, hub_sources, probe, sources_label
 from memviewer.tui.live_feed import LiveFeed
 from memviewer.tui.live_worker import follow_hub
-from memviewer.tui.messages import HubChanged, HubGone, LiveState
+from memviewer.tui.messages import HubChanged, HubGone, IndexLag, LiveState
+from memviewer.tui.notices import lag_line
 from memviewer.tui.prefs import ViewerPrefs
 from memviewer.tui.screens.export import ExportScreen
 from memviewer.tui.screens.help import HelpScreen
@@ -44,14 +45,19 @@ from memviewer.tui.screens.recalls import RecallsScreen
 from memviewer.tui.screens.session import SessionScreen
 from memviewer.tui.screens.sessions import SessionsScreen
 
+if TYPE_CHECKING:  # imported lazily at run time: the first paint does not load it
+    from memviewer.service import MemoryService
+
 SOURCES_REFRESH_S = 5.0  # how often the header re-reads the hub's sources
 
-ServiceFactory = Callable[[Settings, bool], Any]
+ServiceFactory = Callable[[Settings, bool], "MemoryService"]
 PAINT_REPORT_ENV = "MEMVIEWER_TUI_PAINT_REPORT"
 LIVE_BACKLOG = 500
 BOOT_FALLBACK_S = 1.0
 TAKEOVER_AFTER_S = 10.0
 TAKEOVER_PROBE_S = 0.5
+LAG_FAST_S = 1.0  # how often the lag line is re-read while the index is behind
+LAG_SLOW_S = 3.0  # and while it is not
 
 
 def _terminal_safe(match: re.Match[str]) -> str:
@@ -74,7 +80,7 @@ class ControlCharFilter(LineFilter):
         ]
 
 
-def _default_factory(settings: Settings, readonly: bool) -> Any:
+def _default_factory(settings: Settings, readonly: bool) -> MemoryService:
     from memviewer import paths
     from memviewer.service import MemoryService
 
@@ -95,6 +101,7 @@ class MemviewerApp(App[None]):
         "recall.tcss",
         "export.tcss",
         "recalls.tcss",
+        "annotate.tcss",
     ]
     MODES = {"sessions": SessionsScreen, "live": LiveScreen, "recall": RecallScreen, "recalls": RecallsScreen}
     DEFAULT_MODE = "sessions"
@@ -113,7 +120,7 @@ class MemviewerApp(App[None]):
         self,
         settings: Settings,
         *,
-        service: Any = None,
+        service: MemoryService | None = None,
         service_factory: ServiceFactory | None = None,
         hub: str = "auto",
         live: bool = True,
@@ -129,7 +136,7 @@ class MemviewerApp(App[None]):
         self._owns_service = service is None
         factory = service_factory or _default_factory
         self._factory = factory
-        self.service = (
+        self.service: MemoryService = (
             service if service is not None else factory(settings, self.hub_status.role == "connected")
         )
         self.hosted: HostedHub | None = None
@@ -144,10 +151,18 @@ class MemviewerApp(App[None]):
         self._painted = False
         self._booted = False
         self._control_filter = ControlCharFilter()
-        self.sub_title = printable(self.hub_status.label())
+        self.hub_line = self.hub_status.label()  # the header: the hub's state, then the index lag
+        self.lag_text = ""
+        self.index_lag: dict[str, Any] | None = None
+        self.sub_title = printable(self.hub_line)
         self.prefs = ViewerPrefs(settings.home_path)
         if self.prefs.theme and self.prefs.theme in self.available_themes:
             self.theme = self.prefs.theme
+
+    def set_hub_line(self, label: str) -> None:
+        """The header's subtitle: what the hub is doing, then the index lag (when behind)."""
+        self.hub_line = label
+        self.sub_title = printable(f"{label} · {self.lag_text}" if self.lag_text else label)
 
     def get_line_filters(self) -> Sequence[LineFilter]:
         return [*super().get_line_filters(), self._control_filter]
@@ -183,6 +198,7 @@ class MemviewerApp(App[None]):
             self.set_interval(SOURCES_REFRESH_S, self.refresh_sources)
         elif self.hub_status.role == "connected":  # a stats call (it counts rows): less often
             self.set_interval(SOURCES_REFRESH_S * 3, self.refresh_sources)
+        self.watch_index_lag()
         if self.hub_status.role == "hosting":
             self.boot_hub()
         elif self.live_enabled:
@@ -233,8 +249,49 @@ class MemviewerApp(App[None]):
             label += " · " + sources_label(sources)
         self.post_message(HubChanged(label))
 
+    @work(thread=True, exclusive=True, group="index-lag")
+    def watch_index_lag(self) -> None:
+        """Long-lived: read how far the vector index is behind (a count and ``state.json``,
+        no LanceDB) and post ``IndexLag`` when it changes; the UI thread never reads it."""
+        worker = get_current_worker()
+        last: object = object()
+        while not worker.is_cancelled:
+            lag = self._read_lag()
+            key = None if lag is None else (lag["lag"], lag.get("eta_s"), lag.get("embedding"))
+            if key != last:
+                last = key
+                self.post_message(IndexLag(lag))
+            deadline = time.monotonic() + (LAG_FAST_S if lag and lag["lag"] > 0 else LAG_SLOW_S)
+            while not worker.is_cancelled and time.monotonic() < deadline:
+                time.sleep(0.1)
+
+    def _read_lag(self) -> dict[str, Any] | None:
+        from memviewer.index.progress import catch_up_pid, index_lag
+
+        store = getattr(self.service, "store", None)
+        if store is None:
+            return None
+        try:
+            with store.read() as conn:
+                lag = index_lag(self.settings.home_path, conn)
+        except Exception:  # a store being swapped (takeover) or closed at exit: next round
+            return None
+        hub_embeds = (self.hub_status.role == "hosting" and self.hosted is not None and self.hub_indexer) or (
+            self.hub_status.role == "connected"
+        )
+        lag["embedding"] = bool(hub_embeds or catch_up_pid(self.settings.home_path) is not None)
+        return lag
+
+    def on_index_lag(self, message: IndexLag) -> None:
+        self.index_lag = message.lag
+        # Shown while someone embeds (the hub, a background `reindex --catch-up`); a lag
+        # nobody works on is the Recall screen's notice (and doctor's), not a countdown.
+        lag = message.lag if message.lag and message.lag.get("embedding") else None
+        self.lag_text = lag_line(lag)
+        self.set_hub_line(self.hub_line)
+
     def on_hub_changed(self, message: HubChanged) -> None:
-        self.sub_title = printable(message.label)
+        self.set_hub_line(message.label)
 
     def on_live_state(self, message: LiveState) -> None:
         self.feed.set_state(message.state, message.detail)
@@ -248,13 +305,11 @@ class MemviewerApp(App[None]):
                 if self.takeover_after is None
                 else f" (hosting here if it stays down {self.takeover_after:g} s)"
             )
-            self.sub_title = printable(
-                f"hub on {self.settings.socket_path} not answering: reconnecting{note}"
-            )
+            self.set_hub_line(f"hub on {self.settings.socket_path} not answering: reconnecting{note}")
             if self.takeover_after is not None:
                 self.check_takeover()
         elif message.state in ("connected", "resumed"):
-            self.sub_title = printable(self.hub_status.label())
+            self.set_hub_line(self.hub_status.label())
 
     @work(thread=True, exclusive=True, group="takeover")
     def check_takeover(self) -> None:
@@ -287,9 +342,7 @@ class MemviewerApp(App[None]):
                 message.service.close()
             return
         if message.service is None:  # cannot host: the truth in the header, reconnecting goes on
-            self.sub_title = printable(
-                f"hub on {self.settings.socket_path} gone ({message.detail}); reconnecting"
-            )
+            self.set_hub_line(f"hub on {self.settings.socket_path} gone ({message.detail}); reconnecting")
             return
         self.workers.cancel_group(self, "live")
         old, self.service = self.service, message.service
@@ -302,6 +355,7 @@ class MemviewerApp(App[None]):
     async def on_unmount(self) -> None:
         gc.unfreeze()  # let what this app built be collected (several apps may run in one process)
         self.workers.cancel_group(self, "live")
+        self.workers.cancel_group(self, "index-lag")
         if self.hosted is not None:
             await self.hosted.close()
         if self._owns_service:

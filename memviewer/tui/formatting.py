@@ -122,6 +122,26 @@ def badges(session: Mapping[str, Any]) -> Text:
     return out
 
 
+def annotation_badge(mark: Mapping[str, Any] | None, note_width: int = 0) -> Text:
+    """The user's tags (``#bug``) and a note marker (``✎``, with the note's start when
+    ``note_width``) for a session row or a turn header; empty when there are none."""
+    out = Text()
+    if not mark:
+        return out
+    for tag in mark.get("tags") or []:
+        if out:
+            out.append(" ")
+        out.append(f"#{printable(tag)}", style="bold cyan")
+    note = mark.get("note")
+    if note:
+        if out:
+            out.append(" ")
+        out.append("✎", style="bold cyan")
+        if note_width:
+            out.append(" " + one_line(str(note), note_width), style="italic cyan")
+    return out
+
+
 def status_text(status: str | None) -> Text:
     status = status or ""
     return Text(printable(status), style=STATUS_STYLES.get(status, ""))
@@ -191,6 +211,10 @@ def turn_text(
         head.append("  archived", style="magenta")
     if turn.get("tool_call_id"):
         head.append(f"  ↳ {printable(turn['tool_call_id'])}", style="magenta")
+    mark = annotation_badge(turn.get("annotation"), note_width=40)
+    if mark:
+        head.append("  ")
+        head.append_text(mark)
     calls = turn.get("tool_calls") or []
     if calls:
         marker = "▾" if expanded else "▸"

@@ -13,7 +13,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memviewer.config import Settings
+    from memviewer.service import MemoryService
+    from memviewer.wire.hub import Hub
 
 log = logging.getLogger("memviewer.tui")
 
@@ -49,7 +54,7 @@ def probe(socket_path: Path) -> tuple[str | None, str]:
         return None, str(exc)
 
 
-def decide(socket_path: Path, mode: str, settings: Any = None) -> HubStatus:
+def decide(socket_path: Path, mode: str, settings: Settings | None = None) -> HubStatus:
     """Pick the role before the service opens (a connected viewer opens read-only).
 
     With ``settings``, ``memviewer.wire.probe.serving_hub`` decides which hub serves the
@@ -128,11 +133,11 @@ class HostedHub:
     still open, episode. ``close_report`` keeps what the hub's stop reported.
     """
 
-    def __init__(self, service: Any, socket_path: Path, *, start_indexer: bool = True) -> None:
+    def __init__(self, service: MemoryService, socket_path: Path, *, start_indexer: bool = True) -> None:
         self.service = service
         self.socket_path = socket_path
         self.start_indexer = start_indexer
-        self.hub: Any = None
+        self.hub: Hub | None = None
         self.close_report: dict[str, Any] = {}
 
     async def start(self) -> None:
@@ -148,8 +153,8 @@ class HostedHub:
         self.hub = Hub(
             self.service,
             self.socket_path,
-            frame_limit=getattr(settings, "frame_limit", 1_048_576),
-            subscriber_queue=getattr(settings, "subscriber_queue", 10_000),
+            frame_limit=settings.frame_limit,
+            subscriber_queue=settings.subscriber_queue,
             start_indexer=self.start_indexer,
             sources=sources,
         )

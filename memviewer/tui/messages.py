@@ -6,9 +6,12 @@ applies it in its own handler.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual.message import Message
+
+if TYPE_CHECKING:
+    from memviewer.service import MemoryService
 
 
 class HubChanged(Message):
@@ -23,7 +26,7 @@ class HubGone(Message):
     """The hub this viewer was connected to stopped answering. ``service`` is a writable
     service to host on (None when this viewer cannot host; ``detail`` says why)."""
 
-    def __init__(self, service: Any, detail: str = "") -> None:
+    def __init__(self, service: MemoryService | None, detail: str = "") -> None:
         super().__init__()
         self.service = service
         self.detail = detail
@@ -55,3 +58,12 @@ class Progress(Message):
         self.done = done
         self.total = total
         self.item = item
+
+
+class IndexLag(Message):
+    """How far the vector index is behind the store (``index.progress.index_lag`` plus
+    ``embedding``: whether a hub or background indexer is at it); None when unknown."""
+
+    def __init__(self, lag: dict[str, Any] | None) -> None:
+        super().__init__()
+        self.lag = lag

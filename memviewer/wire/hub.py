@@ -1,18 +1,16 @@
 """The hub: serves ``MemoryService`` over a Unix socket and fans events out live.
 
-* One writer: every write (publish batches, spool ingestion, shutdown) runs
-  on a single dedicated thread, so the event loop never waits on fsync and
-  SQLite never sees two writers from this process. Concurrent ``publish``
-  requests are group-committed: whatever queued up while the previous batch
-  was being applied goes into the next ``apply_batch`` (one transaction, a
-  savepoint per command), and each request is answered only after its
-  batch returned, i.e. once it is durable.
-* Fan-out: ``Store.on_commit`` (called on the writer thread after commit)
-  hands events to the loop with ``call_soon_threadsafe``; each subscriber has
-  a bounded queue. A subscriber first gets history from the store (paged),
-  then live events, with no gap and no duplicate at the seam (see
-  ``_Subscription``). A subscriber that falls too far behind gets ``lagged``
-  and re-subscribes from the last seq it saw; hub memory stays bounded.
+This module holds the socket and lock lifecycle and the request dispatch; the jobs
+it wires together live beside it:
+
+* ``hub_params``: each method's parameter schema, checked before dispatch.
+* ``connection``: one client connection and its subscription.
+* ``group_commit``: the one writer thread. Every write (publish batches, spool
+  ingestion, a source's import) runs there, so the event loop never waits on fsync
+  and SQLite never sees two writers from this process; concurrent ``publish``
+  requests are group-committed and each is answered once its batch is durable.
+* ``fanout``: committed events to subscribers (history, then live, no gap at the
+  seam), gap-fill and the watch for commits made by another process.
 * Reads (sessions, search, recall …) run on a small reader thread pool.
 """
 
@@ -21,21 +19,26 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import fcntl
+import functools
 import logging
 import os
 import stat
 import threading
 import time
-from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from memviewer import __version__, locks, paths
 from memviewer.errors import MemviewerError
-from memviewer.store.events import EVENT_KINDS, EventRecord
-from memviewer.wire import protocol, spool, trust
+from memviewer.store.events import EventRecord
+from memviewer.wire import group_commit, protocol, spool, trust
+from memviewer.wire.connection import Connection, Deferred, event_frame
+from memviewer.wire.fanout import FanOut
+from memviewer.wire.group_commit import GroupCommitWriter, Results
+from memviewer.wire.hub_params import SCHEMAS, check_kinds, check_params
+from memviewer.wire.hub_service import HubService
 from memviewer.wire.probe import HOME_LOCK
 from memviewer.wire.protocol import RpcError
 
@@ -46,9 +49,6 @@ SUN_PATH_MAX = 107  # bytes, Linux AF_UNIX limit without the NUL
 # still writing gets to read the error instead of a broken pipe.
 DRAIN_FRAMES = 16  # read at most this many frame limits of the rest
 DRAIN_TIMEOUT_S = 5.0
-NONE = type(None)
-OPT_STR = (str, NONE)
-OPT_INT = (int, NONE)
 
 
 class HubError(RuntimeError):
@@ -59,256 +59,12 @@ class HubAlreadyRunning(HubError):
     """Another hub answers on (or owns) this socket."""
 
 
-# -- parameter checks ------------------------------------------------------------
-# name -> allowed types; names in REQUIRED must be present. Unknown names are
-# rejected (-32602) except where a method passes extra options through.
-SCHEMAS: dict[str, dict[str, tuple[type, ...]]] = {
-    protocol.HELLO: {"protocol": (int,), "role": (str,), "client": (str,)},
-    protocol.PUBLISH: {"commands": (list,)},
-    protocol.SUBSCRIBE: {"from_seq": OPT_INT, "kinds": (list, NONE), "session_id": OPT_STR},
-    protocol.UNSUBSCRIBE: {},
-    protocol.EVENTS: {"from_seq": (int,), "limit": (int,), "kinds": (list, NONE), "session_id": OPT_STR},
-    protocol.SESSIONS: {
-        "scope": OPT_STR,
-        "scope_id": OPT_STR,
-        "filter": OPT_STR,
-        "sort": (str,),
-        "descending": (bool,),
-        "limit": OPT_INT,
-        "offset": (int,),
-    },
-    protocol.SESSION: {"session_id": (str,)},
-    protocol.SEARCH: {
-        "query": OPT_STR,
-        "session_id": OPT_STR,
-        "around": (int, str, NONE),
-        "limit": (int,),
-        "window": (int,),
-        "scope": OPT_STR,
-        "scope_id": OPT_STR,
-        "record": (dict, bool, NONE),
-    },
-    protocol.RECALL: {
-        "query": (str,),
-        "scope": OPT_STR,
-        "scope_id": OPT_STR,
-        "top_sessions": (int,),
-        "chunks_per_session": (int,),
-        "top_k": (int,),
-        "mode": (str,),
-        "record": (dict, bool, NONE),
-    },
-    protocol.STATS: {},
-}
-REQUIRED = {protocol.PUBLISH: ("commands",), protocol.SESSION: ("session_id",), protocol.RECALL: ("query",)}
-# hello ignores unknown keys (forward compatibility); recall options belong to the recall layer.
-PASS_THROUGH = {protocol.HELLO, protocol.RECALL}
+# Kept importable from here: the names tests and older callers use.
+__all__ = ["SCHEMAS", "Hub", "HubAlreadyRunning", "HubError", "check_params", "event_frame"]
+_event_frame = event_frame
 
 
-# Integers must fit SQLite's 64-bit INTEGER; these also have a floor.
-INT64_MAX = 2**63 - 1
-INT_FLOOR = {
-    "from_seq": 0,
-    "limit": 1,
-    "offset": 0,
-    "window": 0,
-    "top_k": 1,
-    "top_sessions": 1,
-    "chunks_per_session": 1,
-    "protocol": 0,
-}
-
-
-def check_params(method: str, params: dict[str, Any]) -> None:
-    schema = SCHEMAS.get(method, {})
-    for name in REQUIRED.get(method, ()):
-        if name not in params:
-            raise RpcError(protocol.INVALID_PARAMS, f"{method}: missing parameter {name!r}")
-    for name, value in params.items():
-        allowed = schema.get(name)
-        if allowed is None:
-            if method in PASS_THROUGH:
-                continue
-            known = ", ".join(schema) or "none"
-            raise RpcError(protocol.INVALID_PARAMS, f"{method}: unknown parameter {name!r} (known: {known})")
-        if isinstance(value, bool) and bool not in allowed:
-            ok = False
-        else:
-            ok = isinstance(value, allowed)
-        if not ok:
-            names = "/".join("null" if t is NONE else t.__name__ for t in allowed)
-            raise RpcError(
-                protocol.INVALID_PARAMS,
-                f"{method}: parameter {name!r} must be {names}, not {type(value).__name__}",
-            )
-        if isinstance(value, int) and not isinstance(value, bool):
-            floor = INT_FLOOR.get(name, -INT64_MAX)
-            if not floor <= value <= INT64_MAX:
-                raise RpcError(
-                    protocol.INVALID_PARAMS,
-                    f"{method}: parameter {name!r} must be between {floor} and {INT64_MAX}",
-                )
-
-
-def _check_kinds(kinds: list[Any] | None) -> frozenset[str] | None:
-    if not kinds:
-        return None
-    bad = [k for k in kinds if not isinstance(k, str) or k not in EVENT_KINDS]
-    if bad:
-        raise RpcError(protocol.INVALID_PARAMS, f"unknown event kinds {bad!r}; known: {list(EVENT_KINDS)}")
-    return frozenset(kinds)
-
-
-# -- connections and subscriptions ------------------------------------------------
-class _Conn:
-    """One client connection: its writer, in-flight request slots and subscription."""
-
-    def __init__(
-        self, cid: int, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, max_inflight: int
-    ) -> None:
-        self.id = cid
-        self.reader = reader
-        self.writer = writer
-        self.role = "unknown"
-        self.client = ""
-        self.opened = time.time()
-        self.slots = asyncio.Semaphore(max_inflight)
-        self.tasks: set[asyncio.Task[Any]] = set()
-        self.sub: _Subscription | None = None
-        self.closed = False
-        self.requests = 0
-
-    def write(self, data: bytes) -> None:
-        if not self.closed and not self.writer.is_closing():
-            self.writer.write(data)
-
-    async def send(self, data: bytes) -> None:
-        """Write one frame and wait while the client's buffer is full (back-pressure)."""
-        self.write(data)
-        await self.drain()
-
-    async def drain(self) -> None:
-        if self.closed or self.writer.is_closing():
-            self.closed = True
-            return
-        try:
-            await self.writer.drain()
-        except (ConnectionError, OSError):
-            self.closed = True
-
-    def buffered(self) -> int:
-        transport = self.writer.transport
-        return transport.get_write_buffer_size() if transport is not None else 0
-
-    def spawn(self, coro: Awaitable[Any]) -> None:
-        task = asyncio.ensure_future(coro)
-        self.tasks.add(task)
-        task.add_done_callback(self.tasks.discard)
-
-    def close(self) -> None:
-        self.closed = True
-        if self.sub is not None:
-            self.sub.stop()
-        for task in list(self.tasks):
-            task.cancel()
-        with contextlib.suppress(Exception):
-            self.writer.close()
-
-
-class _Subscription:
-    """A subscriber's bounded queue and the task that feeds its socket.
-
-    The seam between history and live: the subscription is registered for
-    live events *before* the first history page is read, so an event is
-    either in a page (committed before that read) or in the live queue
-    (dispatched after registration); the sender skips any live event whose
-    seq it already sent. While catching up, a full queue is simply emptied
-    (those events are in the store and the next page reads them); the switch
-    to live happens only after a short page during which nothing was dropped.
-    Once live, a full queue means ``lagged``.
-    """
-
-    def __init__(
-        self,
-        sid: int,
-        conn: _Conn,
-        from_seq: int,
-        kinds: frozenset[str] | None,
-        session_id: str | None,
-        limit: int,
-    ) -> None:
-        self.id = sid
-        self.conn = conn
-        self.from_seq = from_seq
-        self.cursor = from_seq  # last seq sent (or skipped past) to this subscriber
-        self.kinds = kinds
-        self.session_id = session_id
-        self.limit = limit
-        self.queue: deque[tuple[int, bytes]] = deque()
-        self.state = "history"  # history | live | lagged | stopped
-        self.wakeup = asyncio.Event()
-        self.drops = 0  # queue overflows during catch-up
-        self.sent = 0
-        self.lagged_dropped = 0
-        self.lagged_at: float | None = None
-        self.task: asyncio.Task[Any] | None = None
-
-    def matches(self, ev: EventRecord) -> bool:
-        if self.kinds is not None and ev.kind not in self.kinds:
-            return False
-        return self.session_id is None or ev.session_id == self.session_id
-
-    def offer(self, ev: EventRecord, frame: bytes) -> None:
-        if self.state in ("lagged", "stopped") or not self.matches(ev):
-            return
-        if len(self.queue) >= self.limit:
-            self.lagged_dropped += len(self.queue)
-            self.queue.clear()
-            if self.state == "history":
-                self.drops += 1
-                return
-            self.state = "lagged"
-            self.lagged_at = time.time()
-            self.wakeup.set()
-            return
-        self.queue.append((ev.seq, frame))
-        self.wakeup.set()
-
-    def stop(self) -> None:
-        self.state = "stopped"
-        self.queue.clear()
-        self.wakeup.set()
-        if self.task is not None and self.task is not asyncio.current_task():
-            self.task.cancel()
-
-    def info(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "connection": self.conn.id,
-            "state": self.state,
-            "from_seq": self.from_seq,
-            "last_seq_sent": self.cursor,
-            "queued": len(self.queue),
-            "queue_limit": self.limit,
-            "sent": self.sent,
-            "kinds": sorted(self.kinds) if self.kinds else None,
-            "session_id": self.session_id,
-            "client_buffer_bytes": self.conn.buffered(),
-        }
-
-
-def _event_frame(ev: EventRecord) -> bytes:
-    """The event's notification; never raises, so one bad row cannot stall a stream.
-
-    A payload stored too deeply nested to encode (an old import) is replaced by a note
-    saying so: the seq still arrives, so subscribers see no gap and do not re-subscribe.
-    """
-    try:
-        return protocol.notification(protocol.EVENT, ev.to_dict())
-    except (RecursionError, ValueError, TypeError) as exc:
-        log.error("event %d cannot be encoded (%s); sending it without its payload", ev.seq, exc)
-        stub = {**ev.to_dict(), "payload": {"unencodable": f"{type(exc).__name__}: {exc}"}}
-        return protocol.notification(protocol.EVENT, stub)
+Handler = Callable[[Connection, dict[str, Any]], Awaitable[Any]]
 
 
 # -- the hub -------------------------------------------------------------------------
@@ -325,7 +81,7 @@ class Hub:
 
     def __init__(
         self,
-        service: Any,
+        service: HubService,
         socket_path: str | Path,
         *,
         frame_limit: int | None = None,
@@ -334,6 +90,8 @@ class Hub:
         start_indexer: bool = True,
         history_page: int = 500,
         max_group_commands: int = 2000,
+        max_pending_bytes: int = group_commit.MAX_PENDING_BYTES,
+        max_pending_commands: int = group_commit.MAX_PENDING_COMMANDS,
         max_inflight: int = 16,
         readers: int = 4,
         max_connections: int = 512,
@@ -348,15 +106,12 @@ class Hub:
                 "a hub never abandons episodes when it stops (the hub is not the agent); "
                 "an agent's Publisher.close() ends its own"
             )
-        settings = getattr(service, "settings", None)
+        settings = service.settings
         self.service = service
         self.socket_path = Path(socket_path).expanduser()
-        self.frame_limit = int(
-            frame_limit or getattr(settings, "frame_limit", None) or protocol.DEFAULT_FRAME_LIMIT
-        )
-        self.subscriber_queue = int(subscriber_queue or getattr(settings, "subscriber_queue", None) or 10_000)
-        home = getattr(service, "home", None) or paths.default_home()
-        self.spool_dir = Path(spool_dir) if spool_dir else paths.spool_dir(Path(home))
+        self.frame_limit = int(frame_limit or settings.frame_limit or protocol.DEFAULT_FRAME_LIMIT)
+        self.subscriber_queue = int(subscriber_queue or settings.subscriber_queue or 10_000)
+        self.spool_dir = Path(spool_dir) if spool_dir else paths.spool_dir(Path(service.home))
         self.start_indexer = start_indexer
         self.history_page = history_page
         self.max_group_commands = max_group_commands
@@ -366,22 +121,17 @@ class Hub:
         self.foreign_poll_interval = foreign_poll_interval
         self.max_connections = max_connections
         self.stall_timeout = stall_timeout
-        home_attr = getattr(service, "home", None)
-        self.home: Path | None = Path(trust.resolved(home_attr)) if home_attr is not None else None
+        self.home: Path = Path(trust.resolved(service.home))
         self.store_id: str | None = None
         # Sources (memviewer.sources): started after the socket answers, stopped first.
         self.sources: list[Any] = list(sources or [])
 
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.AbstractServer | None = None
-        self._writer: ThreadPoolExecutor | None = None
         self._reader_pool: ThreadPoolExecutor | None = None
-        self._write_q: asyncio.Queue[tuple[list[Any], asyncio.Future[Any]] | None] | None = None
         self._tasks: list[asyncio.Task[Any]] = []
-        self._conns: dict[int, _Conn] = {}
-        self._subs: dict[int, _Subscription] = {}
+        self._conns: dict[int, Connection] = {}
         self._next_conn = 0
-        self._next_sub = 0
         self._lock_fd: int | None = None
         self._lock_path = self.socket_path.with_name(self.socket_path.name + ".lock")
         self._home_lock_fd: int | None = None
@@ -391,11 +141,6 @@ class Hub:
         self._closed = threading.Event()
         self._stopped: asyncio.Event | None = None
         self._close_task: asyncio.Task[Any] | None = None
-
-        # fan-out state (loop thread only)
-        self._dispatched = 0
-        self._pending: dict[int, EventRecord] = {}
-        self._gap_timer: asyncio.TimerHandle | None = None
 
         self.counters: dict[str, int] = {
             "publish_requests": 0,
@@ -412,14 +157,41 @@ class Hub:
             "recall_log_written": 0,
             "recall_log_failed": 0,
             "refused_commands": 0,
+            "overloaded_requests": 0,
+            "overloaded_commands": 0,
         }
-        self.refused_by_code: dict[str, int] = {}
-        self.last_refused: dict[str, Any] | None = None  # the last command the store refused
-        self.last_refusal: dict[str, Any] | None = None  # the store's last failure (full disk…)
+        self.writes = GroupCommitWriter(
+            service,
+            self.counters,
+            max_group_commands=max_group_commands,
+            max_pending_bytes=max_pending_bytes,
+            max_pending_commands=max_pending_commands,
+        )
+        self.fanout = FanOut(
+            service,
+            self.counters,
+            subscriber_queue=self.subscriber_queue,
+            history_page=history_page,
+            foreign_poll_interval=foreign_poll_interval,
+            closed=self._closed,
+        )
         self.spool_reports: list[dict[str, Any]] = []
         self.indexer_status = "not started"
         self.last_close_report: dict[str, Any] = {}
-        self._handler_table: dict[str, Any] | None = None
+        self._handler_table: dict[str, tuple[bool, Handler]] | None = None
+
+    @property
+    def refused_by_code(self) -> dict[str, int]:
+        """``{code: n}`` of the commands the store refused (publishes and spool replays)."""
+        return self.writes.refused_by_code
+
+    @property
+    def last_refused(self) -> dict[str, Any] | None:
+        return self.writes.last_refused
+
+    @property
+    def last_refusal(self) -> dict[str, Any] | None:
+        return self.writes.last_refusal
 
     # -- lifecycle ---------------------------------------------------------------
     async def start(self) -> None:
@@ -431,12 +203,10 @@ class Hub:
         _raise_fd_limit(self.max_connections)
         self._prepare_socket()
         try:
-            self._writer = ThreadPoolExecutor(1, thread_name_prefix="memviewer-writer")
+            self.writes.open(self._loop)
             self._reader_pool = ThreadPoolExecutor(self.readers, thread_name_prefix="memviewer-reader")
-            self._write_q = asyncio.Queue()
-            self.service.store.on_commit(self._on_commit)
+            self.fanout.start(self._loop, self._reader_pool)
             self.service.record_sink = self._submit_record  # recall log entries: the one writer
-            self._dispatched = self.service.store.last_seq
             # Leftover spools first: once the hub answers, what dead publishers left is stored.
             await self._ingest_spools()
             self._server = await asyncio.start_unix_server(
@@ -445,19 +215,18 @@ class Hub:
             os.chmod(self.socket_path, 0o600)
             self._sock_ino = os.stat(self.socket_path).st_ino
         except BaseException:
-            self._closed.set()
-            if getattr(self.service, "record_sink", None) == self._submit_record:
+            self.fanout.stop()
+            if self.service.record_sink == self._submit_record:
                 self.service.record_sink = None
             self._release_socket()
-            if self._writer is not None:
-                self._writer.shutdown(wait=False)
+            self.writes.abandon()
             if self._reader_pool is not None:
                 self._reader_pool.shutdown(wait=False)
             raise
         self._started_at = time.monotonic()
-        self._tasks.append(asyncio.create_task(self._writer_pump(), name="memviewer-hub-writer"))
+        self._tasks.append(self.writes.start_pump())
         self._tasks.append(asyncio.create_task(self._spool_scanner(), name="memviewer-hub-spool"))
-        self._tasks.append(asyncio.create_task(self._foreign_watch(), name="memviewer-hub-foreign"))
+        self._tasks.append(asyncio.create_task(self.fanout.watch_foreign(), name="memviewer-hub-foreign"))
         if self.start_indexer:
             threading.Thread(target=self._start_indexer, name="memviewer-indexer-start", daemon=True).start()
         for source in self.sources:
@@ -497,7 +266,7 @@ class Hub:
                 await self._stopped.wait()
             return self.last_close_report
         self._closing = True
-        if getattr(self.service, "record_sink", None) == self._submit_record:
+        if self.service.record_sink == self._submit_record:
             self.service.record_sink = None  # in-process recalls (the viewer) write directly again
         report: dict[str, Any] = {"abandoned_episodes": [], "open_episodes": []}
         self.last_close_report = report
@@ -511,29 +280,23 @@ class Hub:
                 log.exception("stopping source %s failed", getattr(source, "kind", source))
         for task in self._tasks[1:]:
             task.cancel()
-        if self._write_q is not None and self._tasks:
-            self._write_q.put_nowait(None)
-            with contextlib.suppress(asyncio.TimeoutError, asyncio.CancelledError):
-                await asyncio.wait_for(asyncio.shield(self._tasks[0]), timeout=30)
-        if self._writer is not None:
+        await self.writes.drain_and_stop()
+        if self.writes.executor is not None:
             try:
-                report["open_episodes"] = await loop.run_in_executor(self._writer, self._open_episodes)
+                report["open_episodes"] = await self.writes.run(self._open_episodes)
             except Exception:
                 log.exception("listing the open episodes failed")
         deadline = loop.time() + grace
-        while loop.time() < deadline and any(s.queue for s in self._subs.values()):
+        while loop.time() < deadline and self.fanout.queued():
             await asyncio.sleep(0.02)
-        self._closed.set()
+        self.fanout.stop()  # no dispatch after this; the store's commit listener is removed
         for conn in list(self._conns.values()):
             conn.close()
         await asyncio.sleep(0)
         if self._server is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._server.wait_closed(), timeout=2)
-        if self._gap_timer is not None:
-            self._gap_timer.cancel()
-        if self._writer is not None:  # e.g. a spool ingestion still running: no write after close()
-            await loop.run_in_executor(None, self._writer.shutdown, True)
+        await self.writes.shutdown()  # e.g. a spool ingestion still running: no write after close()
         if self._reader_pool is not None:
             self._reader_pool.shutdown(wait=False, cancel_futures=True)
         self._release_socket()
@@ -622,9 +385,7 @@ class Hub:
     def _acquire_home_lock(self) -> None:
         """One hub per home, whatever its socket: two hubs over one store would each
         abandon the other's open episodes when they stop, and both would write the index."""
-        home = getattr(self.service, "home", None)
-        if home is None:
-            return
+        home = self.service.home
         path = Path(home) / HOME_LOCK
         try:
             trust.check_home(Path(home))
@@ -683,9 +444,7 @@ class Hub:
     async def _ingest_spools(self) -> None:
         assert self._loop is not None
         try:
-            report = await self._loop.run_in_executor(
-                self._writer, spool.ingest, self.spool_dir, self._apply_spooled
-            )
+            report = await self.writes.run(spool.ingest, self.spool_dir, self._apply_spooled)
         except Exception:
             log.exception("spool ingestion failed; files are kept for the next attempt")
             return
@@ -697,158 +456,13 @@ class Hub:
     def _apply_spooled(self, commands: list[Any]) -> list[dict[str, Any]]:
         """Writer thread: a chunk of a dead publisher's spool; refusals are counted like publishes."""
         results = self.service.apply_batch(commands)
-        self._count_refusals(commands, results, where="spool")
+        self.writes.count_refusals(commands, results, where="spool")
         return results
-
-    async def _foreign_watch(self) -> None:
-        """Events committed by another process (a CLI import into this home) reach the
-        subscribers, and ``last_seq`` stays true, even while this hub writes nothing itself."""
-        assert self._loop is not None
-        store = self.service.store
-        while True:
-            await asyncio.sleep(self.foreign_poll_interval)
-            try:
-                last = await self._loop.run_in_executor(self._reader_pool, store.refresh_last_seq)
-                while last > self._dispatched and not self._closed.is_set():
-                    seen = max(self._dispatched, max(self._pending, default=0))
-                    if last <= seen:
-                        break  # in flight from this hub's own writer: _on_commit delivers it
-                    page = await self._loop.run_in_executor(
-                        self._reader_pool, self.service.events, self._dispatched, self.history_page
-                    )
-                    if not page:
-                        break
-                    self._dispatch(page)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("could not read events written by another process")
 
     async def _spool_scanner(self) -> None:
         while True:
             await asyncio.sleep(self.spool_scan_interval)
             await self._ingest_spools()
-
-    async def _writer_pump(self) -> None:
-        """Apply queued publishes in order; everything queued meanwhile is one group commit."""
-        assert self._write_q is not None and self._loop is not None
-        q = self._write_q
-        while True:
-            first = await q.get()
-            if first is None:
-                return
-            group = [first]
-            n = len(first[0])
-            stop = False
-            while n < self.max_group_commands and not q.empty():
-                item = q.get_nowait()
-                if item is None:
-                    stop = True
-                    break
-                group.append(item)
-                n += len(item[0])
-            commands = [c for cmds, _ in group for c in cmds]
-            try:
-                results = await self._loop.run_in_executor(self._writer, self.service.apply_batch, commands)
-            except MemviewerError as exc:  # the store failed (full disk…): retryable, nothing stored
-                log.error("a publish batch was not applied: %s", exc.message)
-                self.counters["refused_batches"] += 1
-                self.last_refusal = {"at": time.time(), "message": exc.message, **exc.data}
-                err = protocol.app_error(exc.code, f"batch not applied: {exc.message}", exc.data)
-                for _, fut in group:
-                    if not fut.done():
-                        fut.set_exception(err)
-            except Exception as exc:
-                log.exception("a publish batch failed as a whole")
-                err = protocol.app_error("internal", f"batch not applied: {exc}", {"retry": True})
-                for _, fut in group:
-                    if not fut.done():
-                        fut.set_exception(err)
-            else:
-                self.counters["group_commits"] += 1
-                self.counters["published_commands"] += len(commands)
-                self._count_refusals(commands, results)
-                i = 0
-                for cmds, fut in group:
-                    if not fut.done():
-                        fut.set_result(results[i : i + len(cmds)])
-                    i += len(cmds)
-            if stop:
-                return
-
-    def _count_refusals(
-        self, commands: list[Any], results: list[dict[str, Any]], where: str = "publish"
-    ) -> None:
-        """Count and log every command the store refused (the agent hears it in its result)."""
-        for cmd, res in zip(commands, results, strict=False):
-            err = res.get("error") if isinstance(res, dict) else None
-            if err is None:
-                continue
-            code = str(err.get("code")) if isinstance(err, dict) else "unknown"
-            message = str(err.get("message")) if isinstance(err, dict) else str(err)
-            op = cmd.get("op") if isinstance(cmd, dict) else None
-            self.counters["command_errors"] += 1
-            self.counters["refused_commands"] += 1
-            self.refused_by_code[code] = self.refused_by_code.get(code, 0) + 1
-            self.last_refused = {"at": time.time(), "op": op, "code": code, "message": message, "via": where}
-            log.warning("refused %s command %s: %s: %s", where, op, code, message)
-
-    # -- fan-out ----------------------------------------------------------------------
-    def _on_commit(self, events: list[EventRecord]) -> None:
-        """Writer thread, after commit: hand the events to the loop."""
-        loop = self._loop
-        if self._closed.is_set() or loop is None:
-            return
-        with contextlib.suppress(RuntimeError):  # loop already closed
-            loop.call_soon_threadsafe(self._dispatch, events)
-
-    def _dispatch(self, events: list[EventRecord]) -> None:
-        """Loop thread: deliver in seq order; a gap waits briefly, then is filled from the store."""
-        for ev in events:
-            if ev.seq > self._dispatched:
-                self._pending[ev.seq] = ev
-        subs = list(self._subs.values())
-        while self._dispatched + 1 in self._pending:
-            ev = self._pending.pop(self._dispatched + 1)
-            self._dispatched = ev.seq
-            self.counters["events_dispatched"] += 1
-            if subs:
-                frame = _event_frame(ev)
-                for sub in subs:
-                    was = sub.state
-                    sub.offer(ev, frame)
-                    if sub.state == "lagged" and was != "lagged":
-                        self.counters["lagged"] += 1
-                        log.info("subscriber %d lagged at seq %d", sub.id, sub.cursor)
-        if self._pending and self._gap_timer is None and self._loop is not None:
-            self._gap_timer = self._loop.call_later(0.5, self._fill_gap)
-
-    def _fill_gap(self) -> None:
-        self._gap_timer = None
-        if not self._pending or self._closed.is_set():
-            return
-        lo, hi = self._dispatched, min(self._pending)
-        log.info("event gap %d..%d not seen in-process (another writer?); reading it from the store", lo, hi)
-
-        async def _fill() -> None:
-            assert self._loop is not None
-            try:
-                missing = await self._loop.run_in_executor(
-                    self._reader_pool, self.service.events, lo, hi - lo - 1
-                )
-            except Exception:
-                log.exception("could not read the event gap")
-                missing = []
-            self._dispatch(missing)
-            if self._pending and self._dispatched + 1 not in self._pending and self._dispatched <= lo:
-                first = min(self._pending)
-                log.error(
-                    "events %d..%d are not in the store; skipping them", self._dispatched + 1, first - 1
-                )
-                self._dispatched = first - 1
-                self._dispatch([])
-
-        asyncio.ensure_future(_fill())
 
     # -- connections ------------------------------------------------------------------
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -884,7 +498,7 @@ class Hub:
             writer.close()
             return
         self._next_conn += 1
-        conn = _Conn(self._next_conn, reader, writer, self.max_inflight)
+        conn = Connection(self._next_conn, reader, writer, self.max_inflight)
         self._conns[conn.id] = conn
         self.counters["connections_total"] += 1
         partial = 0  # bytes of an unfinished frame seen at the last quiet period
@@ -931,6 +545,7 @@ class Hub:
                     return
                 partial = 0
                 await self._frame(conn, line)
+                del line  # not held while the next frame arrives
             # Half-closed: answer what was asked before closing; a subscription keeps
             # streaming until the client goes away or the hub stops.
             while conn.tasks and not conn.closed:
@@ -943,8 +558,7 @@ class Hub:
         finally:
             conn.close()
             self._conns.pop(conn.id, None)
-            if conn.sub is not None:
-                self._subs.pop(conn.sub.id, None)
+            self.fanout.forget(conn)
 
     async def _drain_frame(self, reader: asyncio.StreamReader) -> None:
         """Discard the rest of an oversized frame, up to its newline, before closing.
@@ -968,7 +582,7 @@ class Hub:
                 return
             budget -= len(chunk)
 
-    async def _frame(self, conn: _Conn, line: bytes) -> None:
+    async def _frame(self, conn: Connection, line: bytes) -> None:
         conn.requests += 1
         try:
             msg = protocol.decode(line)
@@ -1009,12 +623,25 @@ class Hub:
             await self._answer(conn, req_id, is_note, fn(conn, params))
             return
         await conn.slots.acquire()  # back-pressure: stop reading when too many are in flight
+        if method == protocol.PUBLISH:
+            # Admitted to the write queue now, by its size on the wire: a refused frame is
+            # answered and let go before the next one is read.
+            try:
+                pending = self._admit_publish(params["commands"], len(line))
+            except RpcError as err:
+                conn.slots.release()
+                if not is_note:
+                    await conn.send(protocol.error_response(req_id, err))
+                return
+            del msg, params, line
+            conn.spawn(self._answer(conn, req_id, is_note, self._publish_results(pending), release=True))
+            return
         conn.spawn(self._answer(conn, req_id, is_note, fn(conn, params), release=True))
 
     async def _answer(
-        self, conn: _Conn, req_id: Any, is_note: bool, coro: Awaitable[Any], release: bool = False
+        self, conn: Connection, req_id: Any, is_note: bool, coro: Awaitable[Any], release: bool = False
     ) -> None:
-        deferred: _Deferred | None = None
+        deferred: Deferred | None = None
         try:
             try:
                 result = await coro
@@ -1032,7 +659,7 @@ class Hub:
                     req_id, RpcError(protocol.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
                 )
             else:
-                deferred = result if isinstance(result, _Deferred) else None
+                deferred = result if isinstance(result, Deferred) else None
                 try:  # an answer that cannot be encoded still gets an answer
                     out = protocol.response(req_id, deferred.result if deferred else result)
                 except (RecursionError, ValueError, TypeError) as exc:
@@ -1052,12 +679,12 @@ class Hub:
             if release:
                 conn.slots.release()
 
-    def _handlers(self) -> dict[str, tuple[bool, Callable[[_Conn, dict[str, Any]], Awaitable[Any]]]]:
+    def _handlers(self) -> dict[str, tuple[bool, Handler]]:
         if self._handler_table is None:
             self._handler_table = self._build_handlers()
         return self._handler_table
 
-    def _build_handlers(self) -> dict[str, tuple[bool, Callable[[_Conn, dict[str, Any]], Awaitable[Any]]]]:
+    def _build_handlers(self) -> dict[str, tuple[bool, Handler]]:
         return {
             protocol.HELLO: (True, self._m_hello),
             protocol.PUBLISH: (False, self._m_publish),
@@ -1094,13 +721,12 @@ class Hub:
 
     def _queue_record(self, command: dict[str, Any]) -> None:
         assert self._loop is not None
-        if self._closing or self._write_q is None:
+        if self._closing or not self.writes.ready:
             self.counters["recall_log_failed"] += 1
             log.warning("recall log entry %s not written: the hub is stopping", command.get("recall_id"))
             return
-        fut: asyncio.Future[list[dict[str, Any]]] = self._loop.create_future()
-        fut.add_done_callback(lambda f, rid=command.get("recall_id"): self._record_done(rid, f))
-        self._write_q.put_nowait(([command], fut))
+        fut = self.writes.enqueue([command], bounded=False)  # one small entry per search
+        fut.add_done_callback(functools.partial(self._record_done, command.get("recall_id")))
 
     def _record_done(self, recall_id: Any, fut: asyncio.Future[list[dict[str, Any]]]) -> None:
         if fut.cancelled() or fut.exception() is not None:
@@ -1114,17 +740,15 @@ class Hub:
         else:
             self.counters["recall_log_written"] += 1
 
-    def _reader(
-        self, fn: Callable[[dict[str, Any]], Any]
-    ) -> Callable[[_Conn, dict[str, Any]], Awaitable[Any]]:
-        async def run(_conn: _Conn, params: dict[str, Any]) -> Any:
+    def _reader(self, fn: Callable[[dict[str, Any]], Any]) -> Handler:
+        async def run(_conn: Connection, params: dict[str, Any]) -> Any:
             assert self._loop is not None
             return await self._loop.run_in_executor(self._reader_pool, fn, params)
 
         return run
 
     # -- methods ------------------------------------------------------------------------
-    async def _m_hello(self, conn: _Conn, params: dict[str, Any]) -> dict[str, Any]:
+    async def _m_hello(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         version = params.get("protocol", protocol.PROTOCOL_VERSION)
         if version != protocol.PROTOCOL_VERSION:
             raise protocol.app_error(
@@ -1148,19 +772,42 @@ class Hub:
             "store_id": self.store_id,
         }
 
-    async def _m_publish(self, conn: _Conn, params: dict[str, Any]) -> dict[str, Any]:
+    async def _m_publish(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        """``publish`` (``_frame`` admits it itself, by its frame's size; this is the same
+        path for a caller without a frame)."""
         commands = params["commands"]
+        return await self._publish_results(self._admit_publish(commands, len(protocol.encode(commands))))
+
+    def _admit_publish(self, commands: list[Any], frame_bytes: int) -> asyncio.Future[Results] | None:
+        """Queue the commands for the writer (None: nothing to write). Raises the retryable
+        ``overloaded`` error at once when the write queue is full, or when the hub stops."""
         self.counters["publish_requests"] += 1
         if not commands:
-            return {"results": []}
+            return None
         if self._closing:
             raise protocol.app_error(
                 "internal", "the hub is shutting down; publish again later", {"retry": True}
             )
-        assert self._write_q is not None and self._loop is not None
-        fut: asyncio.Future[list[dict[str, Any]]] = self._loop.create_future()
-        self._write_q.put_nowait((commands, fut))
-        return {"results": await fut}
+        try:
+            return self.writes.enqueue(commands, frame_bytes)
+        except RpcError:
+            self._log_overload()
+            raise
+
+    @staticmethod
+    async def _publish_results(pending: asyncio.Future[Results] | None) -> dict[str, Any]:
+        """The answer to an admitted publish, once its batch is committed."""
+        return {"results": await pending if pending is not None else []}
+
+    def _log_overload(self) -> None:
+        n = self.counters["overloaded_requests"]
+        if n in (1, 10, 100) or n % 1000 == 0:
+            log.warning(
+                "write queue full (%d bytes, %d commands waiting): %d publish requests pushed back so far",
+                self.writes.pending_bytes,
+                self.writes.pending_commands,
+                n,
+            )
 
     async def submit(self, commands: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Publish commands from an in-process source (OTLP receiver…) through the same
@@ -1168,10 +815,13 @@ class Hub:
         Raises ``MemviewerError`` (retryable) when the hub is closing or the store failed."""
         if not commands:
             return []
-        if self._closing or self._write_q is None or self._loop is None:
+        if self._closing or not self.writes.ready:
             raise MemviewerError("internal", "the hub is shutting down", data={"retry": True})
-        fut: asyncio.Future[list[dict[str, Any]]] = self._loop.create_future()
-        self._write_q.put_nowait((commands, fut))
+        try:
+            fut = self.writes.enqueue(commands, len(protocol.encode(commands)))
+        except RpcError as err:
+            self._log_overload()
+            raise MemviewerError("internal", err.message, data={"retry": True, **err.data}) from None
         try:
             return await fut
         except RpcError as err:
@@ -1180,49 +830,34 @@ class Hub:
     async def write(self, fn: Callable[..., Any], *args: Any) -> Any:
         """Run ``fn(*args)`` on the writer thread (a source's import), in turn with the
         publish batches; the event loop does not wait on it."""
-        if self._closing or self._writer is None or self._loop is None:
+        if self._closing or self.writes.executor is None:
             raise MemviewerError("internal", "the hub is shutting down", data={"retry": True})
-        return await self._loop.run_in_executor(self._writer, fn, *args)
+        return await self.writes.run(fn, *args)
 
-    async def _m_subscribe(self, conn: _Conn, params: dict[str, Any]) -> Any:
+    async def _m_subscribe(self, conn: Connection, params: dict[str, Any]) -> Any:
         from_seq = params.get("from_seq") or 0
         if from_seq < 0:
             raise RpcError(protocol.INVALID_PARAMS, "from_seq must be >= 0")
-        kinds = _check_kinds(params.get("kinds"))
-        if conn.sub is not None:  # one subscription per connection: the new one replaces it
-            conn.sub.stop()
-            self._subs.pop(conn.sub.id, None)
-        self._next_sub += 1
-        sub = _Subscription(
-            self._next_sub, conn, from_seq, kinds, params.get("session_id"), self.subscriber_queue
-        )
-        conn.sub = sub
-        self._subs[sub.id] = sub  # registered for live events before history is read
-
-        def begin() -> None:
-            sub.task = asyncio.ensure_future(self._feed(sub))
-
-        return _Deferred(
+        kinds = check_kinds(params.get("kinds"))
+        sub = self.fanout.subscribe(conn, from_seq, kinds, params.get("session_id"))
+        return Deferred(
             {"subscription": sub.id, "from_seq": from_seq, "last_seq": self.service.store.last_seq},
-            begin,
+            lambda: self.fanout.begin(sub),
         )
 
-    async def _m_unsubscribe(self, conn: _Conn, params: dict[str, Any]) -> dict[str, Any]:
-        sub = conn.sub
+    async def _m_unsubscribe(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
+        sub = self.fanout.unsubscribe(conn)
         if sub is None:
             return {"unsubscribed": False}
-        sub.stop()
-        self._subs.pop(sub.id, None)
-        conn.sub = None
         return {"unsubscribed": True, "last_seq_sent": sub.cursor}
 
-    async def _m_events(self, conn: _Conn, params: dict[str, Any]) -> dict[str, Any]:
+    async def _m_events(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         assert self._loop is not None
         limit = params.get("limit", 1000)
         if not 1 <= limit <= 10_000:
             raise RpcError(protocol.INVALID_PARAMS, "limit must be between 1 and 10000")
         from_seq = params.get("from_seq", 0)
-        kinds = _check_kinds(params.get("kinds"))
+        kinds = check_kinds(params.get("kinds"))
 
         def read() -> tuple[list[EventRecord], int]:  # last_seq fresh: another process may write
             found = self.service.events(
@@ -1233,7 +868,7 @@ class Hub:
         events, last = await self._loop.run_in_executor(self._reader_pool, read)
         return {"events": [e.to_dict() for e in events], "last_seq": last}
 
-    async def _m_stats(self, conn: _Conn, params: dict[str, Any]) -> dict[str, Any]:
+    async def _m_stats(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
         assert self._loop is not None
         out = await self._loop.run_in_executor(self._reader_pool, self.service.stats)
         out = dict(out)
@@ -1250,12 +885,11 @@ class Hub:
             "uptime_s": round(time.monotonic() - self._started_at, 3) if self._started_at else 0.0,
             "connections": len(self._conns),
             "connections_by_role": _count_by(c.role for c in self._conns.values()),
-            "subscribers": [s.info() for s in self._subs.values()],
-            "subscriber_queue_limit": self.subscriber_queue,
-            "queued_events": sum(len(s.queue) for s in self._subs.values()),
-            "write_queue": self._write_q.qsize() if self._write_q is not None else 0,
-            "dispatched_seq": self._dispatched,
-            "pending_reorder": len(self._pending),
+            **self.fanout.info(),
+            "write_queue": self.writes.queued(),
+            "write_pending": self.writes.info(),
+            "dispatched_seq": self.fanout.dispatched,
+            "pending_reorder": len(self.fanout.pending),
             "frame_limit": self.frame_limit,
             "counters": dict(self.counters),
             "refused_by_code": dict(self.refused_by_code),
@@ -1266,81 +900,6 @@ class Hub:
             "indexer": self.indexer_status,
             "sources": [source.status() for source in self.sources],
         }
-
-    # -- the subscriber feed ----------------------------------------------------------------
-    async def _feed(self, sub: _Subscription) -> None:
-        assert self._loop is not None
-        conn = sub.conn
-        kinds = sorted(sub.kinds) if sub.kinds else None
-        try:
-            while sub.state == "history":
-                drops = sub.drops
-                page = await self._loop.run_in_executor(
-                    self._reader_pool,
-                    self.service.events,
-                    sub.cursor,
-                    self.history_page,
-                    kinds,
-                    sub.session_id,
-                )
-                if sub.state == "stopped":
-                    return
-                for ev in page:
-                    if ev.seq > sub.cursor:
-                        conn.write(_event_frame(ev))
-                        sub.cursor = ev.seq
-                        sub.sent += 1
-                await conn.drain()
-                if conn.closed:
-                    return
-                if len(page) < self.history_page and sub.drops == drops:
-                    sub.state = "live"
-            while sub.state == "live":
-                while sub.queue:
-                    seq, frame = sub.queue.popleft()
-                    if seq <= sub.cursor:
-                        continue  # already sent from history
-                    conn.write(frame)
-                    sub.cursor = seq
-                    sub.sent += 1
-                    if conn.buffered() > 256 * 1024:
-                        await conn.drain()
-                await conn.drain()
-                if conn.closed:
-                    return
-                sub.wakeup.clear()
-                if not sub.queue and sub.state == "live":
-                    await sub.wakeup.wait()
-            if sub.state == "lagged":
-                self._subs.pop(sub.id, None)
-                if conn.sub is sub:
-                    conn.sub = None
-                await conn.send(
-                    protocol.notification(
-                        protocol.LAGGED,
-                        {
-                            "subscription": sub.id,
-                            "last_seq_sent": sub.cursor,
-                            "queue_limit": sub.limit,
-                            "dropped": sub.lagged_dropped,
-                        },
-                    )
-                )
-        except asyncio.CancelledError:
-            pass
-        except Exception:
-            log.exception("subscriber %d feed failed", sub.id)
-            conn.close()
-        finally:
-            self._subs.pop(sub.id, None)
-
-
-class _Deferred:
-    """A result whose response must be written before ``then()`` runs (subscribe ack, then events)."""
-
-    def __init__(self, result: Any, then: Callable[[], None]) -> None:
-        self.result = result
-        self.then = then
 
 
 def _raise_fd_limit(connections: int) -> None:
@@ -1359,7 +918,7 @@ def _raise_fd_limit(connections: int) -> None:
         log.debug("could not raise the open-files limit: %s", exc)
 
 
-def _count_by(values: Any) -> dict[str, int]:
+def _count_by(values: Iterable[str]) -> dict[str, int]:
     out: dict[str, int] = {}
     for v in values:
         out[v] = out.get(v, 0) + 1

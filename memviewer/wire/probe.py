@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import contextlib
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memviewer.wire import protocol, trust
 from memviewer.wire.syncclient import RpcConnection
+
+if TYPE_CHECKING:
+    from memviewer.config import Settings
 
 # In the home: which hub (pid, socket) serves it (see wire.hub). Not "*.lock": a socket
 # lock is "<socket>.lock", and `--socket <home>/hub` must not make the two one file.
@@ -51,7 +54,7 @@ def home_hub_socket(home: str | Path, timeout: float = 0.5) -> Path | None:
     return sock
 
 
-def serving_hub(settings: Any, timeout: float = 0.5) -> Path | None:
+def serving_hub(settings: Settings, timeout: float = 0.5) -> Path | None:
     """The socket of the hub that serves ``settings``' home, or None when none answers.
 
     The one place that decides which hub a command, the viewer, ``tail``, the MCP server
@@ -61,8 +64,8 @@ def serving_hub(settings: Any, timeout: float = 0.5) -> Path | None:
     the socket belongs to another user or is writable by others, or when the hub on it
     serves another home: one error naming both, never a silent switch of homes.
     """
-    home = Path(settings.home_path)
-    if getattr(settings, "sources", {}).get("socket") == "default":
+    home = settings.home_path
+    if settings.sources.get("socket") == "default":
         named = _named_socket(home)
         if named is not None and named != Path(settings.socket_path):
             with contextlib.suppress(trust.UntrustedPath):
@@ -70,7 +73,7 @@ def serving_hub(settings: Any, timeout: float = 0.5) -> Path | None:
                 hello = hub_hello(named, timeout)
                 if hello is not None and trust.hello_home_problem(hello, home, named) is None:
                     return named  # a stale note naming another home's hub is skipped
-    sock = Path(settings.socket_path)
+    sock = settings.socket_path
     hello = checked_hello(sock, home, timeout)
     return sock if hello is not None else None
 

@@ -211,6 +211,31 @@ def _claimed(path: Path) -> Iterator[int | None]:
         os.close(fd)
 
 
+@contextlib.contextmanager
+def ingest_lock(directory: Path) -> Iterator[bool]:
+    """Whether this process may replay the folder's orphan files now (never waits).
+
+    One replayer at a time per spool folder (the hub's ingestion, or a Publisher
+    replaying what a dead one left): two of them, each taking a different file of
+    one dead publisher, would store its commands out of order.
+    """
+    try:  # a lock on the folder itself: no extra file in it
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        log.error("cannot open the spool ingestion lock in %s: %s", directory, exc)
+        yield False
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        yield True
+    finally:
+        os.close(fd)
+
+
 def orphan_files(directory: Path) -> list[Path]:
     """Spool files in creation order (the name starts with a UUIDv7)."""
     if not directory.is_dir():
@@ -241,6 +266,20 @@ def ingest(
         log.error("refusing the spool folder %s: not this user's own private folder", directory)
         report["refused_files"] = len(orphan_files(directory)) if os.path.isdir(directory) else 0
         return report
+    with ingest_lock(directory) as mine:
+        if mine:
+            _ingest_files(directory, apply_batch, chunk, report)
+        else:
+            report["busy"] = 1  # a publisher is replaying here: the next scan takes the rest
+    return report
+
+
+def _ingest_files(
+    directory: Path,
+    apply_batch: Callable[[list[Any]], list[dict[str, Any]]],
+    chunk: int,
+    report: dict[str, int],
+) -> None:
     for path in orphan_files(directory):
         with _claimed(path) as fd:
             if fd is None:
@@ -264,4 +303,3 @@ def ingest(
             path.unlink()
             fsync_dir(directory)
             log.info("ingested spool %s: %d commands", path.name, len(commands))
-    return report

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import json
 
-from tui_helpers import wait_for_workers, wait_until
+from tui_helpers import notifications, wait_for_workers, wait_until
 
 from memviewer.tui.screens.export import ExportScreen
 
@@ -33,6 +33,7 @@ def test_export_marked_sessions_as_jsonl(make_app, tmp_path) -> None:
 
     async def scenario() -> None:
         app = make_app()
+        said = notifications(app)
         async with app.run_test(size=(120, 36), notifications=True) as pilot:
             await wait_for_workers(pilot)
             sessions = app.screen
@@ -49,7 +50,7 @@ def test_export_marked_sessions_as_jsonl(make_app, tmp_path) -> None:
             bar = screen.query_one("#export-progress")
             assert bar.progress == bar.total == 2
             assert f"exported 2 sessions to {out}" in str(screen.query_one("#export-status").render())
-            assert any(str(out) in str(n.message) for n in app._notifications)
+            assert any(str(out) in m for m in said)
         lines = out.read_text(encoding="utf-8").splitlines()
         assert len(lines) >= 2
         exported = {

@@ -90,8 +90,7 @@ def shown(lst: TurnList) -> list[int]:
 def in_view(lst: TurnList, index: int) -> bool:
     """Turn ``index`` has at least one line inside the list's viewport."""
     option = lst.get_option_index(f"t{index}")
-    top = lst._index_to_line[option]
-    bottom = top + lst._heights[option]
+    top, bottom = lst.line_span(option)
     return top < lst.scroll_y + lst.scrollable_content_region.height and bottom > lst.scroll_y
 
 

@@ -10,16 +10,14 @@ only happen when a toast renders, so the tests that cover them turn toasts on.
 from __future__ import annotations
 
 import asyncio
-import io
 import threading
 import time
 from typing import Any
 
-from rich.console import Console
 from rich.segment import Segment
 from rich.style import Style
 from textual.color import Color
-from tui_helpers import screen_text, wait_for_workers, wait_until
+from tui_helpers import notifications, screen_raw, screen_text, wait_for_workers, wait_until
 
 from memviewer.tui.app import ControlCharFilter
 from memviewer.tui.formatting import hit_text, one_line, printable, turn_text
@@ -32,17 +30,6 @@ T0 = 1740819600.0
 ANSI = (
     "\x1b[31mRED\x1b[0m \x1b[2J\x1b[H cleared? \x1b]0;evil title\x07 bell tab\there\r\nnext \u202eflip\u202c"
 )
-
-
-def _messages(app: Any) -> list[str]:
-    return [str(n.message) for n in app._notifications]
-
-
-def _terminal_bytes(app: Any) -> str:
-    """What the driver would write for the current screen (the full frame)."""
-    update = app.screen._compositor.render_update(full=True)
-    console = Console(width=app.size.width, file=io.StringIO(), force_terminal=True, color_system="truecolor")
-    return update.render_segments(console)
 
 
 def _import(service: Any, sid: str, title: str = "t", content: str = "hi", **session: Any) -> None:
@@ -67,13 +54,14 @@ def test_search_for_markup_is_shown_verbatim_not_a_crash(make_app) -> None:
 
     async def scenario() -> None:
         app = make_app()
+        said = notifications(app)
         async with app.run_test(size=(120, 30), notifications=True) as pilot:
             await wait_for_workers(pilot)
             await pilot.press("s", *"[/]", "enter")
             await wait_for_workers(pilot)
             await pilot.pause(0.2)
-            assert app.is_running and app._exception is None
-            assert any("'[/]'" in m for m in _messages(app))
+            assert app.is_running
+            assert any("'[/]'" in m for m in said)
             assert "nothing to search for in '[/]'" in screen_text(app)  # the toast, verbatim
 
     asyncio.run(scenario())
@@ -89,7 +77,7 @@ def test_missing_session_with_markup_id_and_export_of_one(filled, make_app) -> N
         async with app.run_test(size=(120, 30), notifications=True) as pilot:
             screen = await _open(app, pilot, "[b]gone[/b]-[/]")
             assert "cannot open session: unknown session '[b]gone[/b]-[/]'" in screen_text(app)
-            assert screen.data is None and app._exception is None
+            assert screen.data is None
             await pilot.press("escape")
             await wait_for_workers(pilot)
             assert app.screen.current_id() == "s[/]x"  # newest first
@@ -97,7 +85,7 @@ def test_missing_session_with_markup_id_and_export_of_one(filled, make_app) -> N
             await wait_until(pilot, lambda: isinstance(app.screen, ExportScreen), what="export dialog")
             await pilot.pause()
             assert "current session  s[/]x" in screen_text(app)
-            assert app.is_running and app._exception is None
+            assert app.is_running
 
     asyncio.run(scenario())
 
@@ -134,16 +122,16 @@ def test_stored_escape_sequences_never_reach_the_terminal(filled, make_app) -> N
         app = make_app()
         async with app.run_test(size=(120, 36)) as pilot:
             await wait_for_workers(pilot)
-            for raw in (_terminal_bytes(app), screen_text(app)):  # the Sessions table
+            for raw in (screen_raw(app), screen_text(app)):  # the Sessions table
                 assert "\x1b[2J" not in raw and "\x1b]0;" not in raw and "\x1b[31mansi" not in raw
             assert "title ␛[31mansi␛[0m" in screen_text(app)
             await pilot.press("s", *"cleared", "enter")  # a search hit with the snippet
             await wait_until(pilot, lambda: app.screen.hits, what="search hits")
             await pilot.pause()
-            assert "\x1b[2J" not in _terminal_bytes(app) and "␛[2J␛[H cleared?" in screen_text(app)
+            assert "\x1b[2J" not in screen_raw(app) and "␛[2J␛[H cleared?" in screen_text(app)
             await pilot.press("escape")
             await _open(app, pilot, "s-ansi\x1b[H")
-            raw = _terminal_bytes(app)
+            raw = screen_raw(app)
             assert "\x1b[2J" not in raw and "\x1b]0;" not in raw and "\x1b[H" not in raw
             assert "\u202e" not in raw
             text = screen_text(app)
@@ -175,7 +163,7 @@ def test_lone_surrogates_display_instead_of_crashing(filled, make_app) -> None:
             await pilot.pause()
             text = screen_text(app)
             assert "bad \ufffd title" in text and "bad \ufffd content" in text
-            _terminal_bytes(app).encode("utf-8")  # raised UnicodeEncodeError before
+            screen_raw(app).encode("utf-8")  # raised UnicodeEncodeError before
             assert screen.data["turns"][0]["content"] == "bad \udfff content"
 
     asyncio.run(scenario())
@@ -323,6 +311,7 @@ def test_an_export_closed_while_running_still_reports_its_end(filled, make_app, 
 
     async def scenario() -> None:
         app = make_app()
+        said = notifications(app)
         async with app.run_test(size=(120, 36)) as pilot:
             await wait_for_workers(pilot)
             await pilot.press("e")
@@ -335,11 +324,11 @@ def test_an_export_closed_while_running_still_reports_its_end(filled, make_app, 
             await wait_until(pilot, lambda: not isinstance(app.screen, ExportScreen), what="dialog closed")
             release.set()
             deadline = time.monotonic() + 15
-            while not any("exported 1 session to" in m for m in _messages(app)):
-                assert time.monotonic() < deadline, _messages(app)
+            while not any("exported 1 session to" in m for m in said):
+                assert time.monotonic() < deadline, said
                 await pilot.pause(0.05)
-            assert f"exported 1 session to {out}" in _messages(app) and out.exists()
-            assert app._exception is None
+            assert f"exported 1 session to {out}" in said and out.exists()
+            assert app.is_running
 
     asyncio.run(scenario())
 

@@ -244,3 +244,8 @@ def test_delete_confirm_dialog(snap_compare, make_app) -> None:
 
 def test_import_dialog(snap_compare, make_app) -> None:
     assert snap_compare(make_app(), terminal_size=NARROW, run_before=_dialog(("i",)))
+
+
+def test_annotate_dialog(snap_compare, make_app) -> None:
+    """The tags-and-note dialog over a turn of the Session screen (``t``)."""
+    assert snap_compare(make_app(), terminal_size=NARROW, run_before=_dialog(("t",), "s-research"))

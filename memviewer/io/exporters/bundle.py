@@ -13,7 +13,7 @@ wherever the id appears (``memviewer.io.redact``). Plain ids, tool-call ids
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import Connection, and_, or_, select
@@ -30,6 +30,8 @@ class Bundle:
     session: dict[str, Any]  # the sessions row
     episodes: list[dict[str, Any]]  # episode rows, by start time
     turns: list[dict[str, Any]]  # turn rows in projection order (archived first)
+    # The user's tags and notes: {session or turn id: {"tags": [...], "note": str | None}}.
+    annotations: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def id(self) -> str:
@@ -40,7 +42,10 @@ def load_bundle(conn: Connection, session_id: str) -> Bundle | None:
     row = repos.get_session(conn, session_id)
     if row is None:
         return None
-    return Bundle(row, repos.session_episodes(conn, session_id), repos.session_turns(conn, session_id))
+    from memviewer.session import annotations
+
+    marks = annotations.safe_read(conn, annotations.of_session, session_id, default={}) or {}
+    return Bundle(row, repos.session_episodes(conn, session_id), repos.session_turns(conn, session_id), marks)
 
 
 def missing_ids(conn: Connection, ids: Sequence[str]) -> list[str]:
@@ -150,4 +155,12 @@ def redact_bundle(bundle: Bundle, redactor: Any) -> Bundle:
         }
         for t in bundle.turns
     ]
-    return Bundle(session, episodes, turns)
+    kinds = {bundle.id: "session"}
+    marks = {
+        redactor.redact_id(tid, kinds.get(tid, "turn")): {
+            "tags": [redactor.redact(t) for t in mark.get("tags") or []],
+            "note": None if mark.get("note") is None else redactor.redact(mark["note"]),
+        }
+        for tid, mark in bundle.annotations.items()
+    }
+    return Bundle(session, episodes, turns, marks)

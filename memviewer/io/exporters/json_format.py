@@ -10,7 +10,9 @@ Layout (one session per line, so a reader can stream it; still plain JSON)::
 Times are epoch seconds exactly as stored (ISO strings would round them);
 ``metadata`` is the stored JSON verbatim; turns are in projection order with
 their ``archived`` flag, compaction summaries flagged with ``replaced_count``.
-``memviewer import json`` reads it back (``memviewer.io.json_import``).
+A session or turn the user tagged or annotated also has ``tags`` (a list) and/or
+``note`` (text); the keys are absent otherwise.
+``memviewer import json`` reads it back (``memviewer.io.json_import``), tags and notes too.
 """
 
 from __future__ import annotations
@@ -80,11 +82,23 @@ def _record(row: dict[str, Any], fields: tuple[tuple[str, str], ...]) -> dict[st
     return out
 
 
+def _annotate(record: dict[str, Any], mark: dict[str, Any] | None) -> dict[str, Any]:
+    """``tags`` / ``note`` keys on a session or turn record, only when it has them (an
+    export without annotations is byte-for-byte what it was before they existed)."""
+    if mark:
+        if mark.get("tags"):
+            record["tags"] = list(mark["tags"])
+        if mark.get("note") is not None:
+            record["note"] = mark["note"]
+    return record
+
+
 def session_record(bundle: Bundle) -> dict[str, Any]:
+    marks = bundle.annotations
     return {
-        "session": _record(bundle.session, SESSION_FIELDS),
+        "session": _annotate(_record(bundle.session, SESSION_FIELDS), marks.get(bundle.id)),
         "episodes": [_record(e, EPISODE_FIELDS) for e in bundle.episodes],
-        "turns": [_record(t, TURN_FIELDS) for t in bundle.turns],
+        "turns": [_annotate(_record(t, TURN_FIELDS), marks.get(t["id"])) for t in bundle.turns],
     }
 
 

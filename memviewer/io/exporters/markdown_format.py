@@ -5,7 +5,8 @@ lineage), then its archived turns under their own heading, the compaction
 summary, and the active turns. Turn text is quoted (``>``) so headings or
 rules inside a message cannot break the document's structure; tool calls fold
 into ``<details>`` blocks with the function name and pretty-printed arguments;
-an episode's first turn notes the episode id, intent and how it closed.
+an episode's first turn notes the episode id, intent and how it closed. The user's tags
+and notes (when there are any) are a row of the header table and a line above a turn.
 
 A transcript is opened in renderers (GitHub, editors' previews) and terminals, so stored text
 never reaches it raw: terminal control bytes (C0 except tab and newline, DEL, C1 — ESC
@@ -86,7 +87,9 @@ def _tool_calls(calls: Any) -> list[str]:
     for call in calls:
         if not isinstance(call, dict):
             call = {"value": call}
-        fn = call.get("function") if isinstance(call.get("function"), dict) else {}
+        fn = call.get("function")
+        if not isinstance(fn, dict):
+            fn = {}
         name = fn.get("name") or call.get("name") or "tool"
         args = fn.get("arguments", call.get("arguments", call.get("args", call.get("input", {}))))
         ident = f" ({call['id']})" if call.get("id") else ""
@@ -145,6 +148,11 @@ class MarkdownWriter:
         lineage = [f"{k}={_code(s[k])}" for k in LINEAGE if s.get(k)]
         if lineage:
             rows.append(("lineage", ", ".join(lineage)))
+        mark = bundle.annotations.get(bundle.id) or {}
+        if mark.get("tags"):
+            rows.append(("tags", ", ".join(mark["tags"])))
+        if mark.get("note") is not None:
+            rows.append(("note", mark["note"]))
         if self.redaction:
             rows.append(("redaction", self.redaction))
         code_rows = {"session", "lineage"}  # already code spans: only the table's pipe is escaped
@@ -155,7 +163,7 @@ class MarkdownWriter:
         seen_episodes: set[str] = set()
         if archived:
             lines += [f"## Archived turns ({len(archived)}, compacted out of the active window)", ""]
-            lines += self._turns(archived, episodes, seen_episodes)
+            lines += self._turns(archived, episodes, seen_episodes, bundle.annotations)
         for t in summary:
             lines += [
                 f"## Compaction summary (replaces {t['replaced_count']} turns)",
@@ -168,12 +176,16 @@ class MarkdownWriter:
         if active:
             heading = "Active turns" if archived or summary else "Turns"
             lines += [f"## {heading} ({len(active)})", ""]
-            lines += self._turns(active, episodes, seen_episodes)
+            lines += self._turns(active, episodes, seen_episodes, bundle.annotations)
         self.stream.write("\n".join(lines) + "\n")
         self.count += 1
 
     def _turns(
-        self, turns: list[dict[str, Any]], episodes: dict[str, dict[str, Any]], seen: set[str]
+        self,
+        turns: list[dict[str, Any]],
+        episodes: dict[str, dict[str, Any]],
+        seen: set[str],
+        marks: dict[str, dict[str, Any]],
     ) -> list[str]:
         out: list[str] = []
         for t in turns:
@@ -192,6 +204,11 @@ class MarkdownWriter:
                         f"({ep['intent_confidence']:.2f}, {_text(ep['intent_rule'])}) · {_text(closed)}*",
                         "",
                     ]
+            mark = marks.get(t["id"]) or {}
+            if mark.get("tags"):
+                out += [f"*tags: {', '.join(_code(tag) for tag in mark['tags'])}*", ""]
+            if mark.get("note") is not None:
+                out += ["*note:* " + _text(mark["note"]).replace("\n", " "), ""]
             out += [_quote(t["content"] or ""), ""]
             out += _tool_calls(t["tool_calls"])
         return out

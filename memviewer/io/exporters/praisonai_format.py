@@ -11,7 +11,8 @@ A session that came from PraisonAI is written from what the importer kept:
 ``updated_at``) and ``meta["metadata"]`` (the original metadata, whose
 ``praisonai_extra`` holds the file's other top-level keys). A live session maps
 ``scope == "user"`` to ``user_id``, its agent to ``agent_name``, its title to
-``metadata.title``, and its times to ISO 8601 strings.
+``metadata.title``, and its times to ISO 8601 strings. The user's tags and notes, when
+there are any, are written under ``metadata.memviewer_annotations``.
 """
 
 from __future__ import annotations
@@ -82,6 +83,29 @@ def _imported_origin(meta: Any) -> tuple[dict[str, Any], dict[str, Any]] | None:
     return None
 
 
+ANNOTATIONS_KEY = "memviewer_annotations"
+
+
+def _annotations(bundle: Bundle) -> dict[str, Any]:
+    """``{"session": {tags, note}, "turns": {turn id: {tags, note}}}``, each only when set."""
+
+    def clean(mark: dict[str, Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if mark.get("tags"):
+            out["tags"] = list(mark["tags"])
+        if mark.get("note") is not None:
+            out["note"] = mark["note"]
+        return out
+
+    out: dict[str, Any] = {}
+    if bundle.id in bundle.annotations:
+        out["session"] = clean(bundle.annotations[bundle.id])
+    turns = {tid: clean(m) for tid, m in bundle.annotations.items() if tid != bundle.id}
+    if turns:
+        out["turns"] = turns
+    return out
+
+
 def session_document(bundle: Bundle) -> dict[str, Any]:
     s = bundle.session
     imported = _imported_origin(s["meta"])
@@ -107,6 +131,8 @@ def session_document(bundle: Bundle) -> dict[str, Any]:
             "agent_name": s["agent"] or None,
             "user_id": s["scope_id"] if s["scope"] == "user" and s["scope_id"] else None,
         }
+    if bundle.annotations:  # PraisonAI has no place for them: they ride in its metadata
+        metadata = {**metadata, ANNOTATIONS_KEY: _annotations(bundle)}
     doc: dict[str, Any] = {
         "session_id": s["id"],
         "messages": [_message(t) for t in bundle.turns if not t["archived"]],

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
-from textual import on, work
+from textual import getters, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -20,6 +20,9 @@ from textual.widgets import Button, Input, Label, ProgressBar, RadioButton, Radi
 
 from memviewer.tui.formatting import one_line, printable
 from memviewer.tui.messages import Loaded, Progress
+
+if TYPE_CHECKING:
+    from memviewer.tui.app import MemviewerApp
 
 FORMATS = (("JSON", "json"), ("JSONL", "jsonl"), ("Markdown", "md"), ("PraisonAI session JSON", "praisonai"))
 REDACTIONS = (("no redaction", "none"), ("standard", "standard"), ("strict", "strict"))
@@ -32,6 +35,9 @@ def default_path(fmt: str, stamp: str | None = None) -> str:
 
 
 class ExportScreen(ModalScreen[None]):
+    if TYPE_CHECKING:  # self.app is the viewer (its service, feed, open_session)
+        app = getters.app(MemviewerApp)
+
     BINDINGS = [Binding("escape", "close", "Close"), Binding("ctrl+s", "export", "Export")]
 
     def __init__(self, current: str | None = None, selected: list[str] | None = None) -> None:

@@ -7,10 +7,10 @@ change of weights or model is one row down.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
-from textual import on, work
+from textual import getters, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
@@ -21,8 +21,14 @@ from memviewer.tui.formatting import one_line, printable
 from memviewer.tui.messages import Loaded
 from memviewer.tui.widgets.footer import CoalescedFooter
 
+if TYPE_CHECKING:
+    from memviewer.tui.app import MemviewerApp
+
 
 class GoldenScreen(Screen):
+    if TYPE_CHECKING:  # self.app is the viewer (its service, feed, open_session)
+        app = getters.app(MemviewerApp)
+
     TITLE = "Golden"
     CSS_PATH = "../golden.tcss"
     BINDINGS = [

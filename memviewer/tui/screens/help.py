@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.screen import ModalScreen
+from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
 NOTES = (
@@ -18,7 +18,7 @@ NOTES = (
 )
 
 
-def _screen_classes() -> list[tuple[str, type]]:
+def _screen_classes() -> list[tuple[str, type[Screen]]]:
     from memviewer.tui.screens.export import ExportScreen
     from memviewer.tui.screens.live import LiveScreen
     from memviewer.tui.screens.recall import RecallScreen

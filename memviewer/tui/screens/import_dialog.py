@@ -6,10 +6,10 @@ is listed by name and the others still go in."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
-from textual import on, work
+from textual import getters, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -19,10 +19,14 @@ from textual.widgets import Button, Checkbox, Input, Label, ProgressBar, Select,
 from memviewer.tui.formatting import printable
 from memviewer.tui.messages import Loaded, Progress
 
+if TYPE_CHECKING:
+    from memviewer.service import MemoryService
+    from memviewer.tui.app import MemviewerApp
+
 KINDS = (("PraisonAI files or folder", "praisonai"), ("memviewer JSON export", "json"))
 
 
-def run_import(service: Any, kind: str, path: str, replace: bool, progress: Any) -> dict[str, Any]:
+def run_import(service: MemoryService, kind: str, path: str, replace: bool, progress: Any) -> dict[str, Any]:
     """``{"imported": [...], "failed": [{"path", "error"}]}`` for one path of ``kind``."""
     target = Path(path).expanduser()
     if not target.exists():
@@ -34,13 +38,22 @@ def run_import(service: Any, kind: str, path: str, replace: bool, progress: Any)
     from memviewer.io.json_import import ExportFileError, import_file
 
     try:
-        return import_file(service.import_session, target, progress, replace=replace)
+        return import_file(
+            service.import_session,
+            target,
+            progress,
+            replace=replace,
+            annotate=getattr(service, "import_annotations", None),
+        )
     except ExportFileError as exc:
         return {"imported": [], "failed": [{"path": str(target), "error": str(exc)}]}
 
 
 class ImportScreen(ModalScreen[int]):
     """Dismissed with the number of sessions imported (0 when closed without importing)."""
+
+    if TYPE_CHECKING:  # self.app is the viewer (its service, feed, open_session)
+        app = getters.app(MemviewerApp)
 
     BINDINGS = [Binding("escape", "close", "Close"), Binding("ctrl+s", "start", "Import")]
 
@@ -74,7 +87,7 @@ class ImportScreen(ModalScreen[int]):
         if not path:
             self._status(Text("type a path first", style="yellow"))
             return
-        if getattr(self.app.service, "readonly", False):
+        if self.app.service.readonly:
             self._status(Text("a hub owns the store: run `memviewer import` instead", style="bold red"))
             return
         self.running = True

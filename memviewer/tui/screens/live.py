@@ -10,9 +10,10 @@ is shown; following again appends them. Filters re-apply to the kept rows.
 from __future__ import annotations
 
 from collections import deque
+from typing import TYPE_CHECKING
 
 from rich.text import Text
-from textual import on
+from textual import getters, on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
@@ -24,6 +25,9 @@ from memviewer.tui.formatting import printable
 from memviewer.tui.live_feed import EventFilter
 from memviewer.tui.widgets.event_log import EventLog
 from memviewer.tui.widgets.footer import CoalescedFooter
+
+if TYPE_CHECKING:
+    from memviewer.tui.app import MemviewerApp
 
 FLUSH_HZ = 15
 STATE_STYLES = {
@@ -38,6 +42,9 @@ STATE_STYLES = {
 
 
 class LiveScreen(Screen):
+    if TYPE_CHECKING:  # self.app is the viewer (its service, feed, open_session)
+        app = getters.app(MemviewerApp)
+
     TITLE = "Live"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
     BINDINGS = [
@@ -51,8 +58,8 @@ class LiveScreen(Screen):
 
     def __init__(self) -> None:
         super().__init__()
-        cap = getattr(self.app, "live_cap", 2000)
-        self.history: deque[EventRecord] = deque(maxlen=cap)
+        self.cap = self.app.live_cap
+        self.history: deque[EventRecord] = deque(maxlen=self.cap)
         self.pending: list[EventRecord] = []
         self.paused = False
         self.event_filter = EventFilter()
@@ -68,7 +75,7 @@ class LiveScreen(Screen):
                 placeholder="kinds, e.g. episode.turn_added,session.  (k)", id="kind-filter", compact=True
             )
             yield Input(placeholder="session id contains  (/)", id="session-filter", compact=True)
-        yield EventLog(cap=getattr(self.app, "live_cap", 2000), id="events")
+        yield EventLog(cap=self.cap, id="events")
         yield Static(id="live-pending")
         yield CoalescedFooter()
 
@@ -89,8 +96,8 @@ class LiveScreen(Screen):
             matching = [e for e in fresh if self.event_filter.matches(e)]
             if self.paused or not log.following:
                 self.pending.extend(matching)
-                if len(self.pending) > self.history.maxlen:
-                    del self.pending[: len(self.pending) - self.history.maxlen]
+                if len(self.pending) > self.cap:
+                    del self.pending[: len(self.pending) - self.cap]
             else:
                 self.shown_total += log.append(matching)
         self._update_status()

@@ -12,10 +12,10 @@ query ("a week ago") count from it. Naive dates are UTC, like every time shown.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
-from textual import events, on, work
+from textual import events, getters, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -35,15 +35,20 @@ from textual.widgets import (
 
 from memviewer import params
 from memviewer.errors import MemviewerError
-from memviewer.recall.snippets import attach_tool_calls, text_or_tool_calls
+from memviewer.recall.snippets import text_or_tool_calls
 from memviewer.recall.why_view import fix_line
 from memviewer.recall_log import RecordAs
 from memviewer.timeutil import utc_minutes
 from memviewer.tui.formatting import one_line, printable
 from memviewer.tui.handoff import recall_command, recall_json
 from memviewer.tui.messages import Loaded
+from memviewer.tui.notices import escalation_notice
 from memviewer.tui.screens.recall_view import result_detail, summary_cell, trace_text
 from memviewer.tui.widgets.footer import CoalescedFooter
+
+if TYPE_CHECKING:
+    from memviewer.service import MemoryService
+    from memviewer.tui.app import MemviewerApp
 
 RERUN_DELAY = 0.3
 MODES = (("hierarchical", "hierarchical"), ("flat", "flat"), ("compare flat | hier.", "compare"))
@@ -115,6 +120,9 @@ class QueryInput(Input):
 
 
 class RecallScreen(Screen):
+    if TYPE_CHECKING:  # self.app is the viewer (its service, feed, open_session)
+        app = getters.app(MemviewerApp)
+
     TITLE = "Recall"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
@@ -151,12 +159,11 @@ class RecallScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        prefs = getattr(self.app, "prefs", None)
         yield QueryInput(
             placeholder="recall query, Enter to run  (/; up/down: history)",
             id="query",
             compact=True,
-            history=prefs.history if prefs is not None else None,
+            history=self.app.prefs.history,
         )
         # Two groups: one row from 120 columns, stacked below that (the -narrow breakpoint),
         # so no field sits off-screen where tab reaches it but nobody sees it.
@@ -189,6 +196,7 @@ class RecallScreen(Screen):
             Text("Type a query and press Enter. Recall never changes memory.", style="dim"),
             id="recall-status",
         )
+        yield Static(id="recall-notice", classes="hidden")
         with TabbedContent(id="recall-tabs"):
             with TabPane("Results", id="tab-results"):
                 with Vertical():
@@ -219,7 +227,7 @@ class RecallScreen(Screen):
         yield CoalescedFooter()
 
     def _has_reranker(self) -> bool:
-        return getattr(self.app.service, "reranker", None) is not None
+        return self.app.service.reranker is not None
 
     def on_mount(self) -> None:
         rerank = self.query_one("#rerank", Checkbox)
@@ -355,12 +363,11 @@ class RecallScreen(Screen):
         except ValueError as exc:
             self._status(Text(printable(f"bad parameter: {exc}"), style="bold red"))
             return False
-        prefs = getattr(self.app, "prefs", None)
-        if prefs is not None:
-            prefs.add_query(query)
-            query_input = self.query_one("#query", QueryInput)
-            query_input.history = prefs.history
-            query_input.remember(query)
+        prefs = self.app.prefs
+        prefs.add_query(query)
+        query_input = self.query_one("#query", QueryInput)
+        query_input.history = prefs.history
+        query_input.remember(query)
         self._token += 1
         self._as_of = params.get("as_of")
         self._pending_params = (query, params)
@@ -391,13 +398,15 @@ class RecallScreen(Screen):
             from memviewer.recall.compare import apply_overrides
 
             kwargs = {**params, **rerank_kwargs(rerank)}
-            result = service.recall(query, **kwargs, record=RecordAs("tui"))
-            flat = service.recall(query, **apply_overrides(kwargs, b)) if b is not None else None
+            # with_tool_calls: tool-call-only turns show their calls instead of a blank cell
+            result = service.recall(query, **kwargs, with_tool_calls=True, record=RecordAs("tui"))
+            flat = (
+                service.recall(query, **apply_overrides(kwargs, b), with_tool_calls=True)
+                if b is not None
+                else None
+            )
             whys = why_nots(service, query, kwargs, expected or [])
             titles = _titles(service, result, flat)
-            for res in (result, flat):
-                if res:  # tool-call-only turns show their calls instead of a blank cell
-                    attach_tool_calls(service.store, res.get("results") or [])
         except Exception as exc:
             message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
             hint = (
@@ -459,6 +468,10 @@ class RecallScreen(Screen):
                 style="yellow",
             )
         self._status(status)
+        notice = escalation_notice(diag)
+        box = self.query_one("#recall-notice", Static)
+        box.update(notice or "")
+        box.set_class(notice is None, "hidden")
         table = self.query_one("#results", DataTable)
         table.clear()
         narrow = self._columns_width < NARROW
@@ -688,7 +701,7 @@ class RecallScreen(Screen):
 
 
 def why_nots(
-    service: Any, query: str, kwargs: dict[str, Any], expected: list[dict[str, Any]]
+    service: MemoryService, query: str, kwargs: dict[str, Any], expected: list[dict[str, Any]]
 ) -> list[dict[str, Any]]:
     """The why-not of each expected turn in this run's scope (others are noted, not run)."""
     from memviewer.recall.why import why_not
@@ -761,7 +774,7 @@ def _columns(table: DataTable, width: int, columns: list[tuple[str, int]]) -> No
         table.add_column(label, width=w or max(20, width - fixed))
 
 
-def _titles(service: Any, *results: dict[str, Any] | None) -> dict[str, str]:
+def _titles(service: MemoryService, *results: dict[str, Any] | None) -> dict[str, str]:
     """Session titles for the ids a recall returned (a handful of primary-key reads)."""
     from memviewer.store import repos
 

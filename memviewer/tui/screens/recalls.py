@@ -10,10 +10,10 @@ The list reloads when shown, on ``r``, and when a ``recall.performed`` event arr
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
-from textual import on, work
+from textual import getters, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.screen import Screen
@@ -24,11 +24,17 @@ from memviewer.tui.formatting import one_line, printable
 from memviewer.tui.messages import Loaded
 from memviewer.tui.widgets.footer import CoalescedFooter
 
+if TYPE_CHECKING:
+    from memviewer.tui.app import MemviewerApp
+
 PAGE = 200
 RECALL_PARAMS = ("scope", "scope_id", "top_sessions", "chunks_per_session", "top_k", "as_of", "mode")
 
 
 class RecallsScreen(Screen):
+    if TYPE_CHECKING:  # self.app is the viewer (its service, feed, open_session)
+        app = getters.app(MemviewerApp)
+
     TITLE = "Recalls"
     BINDINGS = [
         Binding("r", "reload", "Reload"),
@@ -70,7 +76,7 @@ class RecallsScreen(Screen):
 
     def _watch_events(self) -> None:
         """Reload when the live feed saw a new ``recall.performed`` (cheap: one attribute)."""
-        seq = getattr(getattr(self.app, "feed", None), "last_recall_seq", 0)
+        seq = self.app.feed.last_recall_seq
         if seq > self._seen_seq:
             self._seen_seq = seq
             self.action_reload()
@@ -141,6 +147,9 @@ class RecallsScreen(Screen):
 
 class RecallEntryScreen(Screen):
     """One recorded search or recall: what the caller got at that moment."""
+
+    if TYPE_CHECKING:  # self.app is the viewer (its service, feed, open_session)
+        app = getters.app(MemviewerApp)
 
     TITLE = "Recall log entry"
     BINDINGS = [

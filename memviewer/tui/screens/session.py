@@ -3,10 +3,10 @@ the compaction boundary and its synthetic summary, bookends, folded tool calls."
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
-from textual import on, work
+from textual import getters, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
@@ -15,6 +15,7 @@ from textual.widgets import DataTable, Header, Static
 
 from memviewer.recall.snippets import text_or_tool_calls
 from memviewer.tui.formatting import (
+    annotation_badge,
     badges,
     boundary_text,
     episode_text,
@@ -27,10 +28,14 @@ from memviewer.tui.formatting import (
 )
 from memviewer.tui.handoff import open_external, turn_plain
 from memviewer.tui.messages import Loaded
+from memviewer.tui.screens.annotate import AnnotateScreen
 from memviewer.tui.screens.find import FindScreen
 from memviewer.tui.screens.jump import JumpScreen
 from memviewer.tui.widgets.footer import CoalescedFooter
 from memviewer.tui.widgets.turn_list import Row, TurnList
+
+if TYPE_CHECKING:
+    from memviewer.tui.app import MemviewerApp
 
 VIEWS = ("active", "archived", "both")
 TITLE_WIDTH = 100  # the header shows the title on one line: a long one must not push the turns away
@@ -102,6 +107,9 @@ def bookends(turns: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]] | N
 class SessionScreen(Screen):
     """One session; ``anchor`` (a turn index) is highlighted when opened from a search hit."""
 
+    if TYPE_CHECKING:  # self.app is the viewer (its service, feed, open_session)
+        app = getters.app(MemviewerApp)
+
     TITLE = "Session"
     VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
     AUTO_FOCUS = "#active-list"  # focus once: every focus change rebuilds the footer
@@ -122,6 +130,8 @@ class SessionScreen(Screen):
         Binding("E", "session_markdown('editor')", "Session in $EDITOR", key_display="E", show=False),
         Binding("ctrl+r", "reload", "Reload", show=False),
         Binding("w", "mark_expected", "Mark expected (why-not)", show=False),
+        Binding("t", "annotate_turn", "Tag / note the turn", show=False),
+        Binding("T", "annotate_session", "Tag / note the session", key_display="T", show=False),
     ]
 
     def __init__(
@@ -139,6 +149,7 @@ class SessionScreen(Screen):
         self.view = view or "active"
         self.data: dict[str, Any] | None = None
         self._all_expanded = False
+        self._return_to: int | None = None  # after a reload (a saved tag): back to this turn
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -174,6 +185,10 @@ class SessionScreen(Screen):
     def _fetch(self) -> None:
         try:
             data = self.app.service.session(self.session_id)
+            marks = data.get("annotations") or {}
+            for turn in data["turns"]:  # the turn header shows its tags and note
+                if turn["turn_id"] in marks:
+                    turn["annotation"] = marks[turn["turn_id"]]
             rows = side_rows(data)
         except Exception as exc:
             self.post_message(Loaded("session", error=getattr(exc, "message", None) or str(exc)))
@@ -242,7 +257,10 @@ class SessionScreen(Screen):
             )
         self.query_one("#active-title", Static).update(title)
         self._fill_bookends(turns)
-        if self.anchor_index is not None:
+        back, self._return_to = self._return_to, None
+        if back is not None:
+            self.go_to(back)
+        elif self.anchor_index is not None:
             self.go_to(self.anchor_index)
         else:
             self._focus_visible()
@@ -255,6 +273,10 @@ class SessionScreen(Screen):
         if tags:
             out.append("  ")
             out.append_text(tags)
+        mark = annotation_badge((self.data or {}).get("annotations", {}).get(s["session_id"]), note_width=30)
+        if mark:
+            out.append("  ")
+            out.append_text(mark)
         out.append(f"   view: {VIEW_LABELS[self.view]}", style="bold cyan")
         if self.terms:
             n = len(self.matches())
@@ -531,6 +553,32 @@ class SessionScreen(Screen):
     @property
     def current_turn(self) -> dict[str, Any] | None:
         return self._focused_list().current_turn()
+
+    # -- tags and notes -------------------------------------------------------------------
+    def action_annotate_turn(self) -> None:
+        turn = self.current_turn
+        if turn is not None:
+            self._annotate(turn["turn_id"], f"turn #{turn['index']} ({turn['role']})", turn["index"])
+
+    def action_annotate_session(self) -> None:
+        if self.data is not None:
+            title = self.data["session"].get("title") or self.session_id
+            self._annotate(self.session_id, f"session {title}", None)
+
+    def _annotate(self, target_id: str, label: str, index: int | None) -> None:
+        mark = ((self.data or {}).get("annotations") or {}).get(target_id) or {}
+
+        def done(result: dict[str, Any] | None) -> None:
+            if result is None:
+                return
+            self.notify(printable(f"saved tags and note of {label}"), timeout=3)
+            self._return_to = index
+            self._fetch()
+
+        self.app.push_screen(
+            AnnotateScreen(self.app.service, target_id, label, mark.get("tags"), mark.get("note")),
+            done,
+        )
 
     def action_mark_expected(self) -> None:
         """Mark the highlighted turn "expected": the Recall screen shows where it falls out."""

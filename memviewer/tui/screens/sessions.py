@@ -3,10 +3,10 @@ and keyword discovery whose hits open a session at the matching turn."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
-from textual import on, work
+from textual import getters, on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
@@ -17,6 +17,7 @@ from textual.widgets.option_list import Option
 
 from memviewer.recall.highlight import query_terms
 from memviewer.tui.formatting import (
+    annotation_badge,
     badges,
     hit_text,
     one_line,
@@ -26,9 +27,13 @@ from memviewer.tui.formatting import (
     status_text,
 )
 from memviewer.tui.messages import Loaded
+from memviewer.tui.screens.annotate import AnnotateScreen
 from memviewer.tui.screens.confirm import ConfirmScreen
 from memviewer.tui.widgets.footer import CoalescedFooter
 from memviewer.tui.widgets.paged_table import PagedTable
+
+if TYPE_CHECKING:
+    from memviewer.tui.app import MemviewerApp
 
 PAGE_SIZE = 100
 SORTS = (
@@ -81,6 +86,9 @@ LIVE_REFRESH_S = 2.0
 class SessionsScreen(Screen):
     """Page through sessions without loading them all (``service.sessions(limit, offset)``)."""
 
+    if TYPE_CHECKING:  # self.app is the viewer (its service, feed, open_session)
+        app = getters.app(MemviewerApp)
+
     TITLE = "Sessions"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (NARROW, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
@@ -94,6 +102,7 @@ class SessionsScreen(Screen):
         Binding("right_square_bracket", "page(1)", "Next page", key_display="]"),
         Binding("left_square_bracket", "page(-1)", "Prev page", key_display="["),
         Binding("D", "delete", "Delete session", key_display="D"),
+        Binding("t", "annotate", "Tags / note", show=False),
         Binding("ctrl+r", "reload", "Reload", show=False),
         Binding("escape", "back", "Back", show=False),
     ]
@@ -225,6 +234,14 @@ class SessionsScreen(Screen):
         mark = "● " if row["session_id"] in self.marked else ""
         cell_title = Text()
         cell_title.append(mark, style="bold yellow")
+        tagged = annotation_badge(row)  # the user's tags and note marker first: they survive truncation
+        if row.get("annotated_turns"):
+            if tagged:
+                tagged.append(" ")
+            tagged.append(f"+{row['annotated_turns']}✎", style="cyan")
+        if tagged:
+            cell_title.append_text(tagged)
+            cell_title.append(" ")
         cell_title.append(one_line(title, max(self._title_width, 1)))
         cell_title.truncate(self._title_width, overflow="ellipsis")
         cells = dict(
@@ -489,7 +506,7 @@ class SessionsScreen(Screen):
         row = next((r for r in self.rows if r["session_id"] == self.current_id()), None)
         if row is None:
             return
-        if getattr(self.app.service, "readonly", False):
+        if self.app.service.readonly:
             self.notify(
                 "this viewer reads another process's store (a hub runs): delete from the viewer "
                 "that hosts the hub",
@@ -508,6 +525,28 @@ class SessionsScreen(Screen):
                 printable(f"Delete session {sid} ({row.get('title') or 'untitled'})?"),
                 f"{turns} turns and {row.get('episodes', 0)} episodes are removed from the store and "
                 "from the keyword and vector indexes. This cannot be undone (export it first: e).",
+            ),
+            done,
+        )
+
+    def action_annotate(self) -> None:
+        """Tags and a note for the session under the cursor (a small dialog)."""
+        row = next((r for r in self.rows if r["session_id"] == self.current_id()), None)
+        if row is None:
+            return
+
+        def done(result: dict[str, Any] | None) -> None:
+            if result is not None:
+                self.notify(printable(f"saved tags and note of {row['session_id']}"), timeout=3)
+                self.load(self.page_offset, cursor="keep")
+
+        self.app.push_screen(
+            AnnotateScreen(
+                self.app.service,
+                row["session_id"],
+                f"session {row.get('title') or row['session_id']}",
+                tags=row.get("tags"),
+                note=row.get("note"),
             ),
             done,
         )

@@ -104,8 +104,9 @@ class TurnList(OptionList):
         rows: list[Row] = []
         options: list[Option | None] = []
         if k0 > 0:
-            rows.append(Row("edge", label=edge_text(k0, earlier=True)))
-            options.append(Option(rows[-1].label, id="edge-up", disabled=True))
+            label = edge_text(k0, earlier=True)
+            rows.append(Row("edge", label=label))
+            options.append(Option(label, id="edge-up", disabled=True))
         for pos in range(start, stop):
             row = self.all_rows[pos]
             rows.append(row)
@@ -115,8 +116,9 @@ class TurnList(OptionList):
             else:
                 options.append(Option(self._header(row), id=f"h{pos}", disabled=True))
         if k1 < n:
-            rows.append(Row("edge", label=edge_text(n - k1, earlier=False)))
-            options.append(Option(rows[-1].label, id="edge-down", disabled=True))
+            label = edge_text(n - k1, earlier=False)
+            rows.append(Row("edge", label=label))
+            options.append(Option(label, id="edge-down", disabled=True))
         self.rows = rows
         turn_options = [i for i, r in enumerate(rows) if r.turn is not None]
         self._first_option = turn_options[0] if turn_options else None
@@ -228,6 +230,12 @@ class TurnList(OptionList):
         if option is None:
             return self._start
         return max(self._start - 1, min(self._start + option - self._lead, self._stop))
+
+    def line_span(self, option: int) -> tuple[int, int]:
+        """The content lines ``[top, bottom)`` option ``option`` occupies (OptionList keeps
+        them privately; tests and scrolling ask here)."""
+        top = self._index_to_line.get(option, 0)
+        return top, top + self._heights.get(option, 1)
 
     # -- moving past the window's edges -------------------------------------------
     def _load_adjacent(self, direction: int) -> None:
