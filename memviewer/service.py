@@ -251,7 +251,12 @@ class MemoryService:
         from memviewer.io.praisonai_import import import_paths
 
         report = import_paths(
-            self.import_session, paths_, progress, replace=replace, file_progress=file_progress
+            self.import_session,
+            paths_,
+            progress,
+            replace=replace,
+            file_progress=file_progress,
+            import_chunks=self.manager.import_session_chunks,
         )
         if index and report.imported:
             self.sync_index(report.session_ids)

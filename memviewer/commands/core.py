@@ -93,10 +93,15 @@ def import_praisonai(ctx: click.Context, paths, no_index, wait, as_json, replace
     started: set[str] = set()
 
     def file_progress(done: int, size: int, path: str) -> None:
-        """A big file is read in chunks: say so once, then draw its bytes on a TTY."""
+        """A big file is read in chunks: say so once, then draw its bytes on a TTY
+        (``size`` counts every pass over the file: checking it, then storing it)."""
         if path not in started:
             started.add(path)
-            click.echo(f"reading {path} ({size / 1e6:.0f} MB) …", err=True)
+            try:
+                mb = Path(path).stat().st_size / 1e6
+            except OSError:
+                mb = size / 1e6
+            click.echo(f"reading {path} ({mb:.0f} MB) …", err=True)
         if reading is not None:
             reading(done, size, path)
             if done >= size:

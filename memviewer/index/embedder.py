@@ -65,6 +65,9 @@ _OUTPUT_NAME = "last_hidden_state"
 #: exactly as without the cut.
 CHARS_PER_TOKEN = 16
 PROBE_TEXT = "memviewer embedding probe"
+#: Tokens (rows x padded width) per model run: 32 short texts, but only 8 of 256 tokens,
+#: which bounds a run's attention buffers to ~25 MB instead of ~100 MB each.
+TOKEN_BUDGET = 2048
 
 _DIR_HINT = (
     f"set {MODEL_DIR_ENV} (or the model_dir setting) to a folder containing "
@@ -403,6 +406,11 @@ class OnnxEmbedder:
         options.inter_op_num_threads = 1
         options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        # Every batch has its own shape (texts of different lengths): with the CPU arena and
+        # memory patterns on, onnxruntime keeps the largest buffers it ever needed, and a hub's
+        # indexer grew to ~1.7 GB. Without them, memory goes back after each run.
+        options.enable_cpu_mem_arena = False
+        options.enable_mem_pattern = False
         return ort.InferenceSession(str(model), sess_options=options, providers=["CPUExecutionProvider"])
 
     def _probe_dim(self, session: ort.InferenceSession, tokenizer: Tokenizer) -> int:
@@ -437,9 +445,14 @@ class OnnxEmbedder:
         lengths = np.fromiter((len(e.ids) for e in encodings), dtype=np.int64, count=len(texts))
         order = np.argsort(-lengths, kind="stable")
         rows: list[np.ndarray] = []
-        for start in range(0, len(order), self.batch_size):
-            chunk = order[start : start + self.batch_size]
-            width = int(lengths[chunk[0]])
+        start = 0
+        while start < len(order):
+            # Longest first, so the first text sets the width; long texts go fewer at a time
+            # (attention memory grows with rows x width^2): at most TOKEN_BUDGET tokens a run.
+            width = max(1, int(lengths[order[start]]))
+            take = max(1, min(self.batch_size, TOKEN_BUDGET // width))
+            chunk = order[start : start + take]
+            start += take
             ids = np.zeros((len(chunk), width), dtype=np.int64)
             mask = np.zeros_like(ids)
             types = np.zeros_like(ids)

@@ -543,8 +543,11 @@ class Indexer:
                 elif ev.kind == "session.imported":
                     forced.add(ev.session_id)
                     p = ev.payload
+                    # A chunked import (``session.chunked_import``) also counts the turns it
+                    # found unchanged: a continued import of a huge file re-reads no session.
+                    unchanged = p.get("unchanged_turns", 0) if p.get("scope_changed") is False else 0
                     wholly_new = (
-                        p.get("new_turns") == p.get("turns")
+                        p.get("new_turns", 0) + unchanged == p.get("turns")
                         and not p.get("updated_turns")
                         and not p.get("removed_turns")
                     )

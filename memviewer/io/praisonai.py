@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from memviewer.jsonvalues import check_value, loads_strict
 from memviewer.session.importcheck import MAX_INT, kind
@@ -134,6 +134,41 @@ def parse_session(
     for key in ("messages", "archived_messages"):
         if data.get(key) is not None and not isinstance(data[key], list):
             raise ForeignFileError(f"{key} must be a list, not {kind(data[key])}")
+    head = parse_head(data, fallback_id, default_ts)
+    turns: list[dict[str, Any]] = []
+    seen: Counter[tuple[str, float, str]] = Counter()
+    projection = [
+        (m, True, f"archived_messages[{i}]") for i, m in enumerate(data.get("archived_messages") or [])
+    ]
+    projection += [(m, False, f"messages[{i}]") for i, m in enumerate(data.get("messages") or [])]
+    stats = TurnStats()
+    for msg, archived, where in projection:
+        turn = message_turn(msg, archived, where, head, seen)
+        if turn is not None:
+            stats.add(turn)
+            turns.append(turn)
+    return session_row(head, data, stats), turns
+
+
+@dataclass
+class Head:
+    """What a session's top-level fields say, checked: everything a turn id or the
+    session row needs besides the messages themselves."""
+
+    sid: str
+    created: float | None
+    updated: float | None
+    agent: str
+    scope: str
+    scope_id: str | None
+    links: dict[str, str | None]
+    title: str | None
+    meta: dict[str, Any]
+    fallback_ts: float
+
+
+def parse_head(data: dict[str, Any], fallback_id: str, default_ts: float | None) -> Head:
+    """The top-level fields of a session object (the message lists are not looked at)."""
     meta = data.get("metadata")
     if meta is None:
         meta = {}
@@ -149,73 +184,101 @@ def parse_session(
     title = meta.get("title")
     if not isinstance(title, str):
         title = None  # kept verbatim in the metadata; the session's title comes from elsewhere
-    turns: list[dict[str, Any]] = []
-    seen: Counter[tuple[str, float, str]] = Counter()
-    projection = [
-        (m, True, f"archived_messages[{i}]") for i, m in enumerate(data.get("archived_messages") or [])
-    ]
-    projection += [(m, False, f"messages[{i}]") for i, m in enumerate(data.get("messages") or [])]
     fallback_ts = created or updated or default_ts or now()
-    for msg, archived, where in projection:
-        if not isinstance(msg, dict):
-            continue  # tolerate malformed entries, like PraisonAI itself
-        raw_role = msg.get("role")
-        if raw_role is not None and not isinstance(raw_role, str):
-            raise ForeignFileError(f"{where}.role must be a string, not {kind(raw_role)}")
-        role = raw_role or "user"
-        if role not in ("user", "assistant", "tool", "system"):
-            role = "system" if role == "developer" else "assistant"
-        content = _text(msg.get("content"))
-        ts = _file_ts(msg.get("timestamp"), f"{where}.timestamp") or fallback_ts
-        mmeta = msg.get("metadata")
-        if mmeta is not None and not isinstance(mmeta, dict):
-            raise ForeignFileError(f"{where}.metadata must be an object, not {kind(mmeta)}")
-        tool_calls = msg.get("tool_calls")
-        if tool_calls is not None and not isinstance(tool_calls, list):
-            raise ForeignFileError(f"{where}.tool_calls must be a list, not {kind(tool_calls)}")
-        tool_call_id = _id_text(msg.get("tool_call_id"), f"{where}.tool_call_id")
-        same = (role, ts, content)
-        occurrence = seen[same]
-        seen[same] += 1
-        is_summary = role == "system" and bool(mmeta and mmeta.get("compaction") is True)
-        turns.append(
-            {
-                "id": turn_id_for(sid, role, ts, content, occurrence),
-                "role": role,
-                "content": content,
-                "timestamp": ts,
-                "archived": archived,
-                "is_compaction_summary": is_summary and not archived,
-                "replaced_count": _compacted_count(
-                    (mmeta or {}).get("compacted_count"), f"{where}.metadata.compacted_count"
-                )
-                if is_summary
-                else 0,
-                "tool_calls": tool_calls,
-                "tool_call_id": tool_call_id,
-                "meta": mmeta,
-            }
+    return Head(sid, created, updated, agent, scope, scope_id, links, title, meta, fallback_ts)
+
+
+class Occurrences(Protocol):
+    """Counts how often a (role, timestamp, content) key was seen before (turn ids)."""
+
+    def __getitem__(self, key: tuple[str, float, str]) -> int: ...
+    def __setitem__(self, key: tuple[str, float, str], value: int) -> None: ...
+
+
+def message_turn(
+    msg: Any, archived: bool, where: str, head: Head, seen: Occurrences
+) -> dict[str, Any] | None:
+    """One message as a turn (None for a non-object entry, which PraisonAI tolerates too)."""
+    if not isinstance(msg, dict):
+        return None
+    raw_role = msg.get("role")
+    if raw_role is not None and not isinstance(raw_role, str):
+        raise ForeignFileError(f"{where}.role must be a string, not {kind(raw_role)}")
+    role = raw_role or "user"
+    if role not in ("user", "assistant", "tool", "system"):
+        role = "system" if role == "developer" else "assistant"
+    content = _text(msg.get("content"))
+    ts = _file_ts(msg.get("timestamp"), f"{where}.timestamp") or head.fallback_ts
+    mmeta = msg.get("metadata")
+    if mmeta is not None and not isinstance(mmeta, dict):
+        raise ForeignFileError(f"{where}.metadata must be an object, not {kind(mmeta)}")
+    tool_calls = msg.get("tool_calls")
+    if tool_calls is not None and not isinstance(tool_calls, list):
+        raise ForeignFileError(f"{where}.tool_calls must be a list, not {kind(tool_calls)}")
+    tool_call_id = _id_text(msg.get("tool_call_id"), f"{where}.tool_call_id")
+    key = (role, ts, content)
+    occurrence = seen[key]
+    seen[key] = occurrence + 1
+    is_summary = role == "system" and bool(mmeta and mmeta.get("compaction") is True)
+    return {
+        "id": turn_id_for(head.sid, role, ts, content, occurrence),
+        "role": role,
+        "content": content,
+        "timestamp": ts,
+        "archived": archived,
+        "is_compaction_summary": is_summary and not archived,
+        "replaced_count": _compacted_count(
+            (mmeta or {}).get("compacted_count"), f"{where}.metadata.compacted_count"
         )
-    stamps = [t["timestamp"] for t in turns]
-    started = created or (min(stamps) if stamps else fallback_ts)
-    last = updated or (max(stamps) if stamps else started)
-    first_user = next((t["content"] for t in turns if t["role"] == "user" and t["content"]), "")
-    title = title or " ".join(first_user.split())[:80] or agent  # like native sessions
+        if is_summary
+        else 0,
+        "tool_calls": tool_calls,
+        "tool_call_id": tool_call_id,
+        "meta": mmeta,
+    }
+
+
+@dataclass
+class TurnStats:
+    """What the session row needs from its turns, gathered one turn at a time."""
+
+    first_stamp: float | None = None
+    last_stamp: float | None = None
+    first_user: str = ""
+    count: int = 0
+    archived: int = 0
+
+    def add(self, turn: dict[str, Any]) -> None:
+        ts = turn["timestamp"]
+        self.first_stamp = ts if self.first_stamp is None else min(self.first_stamp, ts)
+        self.last_stamp = ts if self.last_stamp is None else max(self.last_stamp, ts)
+        if not self.first_user and turn["role"] == "user" and turn["content"]:
+            self.first_user = turn["content"]
+        self.count += 1
+        self.archived += bool(turn["archived"])
+
+
+def session_row(head: Head, data: dict[str, Any], stats: TurnStats) -> dict[str, Any]:
+    """The session row of a file: ``data`` holds its top-level fields (the message lists
+    are not read)."""
+    started = head.created or (stats.first_stamp if stats.count else head.fallback_ts)
+    last = head.updated or (stats.last_stamp if stats.count else started)
+    title = head.title or " ".join(stats.first_user.split())[:80] or head.agent  # like native sessions
     extra = {k: v for k, v in data.items() if k not in _KNOWN_KEYS}
-    session_meta = dict(meta)
+    session_meta = dict(head.meta)
     if extra:
         session_meta["praisonai_extra"] = extra
-    session = {
-        "id": sid,
-        "agent": agent,
-        "scope": scope,
-        "scope_id": scope_id,
+    return {
+        "id": head.sid,
+        "agent": head.agent,
+        "scope": head.scope,
+        "scope_id": head.scope_id,
         "title": title,
         "started_at": started,
         "last_seen_at": last,
         "closed_at": None,
         "status": "closed",
-        **links,
+        **head.links,
         "meta": {
             "praisonai": {
                 "user_id": data.get("user_id"),
@@ -226,7 +289,6 @@ def parse_session(
             "metadata": session_meta,
         },
     }
-    return session, turns
 
 
 _KNOWN_KEYS = {

@@ -1,6 +1,6 @@
 """``memviewer import praisonai``: import PraisonAI session files and folders, one file at a
-time, each checked completely before it is stored; big files are read incrementally
-(``praisonai_stream``), the rest whole (``praisonai.load_file``)."""
+time, each checked completely before it is stored; big files are read incrementally and
+stored in chunks (``praisonai_chunks``), the rest read whole (``praisonai.load_file``)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from memviewer.errors import MemviewerError
-from memviewer.io import praisonai_stream
+from memviewer.io import praisonai_chunks, praisonai_stream
 from memviewer.io.praisonai import ForeignFileError, ImportReport, iter_session_files, load_file
 from memviewer.store.db import storage_failure
 
@@ -24,16 +24,21 @@ def import_paths(
     *,
     replace: bool = False,
     file_progress: Callable[[int, int, str], None] | None = None,
+    import_chunks: Callable[..., dict[str, Any]] | None = None,
 ) -> ImportReport:
     """Import every session file; a bad file is reported by name and skipped, the rest go on.
 
-    Each file is one session imported in one transaction (all or nothing), with
+    Each file is one session imported in one transaction (all or nothing; a big file with
+    ``import_chunks``: checked whole, then one transaction per chunk of turns), with
     origin ``praisonai:<absolute path>``: re-importing the same file updates the
     session in place, while a session that exists from elsewhere (published live,
     another file) is refused unless ``replace`` (see ``SessionManager.import_session``).
     Only a failing store (disk full, I/O error) stops the run: it would fail every file.
     A file of ``praisonai_stream.STREAM_MIN_BYTES`` or more is read incrementally (same
-    result), reporting ``file_progress(bytes_read, file_size, path)`` as it goes.
+    result), reporting ``file_progress(bytes_done, bytes_total, path)`` as it goes; with
+    ``import_chunks`` (``SessionManager.import_session_chunks``) it is also checked whole
+    first and then stored a chunk of turns per transaction, in bounded memory
+    (``praisonai_chunks``; what an interrupted import leaves: ``session.chunked_import``).
     """
     report = ImportReport()
     files = list(iter_session_files(paths))
@@ -41,12 +46,17 @@ def import_paths(
         try:
             if not path.exists():
                 raise ForeignFileError("no such file or folder")
-            if praisonai_stream.should_stream(path):
-                session, turns = praisonai_stream.load_file_streaming(path, file_progress)
-            else:
-                session, turns = load_file(path)
             origin = f"praisonai:{path.resolve()}"
-            result = import_session(session, turns, origin=origin, replace=replace)
+            big = praisonai_stream.should_stream(path)
+            if big and import_chunks is not None:
+                with praisonai_chunks.opened(path, file_progress) as (checked, chunks):
+                    result = import_chunks(checked.session, chunks, origin=origin, replace=replace)
+            else:
+                if big:
+                    session, turns = praisonai_stream.load_file_streaming(path, file_progress)
+                else:
+                    session, turns = load_file(path)
+                result = import_session(session, turns, origin=origin, replace=replace)
             result["path"] = str(path)
             report.imported.append(result)
         except (ForeignFileError, MemviewerError) as exc:

@@ -8,7 +8,7 @@ take caller-minted ids so that replays from a publisher's spool are no-ops.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -630,25 +630,7 @@ class SessionManager:
         t = now()
         with log_context(session_id=sid), self.store.write() as tx:
             existing = repos.get_session(tx.conn, sid)
-            row = {
-                "id": sid,
-                "agent": session.get("agent") or "",
-                "scope": session.get("scope") or "agent",
-                "scope_id": session.get("scope_id") or "",
-                "title": session.get("title") or "",
-                "started_at": session.get("started_at") or t,
-                "last_seen_at": session.get("last_seen_at") or session.get("started_at") or t,
-                "closed_at": session.get("closed_at"),
-                "status": session.get("status") or "closed",
-                "source": session.get("source"),
-                "lineage_id": session.get("lineage_id"),
-                "root_session_id": session.get("root_session_id"),
-                "thread_id": session.get("thread_id"),
-                "parent_session_id": session.get("parent_session_id"),
-                "retention": session.get("retention") or self.retention,
-                "active_window": session.get("active_window") or self.active_window,
-                "meta": session.get("meta"),
-            }
+            row = self.import_row(session, t)
             plan = _ImportPlan.build(tx, sid, existing, row, turns, episodes or [])
             prior = prior_origin(tx.conn, sid) if existing is not None else None
             # Another file's session, or one published live: an origin-less caller (the API,
@@ -719,6 +701,45 @@ class SessionManager:
                 ts=t,
             )
             return result
+
+    def import_row(self, session: dict[str, Any], t: float) -> dict[str, Any]:
+        """The ``sessions`` row an import writes for ``session`` (defaults filled in)."""
+        return {
+            "id": session["id"],
+            "agent": session.get("agent") or "",
+            "scope": session.get("scope") or "agent",
+            "scope_id": session.get("scope_id") or "",
+            "title": session.get("title") or "",
+            "started_at": session.get("started_at") or t,
+            "last_seen_at": session.get("last_seen_at") or session.get("started_at") or t,
+            "closed_at": session.get("closed_at"),
+            "status": session.get("status") or "closed",
+            "source": session.get("source"),
+            "lineage_id": session.get("lineage_id"),
+            "root_session_id": session.get("root_session_id"),
+            "thread_id": session.get("thread_id"),
+            "parent_session_id": session.get("parent_session_id"),
+            "retention": session.get("retention") or self.retention,
+            "active_window": session.get("active_window") or self.active_window,
+            "meta": session.get("meta"),
+        }
+
+    def import_session_chunks(
+        self,
+        session: dict[str, Any],
+        chunks: Iterable[list[dict[str, Any]]],
+        *,
+        origin: str | None = None,
+        replace: bool = False,
+    ) -> dict[str, Any]:
+        """``import_session`` for a history too big to hold: one transaction per chunk.
+
+        The rules (what a Ctrl-C leaves, how a re-run continues) are in
+        ``memviewer.session.chunked_import``.
+        """
+        from memviewer.session.chunked_import import import_chunks
+
+        return import_chunks(self, session, chunks, origin=origin, replace=replace)
 
 
 @dataclass

@@ -1,0 +1,291 @@
+"""Import one session history in chunks, one transaction each (``import_session_chunks``).
+
+``SessionManager.import_session`` takes the whole turn list and writes it in one
+transaction: a 200 MB PraisonAI file needed 2.7 GB. Here turns arrive in chunks (the
+caller has checked the whole file first, see ``io.praisonai_chunks``) and each chunk is
+compared with the store by turn id and committed on its own, so memory stays at one chunk
+plus a 64-bit hash per turn id (to find, at the end, the stored turns the file no longer
+holds), and a hub writing to the same store is never held up for a whole file.
+
+The rules are those of ``import_session`` (idempotent by turn id, the file is
+authoritative, origins, ``replace``, no live turns silently removed), with what chunking
+adds:
+
+* **Interrupted (Ctrl-C, a crash, a full disk).** The chunks committed so far stay: the
+  session exists with the file's first turns, in order and whole, and its first
+  ``session.imported`` event (``partial: true``, written with the first chunk that changed
+  anything) records the origin. Turns the file no longer holds are removed only by the
+  last transaction, so an interrupted re-import of an edited file may show old and new
+  turns together until it is run again.
+* **Re-run.** Running the same import again continues it: committed turns compare equal
+  and are skipped, the rest are inserted, and the last transaction removes what the file
+  no longer holds and writes the final ``session.imported`` event (``partial`` absent).
+  Nothing is duplicated, since every turn is keyed by its id.
+* **Refusals come first.** A session from another origin is refused (``conflict``) at the
+  first chunk that would change it, before anything is written (chunks that change
+  nothing write nothing); live turns published since the last import are refused at the
+  start unless ``replace``.
+* Turns carry no episodes (``episode_id`` must be null): PraisonAI files have none.
+  Episodes the session had are removed at the end, as ``import_session`` does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from memviewer.errors import CONFLICT, INVALID_ARGUMENT, MemviewerError
+from memviewer.jsonvalues import check_value
+from memviewer.logctx import log_context
+from memviewer.session.importcheck import (
+    LIVE,
+    check_session,
+    check_turn,
+    describe_origin,
+    live_turns_since_import,
+    prior_origin,
+)
+from memviewer.store import import_pages, repos
+from memviewer.timeutil import now
+
+if TYPE_CHECKING:
+    from memviewer.session.manager import SessionManager
+    from memviewer.store.db import WriteTx
+
+#: Stored turn ids read per query when looking for turns the file no longer holds.
+ID_PAGE = 5000
+_COMPARED = (
+    "session_id",
+    "episode_id",
+    "idx",
+    "role",
+    "content",
+    "timestamp",
+    "archived",
+    "is_compaction_summary",
+    "replaced_count",
+    "tool_calls",
+    "tool_call_id",
+    "meta",
+)
+
+
+class _Run:
+    """One chunked import: what the first transaction found, and the counts so far."""
+
+    def __init__(self, mgr: SessionManager, session: dict[str, Any], origin: str | None, replace: bool):
+        self.mgr, self.origin, self.replace = mgr, origin, replace
+        self.t = now()
+        self.sid: str = session["id"]
+        self.row = mgr.import_row(session, self.t)
+        self.begun = False
+        self.existing: dict[str, Any] | None = None
+        self.prior: str | None = None
+        self.foreign = False
+        self.session_changes: dict[str, Any] = {}
+        self.started = False  # the session row and the partial event are written
+        self.kept: set[int] = set()  # hash(turn id) of every turn the file holds
+        self.pos = 0
+        self.turns = self.new = self.updated = self.removed = self.archived = 0
+        self.chunks = 0
+
+    # -- the first transaction's checks -------------------------------------------
+    def begin(self, tx: WriteTx) -> None:
+        conn = tx.conn
+        self.existing = repos.get_session(conn, self.sid)
+        existing = self.existing
+        if existing is not None:
+            self.prior = prior_origin(conn, self.sid)
+            self.session_changes = {k: v for k, v in self.row.items() if k != "id" and existing[k] != v}
+        prior = self.prior
+        self.foreign = (
+            prior is not None and prior != self.origin and (self.origin is not None or prior == LIVE)
+        )
+        if self.foreign and not self.replace and self.session_changes:
+            raise self.refusal()
+        if existing is not None and not self.replace and not self.foreign:
+            live = live_turns_since_import(conn, self.sid)
+            if live:  # the file is the record, but these turns were never in it
+                raise MemviewerError(
+                    CONFLICT,
+                    f"session {self.sid} has {live} turns published live since it was "
+                    "imported; re-importing would remove them",
+                    data={
+                        "reason": "live_turns",
+                        "hint": "pass --replace to make the session match the file anyway",
+                    },
+                )
+        self.begun = True
+
+    def refusal(self) -> MemviewerError:
+        return MemviewerError(
+            CONFLICT,
+            f"session {self.sid} already exists (from {describe_origin(str(self.prior))})",
+            data={"reason": "session_exists", "origin": self.prior},
+        )
+
+    def start(self, tx: WriteTx) -> None:
+        """Before the first change: the session row, and the event that records the origin."""
+        if self.started:
+            return
+        if self.foreign and not self.replace:
+            raise self.refusal()
+        conn, row = tx.conn, self.row
+        if self.existing is None:
+            repos.insert_session(conn, row)
+            tx.append_event(
+                "session.started",
+                self.sid,
+                None,
+                {
+                    "agent": row["agent"],
+                    "scope": row["scope"],
+                    "scope_id": row["scope_id"],
+                    "title": row["title"],
+                    "source": row["source"],
+                    "imported": True,
+                },
+                ts=self.t,
+            )
+        elif self.session_changes:
+            repos.update_session(conn, self.sid, **self.session_changes)
+        tx.append_event("session.imported", self.sid, None, self.payload(partial=True), ts=self.t)
+        self.started = True
+
+    def payload(self, *, partial: bool = False) -> dict[str, Any]:
+        scope_changed = any(k in self.session_changes for k in ("scope", "scope_id"))
+        body: dict[str, Any] = {
+            "turns": 0 if partial else self.turns,
+            "new_turns": 0 if partial else self.new,
+            "updated_turns": 0 if partial else self.updated,
+            "removed_turns": 0 if partial else self.removed,
+            "unchanged_turns": 0 if partial else self.turns - self.new - self.updated,
+            "archived_turns": 0 if partial else self.archived,
+            "scope_changed": scope_changed,
+            "source": self.row["source"],
+            "origin": self.origin,
+            "replaced": self.prior if self.foreign else None,
+            "chunks": self.chunks,
+        }
+        if partial:
+            body["partial"] = True
+        return body
+
+    # -- one chunk ---------------------------------------------------------------
+    def chunk(self, tx: WriteTx, turns: list[dict[str, Any]]) -> None:
+        conn = tx.conn
+        ids: set[str] = set()
+        for i, turn in enumerate(turns):
+            check_turn(self.pos + i, turn)
+            if turn.get("episode_id") is not None:
+                raise MemviewerError(
+                    INVALID_ARGUMENT, f"turn {turn['id']}: a chunked import takes turns without episodes"
+                )
+            if turn["id"] in ids:
+                raise MemviewerError(INVALID_ARGUMENT, f"turn id {turn['id']!r} appears twice")
+            ids.add(turn["id"])
+        reason = check_value(turns)
+        if reason:
+            raise MemviewerError(INVALID_ARGUMENT, f"session {self.sid!r} {reason}")
+        have = repos.get_turns(conn, [x["id"] for x in turns])
+        new_rows: list[dict[str, Any]] = []
+        updates: dict[str, dict[str, Any]] = {}
+        for i, turn in enumerate(turns):
+            values = {
+                "session_id": self.sid,
+                "episode_id": None,
+                "idx": self.pos + i,
+                "role": turn["role"],
+                "content": turn.get("content") or "",
+                "timestamp": turn["timestamp"],
+                "archived": bool(turn.get("archived")),
+                "is_compaction_summary": bool(turn.get("is_compaction_summary")),
+                "replaced_count": int(turn.get("replaced_count") or 0),
+                "tool_calls": turn.get("tool_calls"),
+                "tool_call_id": turn.get("tool_call_id"),
+                "meta": turn.get("meta"),
+            }
+            old = have.get(turn["id"])
+            if old is None:
+                new_rows.append({"id": turn["id"], **values})
+            elif old["session_id"] != self.sid:
+                raise MemviewerError(CONFLICT, f"turn {turn['id']} belongs to session {old['session_id']}")
+            elif any(old[k] != values[k] for k in _COMPARED):
+                updates[turn["id"]] = values
+        if new_rows or updates or (self.existing is None) or self.session_changes:
+            self.start(tx)
+        for tid, values in updates.items():
+            repos.update_turn(conn, tid, **values)
+        repos.insert_turns(conn, new_rows)
+        self.kept.update(hash(x["id"]) for x in turns)
+        self.pos += len(turns)
+        self.turns += len(turns)
+        self.new += len(new_rows)
+        self.updated += len(updates)
+        self.archived += sum(1 for x in turns if x.get("archived"))
+        self.chunks += 1
+
+    # -- the last transaction ------------------------------------------------------
+    def finish(self, tx: WriteTx) -> dict[str, Any]:
+        conn = tx.conn
+        removed_eps: list[str] = []
+        if self.existing is not None:
+            after = -1
+            while True:
+                page = import_pages.turn_ids_page(conn, self.sid, after, ID_PAGE)
+                if not page:
+                    break
+                after = page[-1][0]
+                gone = [tid for _num, tid in page if hash(tid) not in self.kept]
+                if gone:
+                    self.start(tx)  # refuses a foreign session (nothing written yet)
+                    import_pages.delete_turns(conn, gone)
+                    self.removed += len(gone)
+            removed_eps = [e["id"] for e in repos.session_episodes(conn, self.sid)]
+            if removed_eps:
+                self.start(tx)
+                import_pages.delete_episodes(conn, removed_eps)
+        result = {
+            "session_id": self.sid,
+            "created": self.existing is None,
+            "turns": self.turns,
+            "new_turns": self.new,
+            "updated_turns": self.updated,
+            "removed_turns": self.removed,
+            "archived_turns": self.archived,
+            "chunks": self.chunks,
+        }
+        if self.foreign and not self.started:
+            return result  # an identical copy from elsewhere: nothing to do, origin kept
+        if self.existing is None or self.session_changes:
+            self.start(tx)  # an empty file still creates its session
+        tx.append_event("session.imported", self.sid, None, self.payload(), ts=self.t)
+        return result
+
+
+def import_chunks(
+    mgr: SessionManager,
+    session: dict[str, Any],
+    chunks: Iterable[list[dict[str, Any]]],
+    *,
+    origin: str | None = None,
+    replace: bool = False,
+) -> dict[str, Any]:
+    """Store ``session`` and its turns (projection order, in chunks); see the module doc."""
+    check_session(session)
+    reason = check_value(session)
+    if reason:
+        raise MemviewerError(INVALID_ARGUMENT, f"session {session['id']!r} {reason}")
+    run = _Run(mgr, session, origin, replace)
+    with log_context(session_id=run.sid):
+        for turns in chunks:
+            if not turns:
+                continue
+            with mgr.store.write() as tx:
+                if not run.begun:
+                    run.begin(tx)
+                run.chunk(tx, turns)
+        with mgr.store.write() as tx:
+            if not run.begun:
+                run.begin(tx)
+            return run.finish(tx)

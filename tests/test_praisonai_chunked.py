@@ -1,0 +1,196 @@
+"""One huge PraisonAI file is checked whole, then stored a chunk of turns per transaction:
+the same rows as a whole-file import, bounded memory, re-runs that continue, and a Ctrl-C
+that leaves whole chunks."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from praisonai_big import write_big_session
+
+import memviewer.store.fts  # noqa: F401 - registers migration 3
+from memviewer.io import praisonai_chunks, praisonai_stream
+from memviewer.io.praisonai import load_file
+from memviewer.io.praisonai_import import import_paths
+from memviewer.session.manager import SessionManager
+from memviewer.store import repos
+from memviewer.store.db import Store
+
+
+def _doc(n: int, *, drop: int | None = None, extra: str | None = None) -> dict:
+    msgs = [
+        # repeated (role, time, text) keys: the occurrence count must match the whole read
+        {"role": "assistant" if i % 2 else "user", "content": f"m{i % 7}", "timestamp": 1700000000 + i % 3}
+        for i in range(n)
+        if i != drop
+    ]
+    if extra:
+        msgs.append({"role": "user", "content": extra, "timestamp": 1700000100})
+    return {  # the header after the messages, as PraisonAI writes it
+        "messages": msgs,
+        "session_id": "s1",
+        "user_id": "u",
+        "metadata": {"title": "T", "n": [1, 2.5, None, True]},
+        "archived_messages": [{"role": "user", "content": "old", "timestamp": 1690000000}, 5],
+        "custom": {"kept": "verbatim"},
+    }
+
+
+def _rows(store: Store, sid: str) -> list[dict]:
+    with store.read() as conn:
+        return [{k: v for k, v in r.items() if k != "num"} for r in repos.session_turns(conn, sid)]
+
+
+def test_chunked_import_stores_what_a_whole_import_stores(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(praisonai_stream, "STREAM_MIN_BYTES", 1_000)
+    monkeypatch.setattr(praisonai_chunks, "CHUNK_TURNS", 400)
+    p = tmp_path / "s.json"
+    p.write_text(json.dumps(_doc(1500)), encoding="utf-8")
+    session, turns = load_file(p)
+    chunked, whole = Store.open(tmp_path / "a.db"), Store.open(tmp_path / "b.db")
+    try:
+        m = SessionManager(chunked)
+        report = import_paths(m.import_session, [p], import_chunks=m.import_session_chunks)
+        assert not report.failed
+        (result,) = report.imported
+        assert (result["turns"], result["new_turns"], result["chunks"]) == (1501, 1501, 4)
+        SessionManager(whole).import_session(session, turns, origin=f"praisonai:{p.resolve()}")
+        assert _rows(chunked, "s1") == _rows(whole, "s1")
+        with chunked.read() as c1, whole.read() as c2:
+            assert repos.get_session(c1, "s1") == repos.get_session(c2, "s1")
+
+        again = import_paths(m.import_session, [p], import_chunks=m.import_session_chunks).imported[0]
+        assert (again["new_turns"], again["updated_turns"], again["removed_turns"]) == (0, 0, 0)
+
+        p.write_text(json.dumps(_doc(1500, drop=700, extra="a new message")), encoding="utf-8")
+        edited = import_paths(m.import_session, [p], import_chunks=m.import_session_chunks).imported[0]
+        assert edited["new_turns"] == 1 and edited["removed_turns"] == 1
+        session, turns = load_file(p)
+        assert [r["id"] for r in _rows(chunked, "s1")] == [t["id"] for t in turns]
+        assert [r["idx"] for r in _rows(chunked, "s1")] == list(range(len(turns)))
+    finally:
+        chunked.close()
+        whole.close()
+
+
+def test_a_bad_message_late_in_a_big_file_stores_nothing(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(praisonai_stream, "STREAM_MIN_BYTES", 1_000)
+    monkeypatch.setattr(praisonai_chunks, "CHUNK_TURNS", 100)
+    doc = _doc(1000)
+    doc["messages"][950]["metadata"] = "not an object"
+    p = tmp_path / "bad.json"
+    p.write_text(json.dumps(doc), encoding="utf-8")
+    store = Store.open(tmp_path / "m.db")
+    try:
+        m = SessionManager(store)
+        report = import_paths(m.import_session, [p], import_chunks=m.import_session_chunks)
+        assert report.failed and "messages[950].metadata must be an object" in report.failed[0][1]
+        with store.read() as conn:
+            assert repos.get_session(conn, "s1") is None
+    finally:
+        store.close()
+
+
+def test_a_session_from_elsewhere_is_refused_before_anything_is_written(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(praisonai_stream, "STREAM_MIN_BYTES", 1_000)
+    monkeypatch.setattr(praisonai_chunks, "CHUNK_TURNS", 100)
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text(json.dumps(_doc(300)), encoding="utf-8")
+    b.write_text(json.dumps(_doc(300, extra="only in b")), encoding="utf-8")
+    store = Store.open(tmp_path / "m.db")
+    try:
+        m = SessionManager(store)
+        assert not import_paths(m.import_session, [a], import_chunks=m.import_session_chunks).failed
+        before = _rows(store, "s1")
+        same = import_paths(m.import_session, [tmp_path / "a.json"], import_chunks=m.import_session_chunks)
+        assert not same.failed
+        report = import_paths(m.import_session, [b], import_chunks=m.import_session_chunks)
+        assert report.failed and "already exists" in report.failed[0][1]
+        assert _rows(store, "s1") == before
+    finally:
+        store.close()
+
+
+# -- real processes ----------------------------------------------------------------------
+BIG_BYTES = 17_000_000  # above STREAM_MIN_BYTES (16 MB): the chunked path
+#: Peak RSS of `memviewer import praisonai --no-index` on that file. main's whole-list
+#: import needed ~13x the file (~230 MB here); the chunked one measured ~80 MB.
+RSS_BOUND_MB = 160
+
+WRAPPER = """
+import resource, subprocess, sys
+r = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+print(r.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // 1024)
+sys.stderr.write(r.stderr[-2000:])
+"""
+
+
+def _cmd(home: Path, path: Path) -> list[str]:
+    exe = Path(sys.executable).with_name("memviewer")
+    return [str(exe), "--home", str(home), "import", "praisonai", "--no-index", str(path)]
+
+
+def _turns(home: Path) -> list[tuple[str, int]]:
+    if not (home / "memviewer.db").exists():
+        return []
+    db = sqlite3.connect(f"file:{home / 'memviewer.db'}?mode=ro", uri=True, timeout=10)
+    try:
+        return [
+            (r[0], r[1])
+            for r in db.execute("SELECT id, idx FROM turns WHERE session_id = 'big' ORDER BY idx")
+        ]
+    except sqlite3.OperationalError:  # no tables yet
+        return []
+    finally:
+        db.close()
+
+
+@pytest.mark.integration
+@pytest.mark.timeout(900)
+def test_ctrl_c_leaves_whole_chunks_and_the_rerun_completes_in_bounded_memory(tmp_path: Path) -> None:
+    path = tmp_path / "big.json"
+    n = write_big_session(path, BIG_BYTES)
+    home = tmp_path / "home"
+    proc = subprocess.Popen(
+        _cmd(home, path),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        # The harness may run with SIGINT ignored, which the child would inherit.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    try:
+        deadline = time.monotonic() + 600
+        while not _turns(home) and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert proc.poll() is None, "the import ended before it was interrupted"
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+        took = time.monotonic() - sent
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode != 0
+    assert took < 5.0, f"Ctrl-C took {took:.1f} s"
+    kept = _turns(home)
+    assert 0 < len(kept) < n and len(kept) % praisonai_chunks.CHUNK_TURNS == 0  # whole chunks
+    assert [i for _, i in kept] == list(range(len(kept)))
+
+    out = subprocess.run(
+        [sys.executable, "-c", WRAPPER, *_cmd(home, path)], capture_output=True, text=True, timeout=900
+    )
+    code, peak_mb = (int(x) for x in out.stdout.split())
+    assert code == 0, out.stderr
+    assert peak_mb < RSS_BOUND_MB, f"peak RSS {peak_mb} MB"
+    turns = _turns(home)
+    assert len(turns) == n and len({t for t, _ in turns}) == n  # continued, nothing twice
+    assert turns[: len(kept)] == kept
+    assert [i for _, i in turns] == list(range(n))
