@@ -140,7 +140,7 @@ def opened(
     ``KeyboardInterrupt`` when the block ends; a chunk already handed over is the
     caller's to finish storing.
     """
-    import ijson  # type: ignore[import-untyped]
+    import ijson
 
     try:
         fh = open(path, "rb")  # noqa: SIM115 - closed below
@@ -219,7 +219,7 @@ def _scan_header(big: BigFile, reader: _Reader) -> tuple[Any, set[str]]:
 
     The lists' items are only parsed, never built, so this pass holds the small fields.
     """
-    from ijson.common import ObjectBuilder  # type: ignore[import-untyped]
+    from ijson.common import ObjectBuilder
 
     reader.fh.seek(0)
     big.scans += 1
