@@ -32,9 +32,9 @@ def run_import(service: MemoryService, kind: str, path: str, replace: bool, prog
     if not target.exists():
         raise ValueError(f"{target} does not exist")
     if kind == "praisonai":
-        from memviewer.io.praisonai_import import import_paths
-
-        return import_paths(service.import_session, [target], progress, replace=replace).to_dict()
+        # the service's path: a huge file is stored in chunks (bounded memory), and the index
+        # catches up in the background (the viewer shows the lag) rather than in this worker
+        return service.import_praisonai([target], progress, index=False, replace=replace).to_dict()
     from memviewer.io.json_import import ExportFileError, import_file
 
     try:
@@ -43,7 +43,7 @@ def run_import(service: MemoryService, kind: str, path: str, replace: bool, prog
             target,
             progress,
             replace=replace,
-            annotate=getattr(service, "import_annotations", None),
+            annotate=service.import_annotations,
         )
     except ExportFileError as exc:
         return {"imported": [], "failed": [{"path": str(target), "error": str(exc)}]}
