@@ -85,9 +85,11 @@ def test_many_matches_switch_to_the_window(
     ks = KeywordSearch(store)
     assert ks.search("gecko", limit=10)["total_found"] == 6
     monkeypatch.setattr(keyword, "COMMON_TURNS", 2)
-    assert ks.search("gecko", limit=10)["total_found"] == 6  # 6 ≤ RANKED_MAX: ranked in full
+    full = ks.search("gecko", limit=10)
+    assert full["total_found"] == 6 and "ranked_window" not in full  # 6 ≤ RANKED_MAX: ranked in full
     monkeypatch.setattr(keyword, "RANKED_MAX", 5)
     assert set(top(ks, "gecko", limit=10)) == {"s-4", "s-5"}  # the newest two matching turns
+    assert ks.search("gecko", limit=10)["ranked_window"] == 2  # and the answer says so
 
 
 def test_turns_holding_every_word_come_first(store: Store, manager: SessionManager, windowed: None) -> None:

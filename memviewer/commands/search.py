@@ -122,6 +122,8 @@ def _print_human(result: dict[str, Any]) -> None:
         ]
         n = result["total_found"]
         title = f"{n} {'session matches' if n == 1 else 'sessions match'} {result['query']!r}"
+        if result.get("ranked_window"):
+            title += f" (ranked on the newest {result['ranked_window']} matching turns: common words)"
         if sys.stdout.isatty():
             _print_hits(title, result["results"], terms)
         else:

@@ -266,6 +266,8 @@ class KeywordSearch:
                     _add(candidates, _fts_candidates(db, fts.WORD_TABLE, plan.match, pq, filters, narrow))
                 else:
                     _add(candidates, _common_candidates(db, plan, pq, filters))
+                    # said in the answer, not only in the docs: older sessions may be missing
+                    out["ranked_window"] = COMMON_TURNS
             if pq.cjk_units and tables["cjk"] and (cjk := _cjk_match(db, pq.cjk_units)):
                 _add(candidates, _fts_candidates(db, fts.CJK_TABLE, cjk, pq, filters))
             scan = ([] if tables["word"] else pq.word_units) + ([] if tables["cjk"] else pq.cjk_units)
