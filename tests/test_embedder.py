@@ -545,3 +545,32 @@ def test_hash_embedder_rejects_bad_input() -> None:
         HashEmbedder(dim=0)
     with pytest.raises(TypeError):
         HashEmbedder().embed("text")  # type: ignore[arg-type]
+
+
+class _LengthTokenizer:
+    """A text of n words becomes n tokens."""
+
+    def encode_batch(self, texts: list[str]) -> list[_Enc]:
+        return [_Enc(max(1, len(t.split()))) for t in texts]
+
+
+class _ShapeSession(_FakeSession):
+    def __init__(self) -> None:
+        self.shapes: list[tuple[int, int]] = []
+
+    def run(self, outputs: list[str], feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        self.shapes.append(feeds["input_ids"].shape)
+        return super().run(outputs, feeds)
+
+
+def test_long_texts_go_few_at_a_time_short_ones_a_full_batch() -> None:
+    """Attention buffers grow with rows x width^2: a run stays within ATTENTION_BUDGET, while
+    short texts still fill the batch (the model's speed depends on it)."""
+    embedder = OnnxEmbedder(max_length=256, batch_size=32)
+    session = _ShapeSession()
+    texts = ["word " * 256] * 8 + ["word " * 128] * 16 + ["word " * 10] * 64
+    out = embedder._run(session, _LengthTokenizer(), texts)  # type: ignore[arg-type]
+    assert out.shape == (len(texts), 4)
+    assert all(rows * width * width <= emb.ATTENTION_BUDGET for rows, width in session.shapes)
+    assert (2, 256) in session.shapes and (8, 128) in session.shapes and (32, 10) in session.shapes
+    assert sum(rows for rows, _ in session.shapes) == len(texts)

@@ -2,7 +2,7 @@
 
 onnxruntime's CPU arena kept the largest buffers any batch shape needed (texts of varied
 lengths give every batch its own shape): a hub with the indexer on reached 1.2-2 GB. The
-embedder now runs without the arena and with at most ``TOKEN_BUDGET`` tokens per run.
+embedder now runs without the arena and with at most ``ATTENTION_BUDGET`` (rows x width^2) per run.
 """
 
 from __future__ import annotations

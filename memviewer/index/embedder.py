@@ -65,9 +65,11 @@ _OUTPUT_NAME = "last_hidden_state"
 #: exactly as without the cut.
 CHARS_PER_TOKEN = 16
 PROBE_TEXT = "memviewer embedding probe"
-#: Tokens (rows x padded width) per model run: 32 short texts, but only 8 of 256 tokens,
-#: which bounds a run's attention buffers to ~25 MB instead of ~100 MB each.
-TOKEN_BUDGET = 2048
+#: Rows x width^2 per model run (the attention buffers grow with it): 32 texts up to 64
+#: tokens, 8 of 128, 2 of 256. Measured on the int8 model (VmHWM over one run): 2 rows of 256
+#: tokens add nothing to the ~280 MB a loaded model holds, 4 add ~170 MB, 8 add ~420 MB;
+#: and 2 at a time embed long texts no slower (docs/benchmarks.md, "Embedder memory").
+ATTENTION_BUDGET = 2 * 256 * 256
 
 _DIR_HINT = (
     f"set {MODEL_DIR_ENV} (or the model_dir setting) to a folder containing "
@@ -448,9 +450,9 @@ class OnnxEmbedder:
         start = 0
         while start < len(order):
             # Longest first, so the first text sets the width; long texts go fewer at a time
-            # (attention memory grows with rows x width^2): at most TOKEN_BUDGET tokens a run.
+            # (attention memory grows with rows x width^2): at most ATTENTION_BUDGET a run.
             width = max(1, int(lengths[order[start]]))
-            take = max(1, min(self.batch_size, TOKEN_BUDGET // width))
+            take = max(1, min(self.batch_size, ATTENTION_BUDGET // (width * width)))
             chunk = order[start : start + take]
             start += take
             ids = np.zeros((len(chunk), width), dtype=np.int64)
