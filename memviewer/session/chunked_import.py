@@ -44,6 +44,7 @@ from memviewer.session.importcheck import (
     describe_origin,
     live_turns_since_import,
     prior_origin,
+    stored_turn,
 )
 from memviewer.store import import_pages, repos
 from memviewer.timeutil import now
@@ -191,20 +192,7 @@ class _Run:
         new_rows: list[dict[str, Any]] = []
         updates: dict[str, dict[str, Any]] = {}
         for i, turn in enumerate(turns):
-            values = {
-                "session_id": self.sid,
-                "episode_id": None,
-                "idx": self.pos + i,
-                "role": turn["role"],
-                "content": turn.get("content") or "",
-                "timestamp": turn["timestamp"],
-                "archived": bool(turn.get("archived")),
-                "is_compaction_summary": bool(turn.get("is_compaction_summary")),
-                "replaced_count": int(turn.get("replaced_count") or 0),
-                "tool_calls": turn.get("tool_calls"),
-                "tool_call_id": turn.get("tool_call_id"),
-                "meta": turn.get("meta"),
-            }
+            values = stored_turn(turn, self.sid, None, self.pos + i)
             old = have.get(turn["id"])
             if old is None:
                 new_rows.append({"id": turn["id"], **values})

@@ -234,3 +234,22 @@ def describe_origin(origin: str) -> str:
     kind_, _, where = origin.partition(":")
     names = {"praisonai": "PraisonAI file", "export": "memviewer export", "longmemeval": "LongMemEval file"}
     return f"{names[kind_]} {where}" if kind_ in names and where else origin
+
+
+def stored_turn(turn: dict[str, Any], session_id: str, episode_id: str | None, idx: int) -> dict[str, Any]:
+    """The turn row an import writes (without its id), from a checked turn: the whole-session
+    and the chunked import store, and compare against what is stored, exactly these columns."""
+    return {
+        "session_id": session_id,
+        "episode_id": episode_id,
+        "idx": idx,
+        "role": turn["role"],
+        "content": turn.get("content") or "",
+        "timestamp": turn["timestamp"],
+        "archived": bool(turn.get("archived")),
+        "is_compaction_summary": bool(turn.get("is_compaction_summary")),
+        "replaced_count": int(turn.get("replaced_count") or 0),
+        "tool_calls": turn.get("tool_calls"),
+        "tool_call_id": turn.get("tool_call_id"),
+        "meta": turn.get("meta"),
+    }

@@ -34,6 +34,7 @@ from memviewer.session.importcheck import (
     describe_origin,
     live_turns_since_import,
     prior_origin,
+    stored_turn,
 )
 from memviewer.session.turn_rules import (
     closed_episode_error,
@@ -811,20 +812,7 @@ class _ImportPlan:
                     INVALID_ARGUMENT,
                     f"turn {turn['id']}: episode {turn['episode_id']} is not in session {sid}",
                 )
-            values = {
-                "session_id": sid,
-                "episode_id": turn.get("episode_id"),
-                "idx": pos,
-                "role": turn["role"],
-                "content": turn.get("content") or "",
-                "timestamp": turn["timestamp"],
-                "archived": bool(turn.get("archived")),
-                "is_compaction_summary": bool(turn.get("is_compaction_summary")),
-                "replaced_count": int(turn.get("replaced_count") or 0),
-                "tool_calls": turn.get("tool_calls"),
-                "tool_call_id": turn.get("tool_call_id"),
-                "meta": turn.get("meta"),
-            }
+            values = stored_turn(turn, sid, turn.get("episode_id"), pos)
             old = have.get(turn["id"])
             if old is None:
                 new_turns.append({"id": turn["id"], **values})
