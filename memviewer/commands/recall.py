@@ -403,6 +403,23 @@ def eval_group() -> None:
     """Retrieval evaluations."""
 
 
+def _workspace_options(fn: Any) -> Any:
+    """The options every evaluator shares: its embedding cache, a kept home, JSON output."""
+    fn = click.option("--json", "as_json", is_flag=True)(fn)
+    fn = click.option(
+        "--keep-home",
+        type=click.Path(file_okay=False),
+        default=None,
+        help="ingest into this folder and keep it (re-runs skip ingestion)",
+    )(fn)
+    return click.option(
+        "--cache-dir",
+        type=click.Path(file_okay=False),
+        default=None,
+        help="embedding cache folder (default: <tmp>/memviewer-eval-cache)",
+    )(fn)
+
+
 @eval_group.command("longmemeval")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
 @click.option("--limit", type=click.IntRange(1), default=None, help="only the first N questions")
@@ -413,19 +430,7 @@ def eval_group() -> None:
     show_default=True,
     help="report the first N questions (tuning) and the rest (hold-out) separately",
 )
-@click.option(
-    "--cache-dir",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="embedding cache folder (default: <tmp>/memviewer-eval-cache)",
-)
-@click.option(
-    "--keep-home",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="ingest into this folder and keep it (re-runs skip ingestion)",
-)
-@click.option("--json", "as_json", is_flag=True)
+@_workspace_options
 @click.pass_context
 def eval_longmemeval(ctx: click.Context, file, limit, split, cache_dir, keep_home, as_json) -> None:
     """Session recall@5 and turn recall@10 on a LongMemEval JSON file (gzip or plain)."""
@@ -473,19 +478,7 @@ def eval_longmemeval(ctx: click.Context, file, limit, split, cache_dir, keep_hom
     multiple=True,
     help="only these systems (repeatable): hierarchical, flat, keyword, dense, bm25, blend",
 )
-@click.option(
-    "--cache-dir",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="embedding cache folder (default: <tmp>/memviewer-eval-cache)",
-)
-@click.option(
-    "--keep-home",
-    type=click.Path(file_okay=False),
-    default=None,
-    help="ingest into this folder and keep it (re-runs skip ingestion)",
-)
-@click.option("--json", "as_json", is_flag=True)
+@_workspace_options
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
 @click.pass_context
 def _eval_conversations(
