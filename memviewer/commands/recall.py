@@ -420,6 +420,26 @@ def _workspace_options(fn: Any) -> Any:
     )(fn)
 
 
+def _evaluate(ctx: click.Context, as_json: bool, run: Any) -> dict[str, Any] | None:
+    """Run an evaluator with the real model and a progress line; a bad file or a missing model
+    is a clear error. With ``--json`` the report is printed here and None is returned."""
+    from memviewer.index.embedder import OnnxEmbedder
+
+    update, close = progress_callback("ingesting")
+    try:
+        report: dict[str, Any] = run(OnnxEmbedder(settings_of(ctx).model_dir), update)
+    except ValueError as exc:
+        fail(str(exc))
+    except _model_errors() as exc:
+        fail(f"embedding model unavailable: {exc}")
+    finally:
+        close()
+    if as_json:
+        emit_json(report)
+        return None
+    return report
+
+
 @eval_group.command("longmemeval")
 @click.argument("file", type=click.Path(exists=True, dir_okay=False))
 @click.option("--limit", type=click.IntRange(1), default=None, help="only the first N questions")
@@ -436,28 +456,20 @@ def eval_longmemeval(ctx: click.Context, file, limit, split, cache_dir, keep_hom
     """Session recall@5 and turn recall@10 on a LongMemEval JSON file (gzip or plain)."""
     from memviewer.eval.longmemeval import markdown_table, run
 
-    settings = settings_of(ctx)
-    update, close = progress_callback("ingesting")
-    try:
-        from memviewer.index.embedder import OnnxEmbedder
-
-        report = run(
+    report = _evaluate(
+        ctx,
+        as_json,
+        lambda embedder, update: run(
             file,
             limit=limit,
             home=keep_home,
             cache_dir=cache_dir,
             split=split,
-            embedder=OnnxEmbedder(settings.model_dir),
+            embedder=embedder,
             progress=update,
-        )
-    except ValueError as exc:
-        fail(str(exc))
-    except _model_errors() as exc:
-        fail(f"embedding model unavailable: {exc}")
-    finally:
-        close()
-    if as_json:
-        emit_json(report)
+        ),
+    )
+    if report is None:
         return
     m = report["meta"]
     click.echo(f"{m['questions']} questions, {m['turns']} turns, model {m['model']}")
@@ -488,29 +500,21 @@ def _eval_conversations(
     the conversation+QA format; gzip or plain JSON), per category and split half."""
     from memviewer.eval.conversations import SYSTEMS, markdown_table, run
 
-    settings = settings_of(ctx)
-    update, close = progress_callback("ingesting")
-    try:
-        from memviewer.index.embedder import OnnxEmbedder
-
-        report = run(
+    report = _evaluate(
+        ctx,
+        as_json,
+        lambda embedder, update: run(
             file,
             limit=limit,
             home=keep_home,
             cache_dir=cache_dir,
             split=split,
             systems=tuple(systems) or SYSTEMS,
-            embedder=OnnxEmbedder(settings.model_dir),
+            embedder=embedder,
             progress=update,
-        )
-    except ValueError as exc:
-        fail(str(exc))
-    except _model_errors() as exc:
-        fail(f"embedding model unavailable: {exc}")
-    finally:
-        close()
-    if as_json:
-        emit_json(report)
+        ),
+    )
+    if report is None:
         return
     m = report["meta"]
     click.echo(
