@@ -327,3 +327,19 @@ def test_a_full_disk_stalls_the_indexer_then_it_resumes_alone_without_duplicates
         assert lance_flags(svc) == sql_flags(svc, "full0")
     finally:
         indexer.close()
+
+
+def test_a_table_another_thread_is_still_creating_reads_as_absent(tmp_path: Any) -> None:
+    """``create_table`` makes the folder before it writes the first version; a reader that
+    looks in between (the viewer's status line while the indexer starts) sees no table
+    rather than an error."""
+    from memviewer.index.lance import LanceIndex
+
+    index = LanceIndex(tmp_path / "lance")
+    (tmp_path / "lance" / f"{TURNS}.lance").mkdir(parents=True)
+    assert index.exists
+    assert index.table(TURNS) is None
+    assert index.has_vector_index() is False
+    assert index.count(TURNS) == 0
+    index.ensure_tables(8)  # once created for real, the same handle opens it
+    assert index.table(TURNS) is not None

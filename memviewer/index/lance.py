@@ -315,7 +315,14 @@ class LanceIndex:
             return tbl
         if not (self.folder / f"{name}.lance").exists():
             return None
-        tbl = self.db().open_table(name)
+        try:
+            tbl = self.db().open_table(name)
+        except ValueError as exc:
+            # Another thread is inside ``create_table``: the folder is there but the first
+            # version is not written yet, so the table does not exist yet for a reader.
+            if "was not found" not in str(exc):
+                raise
+            return None
         self._tables[name] = tbl
         return tbl
 
