@@ -31,7 +31,7 @@ adds:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from memviewer.errors import CONFLICT, INVALID_ARGUMENT, MemviewerError
@@ -50,8 +50,11 @@ from memviewer.store import import_pages, repos
 from memviewer.timeutil import now
 
 if TYPE_CHECKING:
-    from memviewer.session.manager import SessionManager
-    from memviewer.store.db import WriteTx
+    from memviewer.store.db import Store, WriteTx
+
+SessionRow = Callable[[dict[str, Any], float], dict[str, Any]]
+"""Builds the ``sessions`` row an import writes (``SessionManager.import_row``: it fills the
+home's retention defaults), passed in so this module does not depend on the manager."""
 
 #: Stored turn ids read per query when looking for turns the file no longer holds.
 ID_PAGE = 5000
@@ -74,11 +77,11 @@ _COMPARED = (
 class _Run:
     """One chunked import: what the first transaction found, and the counts so far."""
 
-    def __init__(self, mgr: SessionManager, session: dict[str, Any], origin: str | None, replace: bool):
-        self.mgr, self.origin, self.replace = mgr, origin, replace
+    def __init__(self, session_row: SessionRow, session: dict[str, Any], origin: str | None, replace: bool):
+        self.origin, self.replace = origin, replace
         self.t = now()
         self.sid: str = session["id"]
-        self.row = mgr.import_row(session, self.t)
+        self.row = session_row(session, self.t)
         self.begun = False
         self.existing: dict[str, Any] | None = None
         self.prior: str | None = None
@@ -252,7 +255,8 @@ class _Run:
 
 
 def import_chunks(
-    mgr: SessionManager,
+    store: Store,
+    session_row: SessionRow,
     session: dict[str, Any],
     chunks: Iterable[list[dict[str, Any]]],
     *,
@@ -264,16 +268,16 @@ def import_chunks(
     reason = check_value(session)
     if reason:
         raise MemviewerError(INVALID_ARGUMENT, f"session {session['id']!r} {reason}")
-    run = _Run(mgr, session, origin, replace)
+    run = _Run(session_row, session, origin, replace)
     with log_context(session_id=run.sid):
         for turns in chunks:
             if not turns:
                 continue
-            with mgr.store.write() as tx:
+            with store.write() as tx:
                 if not run.begun:
                     run.begin(tx)
                 run.chunk(tx, turns)
-        with mgr.store.write() as tx:
+        with store.write() as tx:
             if not run.begun:
                 run.begin(tx)
             return run.finish(tx)

@@ -26,6 +26,7 @@ from memviewer.ids import new_id
 from memviewer.logctx import log_context
 from memviewer.session import compaction
 from memviewer.session.bus import EventBus
+from memviewer.session.chunked_import import import_chunks
 from memviewer.session.fastpath import TurnBatchWriter
 from memviewer.session.importcheck import (
     EPISODE_DEFAULTS,
@@ -738,9 +739,7 @@ class SessionManager:
         The rules (what a Ctrl-C leaves, how a re-run continues) are in
         ``memviewer.session.chunked_import``.
         """
-        from memviewer.session.chunked_import import import_chunks
-
-        return import_chunks(self, session, chunks, origin=origin, replace=replace)
+        return import_chunks(self.store, self.import_row, session, chunks, origin=origin, replace=replace)
 
 
 @dataclass

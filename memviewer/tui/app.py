@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from rich.segment import Segment
 from textual import work
-from textual.app import App, SystemCommand
+from textual.app import SystemCommand
 from textual.binding import Binding
 from textual.color import Color
 from textual.filter import LineFilter
@@ -44,6 +44,7 @@ from memviewer.tui.screens.recall import RecallScreen
 from memviewer.tui.screens.recalls import RecallsScreen
 from memviewer.tui.screens.session import SessionScreen
 from memviewer.tui.screens.sessions import SessionsScreen
+from memviewer.tui.viewer_app import ViewerApp
 
 if TYPE_CHECKING:  # imported lazily at run time: the first paint does not load it
     from memviewer.service import MemoryService
@@ -89,7 +90,7 @@ def _default_factory(settings: Settings, readonly: bool) -> MemoryService:
     return MemoryService(settings, readonly=readonly)
 
 
-class MemviewerApp(App[None]):
+class MemviewerApp(ViewerApp):
     """Sessions, Session, Live, Recall and Export screens over one ``MemoryService``."""
 
     TITLE = "memviewer"

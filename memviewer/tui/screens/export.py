@@ -22,7 +22,7 @@ from memviewer.tui.formatting import one_line, printable
 from memviewer.tui.messages import Loaded, Progress
 
 if TYPE_CHECKING:
-    from memviewer.tui.app import MemviewerApp
+    from memviewer.tui.viewer_app import ViewerApp
 
 FORMATS = (("JSON", "json"), ("JSONL", "jsonl"), ("Markdown", "md"), ("PraisonAI session JSON", "praisonai"))
 REDACTIONS = (("no redaction", "none"), ("standard", "standard"), ("strict", "strict"))
@@ -36,7 +36,7 @@ def default_path(fmt: str, stamp: str | None = None) -> str:
 
 class ExportScreen(ModalScreen[None]):
     if TYPE_CHECKING:  # self.app is the viewer (its service, feed, open_session)
-        app = getters.app(MemviewerApp)
+        app = getters.app(ViewerApp)
 
     BINDINGS = [Binding("escape", "close", "Close"), Binding("ctrl+s", "export", "Export")]
 

@@ -22,12 +22,12 @@ from memviewer.tui.messages import Loaded
 from memviewer.tui.widgets.footer import CoalescedFooter
 
 if TYPE_CHECKING:
-    from memviewer.tui.app import MemviewerApp
+    from memviewer.tui.viewer_app import ViewerApp
 
 
 class GoldenScreen(Screen):
     if TYPE_CHECKING:  # self.app is the viewer (its service, feed, open_session)
-        app = getters.app(MemviewerApp)
+        app = getters.app(ViewerApp)
 
     TITLE = "Golden"
     CSS_PATH = "../golden.tcss"

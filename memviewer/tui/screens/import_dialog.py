@@ -21,7 +21,7 @@ from memviewer.tui.messages import Loaded, Progress
 
 if TYPE_CHECKING:
     from memviewer.service import MemoryService
-    from memviewer.tui.app import MemviewerApp
+    from memviewer.tui.viewer_app import ViewerApp
 
 KINDS = (("PraisonAI files or folder", "praisonai"), ("memviewer JSON export", "json"))
 
@@ -53,7 +53,7 @@ class ImportScreen(ModalScreen[int]):
     """Dismissed with the number of sessions imported (0 when closed without importing)."""
 
     if TYPE_CHECKING:  # self.app is the viewer (its service, feed, open_session)
-        app = getters.app(MemviewerApp)
+        app = getters.app(ViewerApp)
 
     BINDINGS = [Binding("escape", "close", "Close"), Binding("ctrl+s", "start", "Import")]
 

@@ -27,7 +27,7 @@ from memviewer.tui.widgets.event_log import EventLog
 from memviewer.tui.widgets.footer import CoalescedFooter
 
 if TYPE_CHECKING:
-    from memviewer.tui.app import MemviewerApp
+    from memviewer.tui.viewer_app import ViewerApp
 
 FLUSH_HZ = 15
 STATE_STYLES = {
@@ -43,7 +43,7 @@ STATE_STYLES = {
 
 class LiveScreen(Screen):
     if TYPE_CHECKING:  # self.app is the viewer (its service, feed, open_session)
-        app = getters.app(MemviewerApp)
+        app = getters.app(ViewerApp)
 
     TITLE = "Live"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]

@@ -48,7 +48,7 @@ from memviewer.tui.widgets.footer import CoalescedFooter
 
 if TYPE_CHECKING:
     from memviewer.service import MemoryService
-    from memviewer.tui.app import MemviewerApp
+    from memviewer.tui.viewer_app import ViewerApp
 
 RERUN_DELAY = 0.3
 MODES = (("hierarchical", "hierarchical"), ("flat", "flat"), ("compare flat | hier.", "compare"))
@@ -121,7 +121,7 @@ class QueryInput(Input):
 
 class RecallScreen(Screen):
     if TYPE_CHECKING:  # self.app is the viewer (its service, feed, open_session)
-        app = getters.app(MemviewerApp)
+        app = getters.app(ViewerApp)
 
     TITLE = "Recall"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]

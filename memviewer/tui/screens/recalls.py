@@ -25,7 +25,7 @@ from memviewer.tui.messages import Loaded
 from memviewer.tui.widgets.footer import CoalescedFooter
 
 if TYPE_CHECKING:
-    from memviewer.tui.app import MemviewerApp
+    from memviewer.tui.viewer_app import ViewerApp
 
 PAGE = 200
 RECALL_PARAMS = ("scope", "scope_id", "top_sessions", "chunks_per_session", "top_k", "as_of", "mode")
@@ -33,7 +33,7 @@ RECALL_PARAMS = ("scope", "scope_id", "top_sessions", "chunks_per_session", "top
 
 class RecallsScreen(Screen):
     if TYPE_CHECKING:  # self.app is the viewer (its service, feed, open_session)
-        app = getters.app(MemviewerApp)
+        app = getters.app(ViewerApp)
 
     TITLE = "Recalls"
     BINDINGS = [
@@ -149,7 +149,7 @@ class RecallEntryScreen(Screen):
     """One recorded search or recall: what the caller got at that moment."""
 
     if TYPE_CHECKING:  # self.app is the viewer (its service, feed, open_session)
-        app = getters.app(MemviewerApp)
+        app = getters.app(ViewerApp)
 
     TITLE = "Recall log entry"
     BINDINGS = [

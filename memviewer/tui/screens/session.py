@@ -35,7 +35,7 @@ from memviewer.tui.widgets.footer import CoalescedFooter
 from memviewer.tui.widgets.turn_list import Row, TurnList
 
 if TYPE_CHECKING:
-    from memviewer.tui.app import MemviewerApp
+    from memviewer.tui.viewer_app import ViewerApp
 
 VIEWS = ("active", "archived", "both")
 TITLE_WIDTH = 100  # the header shows the title on one line: a long one must not push the turns away
@@ -108,7 +108,7 @@ class SessionScreen(Screen):
     """One session; ``anchor`` (a turn index) is highlighted when opened from a search hit."""
 
     if TYPE_CHECKING:  # self.app is the viewer (its service, feed, open_session)
-        app = getters.app(MemviewerApp)
+        app = getters.app(ViewerApp)
 
     TITLE = "Session"
     VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]

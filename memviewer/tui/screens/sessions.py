@@ -33,7 +33,7 @@ from memviewer.tui.widgets.footer import CoalescedFooter
 from memviewer.tui.widgets.paged_table import PagedTable
 
 if TYPE_CHECKING:
-    from memviewer.tui.app import MemviewerApp
+    from memviewer.tui.viewer_app import ViewerApp
 
 PAGE_SIZE = 100
 SORTS = (
@@ -87,7 +87,7 @@ class SessionsScreen(Screen):
     """Page through sessions without loading them all (``service.sessions(limit, offset)``)."""
 
     if TYPE_CHECKING:  # self.app is the viewer (its service, feed, open_session)
-        app = getters.app(MemviewerApp)
+        app = getters.app(ViewerApp)
 
     TITLE = "Sessions"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (NARROW, "-wide")]
