@@ -10,6 +10,7 @@ only happen when a toast renders, so the tests that cover them turn toasts on.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from typing import Any
@@ -344,8 +345,16 @@ def test_small_terminals_keep_fields_and_turns_on_screen(filled, make_app) -> No
             await wait_for_workers(pilot)
             await pilot.press("3")
             recall = app.screen
-            for wid in ("#scope", "#top-k", "#as-of", "#rerank", "#mode"):
-                region = recall.query_one(wid).region
+            fields = ("#scope", "#top-k", "#as-of", "#rerank", "#mode")
+
+            def regions() -> dict[str, Any]:
+                return {wid: recall.query_one(wid).region for wid in fields}
+
+            # The narrow layout is a breakpoint class set once the screen knows its size; on
+            # a loaded machine the first layout can come before it, so wait for it to settle.
+            with contextlib.suppress(AssertionError):  # the asserts below say which field
+                await wait_until(pilot, lambda: all(r.width and r.right <= 80 for r in regions().values()))
+            for wid, region in regions().items():
                 assert region.width and region.right <= 80, (wid, region)
             await pilot.press(*"launch plan", "enter")
             await wait_until(pilot, lambda: recall.result is not None, timeout=60, what="recall result")
