@@ -180,6 +180,16 @@ class KeywordSearch:
         finally:
             kc.end(raw)
 
+    def annotated(self) -> bool:
+        """Whether the store holds any tag or note, read on this search's own connection.
+
+        Search's annotation matches (``session.annotations.search``) cost a SQLAlchemy
+        round trip of two statements, more than a rare-phrase search itself; on a store
+        without annotations this one statement lets them be skipped.
+        """
+        with self._reader() as db:
+            return kc.annotations_present(db)
+
     # -- index state ----------------------------------------------------------
     def tables(self) -> dict[str, bool]:
         """Which FTS tables this search uses (none when forced off or unavailable)."""

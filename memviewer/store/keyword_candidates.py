@@ -121,6 +121,26 @@ def first_user_row(db: KeywordDb, session_id: str) -> list[Any]:
     )
 
 
+# -- annotations ----------------------------------------------------------------------
+def annotations_present(db: KeywordDb) -> bool:
+    """Whether any tag or note exists (search skips matching them otherwise).
+
+    Only answered on a raw SQLite connection (a few microseconds); elsewhere it says
+    True and the annotation matching decides. A store without the tables has none.
+    """
+    if db.raw is None:
+        return True
+    try:
+        row = db.all(
+            "SELECT EXISTS (SELECT 1 FROM annotation_tags) OR EXISTS (SELECT 1 FROM annotation_notes)"
+        )
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return False
+        raise
+    return bool(row[0][0])
+
+
 # -- candidates ---------------------------------------------------------------------
 def unit_match_counts(db: KeywordDb, literals: Sequence[str], cap: int) -> list[int]:
     """For each FTS5 string, how many turns match it, counted up to ``cap`` (one statement)."""
