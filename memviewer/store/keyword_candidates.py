@@ -284,7 +284,8 @@ def hit_rows(db: KeywordDb, picks: Sequence[tuple[str, int, bool]], window: int,
 
     ``picks``: (session id, anchor index, needs the first user message) per hit. Rows:
     ``(pick number, part, *MSG_COLS)`` with part one of ``WINDOW``, ``OPENING``, ``CLOSING``,
-    ``FIRST_USER``; the bookends are the first and last ``bookend`` conversational turns.
+    ``FIRST_USER``, in no particular order; the bookends are the first and last ``bookend``
+    conversational turns.
     """
     parts: list[str] = []
     params: list[Any] = []
