@@ -11,6 +11,12 @@ SQLite alone: ``MATCH … ORDER BY rank LIMIT 400`` (BM25 over every match) and
 the physical floor of a keyword query. For common-word queries it also prints how often
 the new top-1 equals the old one and the overlap of the top 5.
 
+``--baseline DIR`` also starts a second hub from another source tree (``DIR`` holding a
+``memviewer`` package, e.g. ``git archive MERGE_BASE memviewer | tar -x -C DIR``) on a copy
+of the same home (one home, one hub), read with that tree's frame check
+(``protocol.decode``), and times it in the same loop: the branch against its base, side
+by side. Every hub search is also written to the recall log, as a CLI search is.
+
 Setup: ``pip install -e '.[dev,bench]'`` (``praisonaiagents`` 1.7.17, no torch).
 
     .venv/bin/python bench/bench_search_hub.py --sizes 2000 10000
@@ -27,6 +33,7 @@ import json
 import logging
 import os
 import platform
+import shutil
 import sqlite3
 import statistics
 import sys
@@ -45,7 +52,7 @@ from memviewer.recall.keyword import KeywordSearch  # noqa: E402
 from memviewer.session.manager import SessionManager  # noqa: E402
 from memviewer.store.db import Store  # noqa: E402
 from memviewer.wire import protocol  # noqa: E402
-from memviewer.wire.syncclient import RpcConnection  # noqa: E402
+from memviewer.wire.syncclient import HubUnavailable, RpcConnection  # noqa: E402
 from memviewer.wire.testing import HubProcess  # noqa: E402
 
 
@@ -80,6 +87,32 @@ def _home(work: Path, folder: Path, n: int) -> Path:
     return home
 
 
+class _BaseConnection(RpcConnection):
+    """The client as the base tree had it: every answer through ``protocol.decode``."""
+
+    def read_message(self) -> dict:
+        line = self._rfile.readline()
+        if not line:
+            raise HubUnavailable(None, "hub closed the connection")
+        return protocol.decode(line)
+
+
+def _base_home(home: Path) -> Path:
+    """A copy of the home for the baseline hub (one home, one hub); recopied when older."""
+    copy = home.with_name(home.name + "-base")
+    src = home / "memviewer.db"
+    if not (copy / "copied").exists() or (copy / "copied").stat().st_mtime < src.stat().st_mtime - 3600:
+        shutil.rmtree(copy, ignore_errors=True)
+        copy.mkdir(parents=True)
+        ro = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
+        dst = sqlite3.connect(copy / "memviewer.db")
+        ro.backup(dst)
+        dst.close()
+        ro.close()
+        (copy / "copied").touch()
+    return copy
+
+
 def _top5(ks: KeywordSearch, q: str) -> list[str]:
     return [h["session_id"] for h in ks.search(q, limit=5, window=5).get("results", [])]
 
@@ -98,6 +131,7 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=30)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--work", type=Path, default=Path("/tmp/mvbench-hub"))
+    ap.add_argument("--baseline", type=Path, help="a source tree holding the base's memviewer package")
     args = ap.parse_args()
     logging.disable(logging.WARNING)
     args.work.mkdir(parents=True, exist_ok=True)
@@ -109,11 +143,12 @@ def main() -> None:
         flush=True,
     )
     rows = [
-        "| sessions | queries | hub search p50 ms | in-process p50 ms | in-process, old ranking p50 ms "
+        "| sessions | queries | hub search p50 ms | base hub p50 ms | PraisonAI / base hub "
+        "| in-process p50 ms | in-process, old ranking p50 ms "
         "| bare MATCH ORDER BY rank p50 ms | bare MATCH unranked LIMIT 100 p50 ms "
         "| PraisonAI p50 ms | ratio (PraisonAI / hub) | top-1 (hub = planted / PraisonAI = planted; "
         "common: new = old) |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---|",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for n in args.sizes:
         folder, planted = _corpus(args.work, n, min(args.queries, n))
@@ -127,12 +162,30 @@ def main() -> None:
         ks_old = KeywordSearch(store, broad_bm25=True)
         raw = sqlite3.connect(f"file:{home / 'memviewer.db'}?mode=ro", uri=True)
         sock = args.work / f"hub-{n}.sock"
+        base_hub: HubProcess | None = None
+        if args.baseline:
+            base_hub = HubProcess(
+                _base_home(home),
+                args.work / f"hub-base-{n}.sock",
+                args=("--no-index",),
+                extra_env={"PYTHONPATH": str(args.baseline.resolve())},
+            ).start()
         with HubProcess(home, sock, args=("--no-index",)) as _hub:
             conn = RpcConnection(sock)
             conn.call(protocol.HELLO, {"protocol": protocol.PROTOCOL_VERSION, "role": "reader"})
 
             def hub(q: str, conn: RpcConnection = conn) -> str | None:
                 r = conn.call(protocol.SEARCH, {"query": q, "limit": 5, "window": 5})
+                return r["results"][0]["session_id"] if r.get("results") else None
+
+            base_conn: RpcConnection | None = None
+            if base_hub is not None:
+                base_conn = _BaseConnection(base_hub.socket_path)
+                base_conn.call(protocol.HELLO, {"protocol": protocol.PROTOCOL_VERSION, "role": "reader"})
+
+            def hub_base(q: str, bc: RpcConnection | None = base_conn) -> str | None:
+                assert bc is not None
+                r = bc.call(protocol.SEARCH, {"query": q, "limit": 5, "window": 5})
                 return r["results"][0]["session_id"] if r.get("results") else None
 
             def inproc(q: str, ks: KeywordSearch = ks) -> str | None:
@@ -167,6 +220,8 @@ def main() -> None:
                 "walk": walk,
                 "pa": pa,
             }
+            if base_conn is not None:
+                engines["base"] = hub_base
             phrases = [p["query"] for p in planted]
             truth = [p["session_id"] for p in planted]
             common = [q for q in search_corpus.COMMON_QUERIES if q.isascii()]
@@ -197,15 +252,27 @@ def main() -> None:
                     p = sum(a == b for a, b in zip(tops["pa"], truth, strict=True))
                     same = sum(a == b for a, b in zip(tops["hub"], tops["pa"], strict=True))
                     agree = f"{h}/{len(qs)} / {p}/{len(qs)} (same top-1 {same}/{len(qs)})"
+                if base_conn is not None:
+                    same = sum(a == b for a, b in zip(tops["hub"], tops["base"], strict=True))
+                    agree += f"; hub top-1 = base hub {same}/{len(qs)}"
                 med = {k: _p50(v) for k, v in times.items()}
+                base = (
+                    f"{med['base']:.2f} | {med['pa'] / med['base']:.1f}x | "
+                    if base_conn is not None
+                    else "– | – | "
+                )
                 row = (
-                    f"| {n} | {name} | {med['hub']:.2f} | {med['inproc']:.2f} | {med['old']:.2f} | "
+                    f"| {n} | {name} | {med['hub']:.2f} | {base}{med['inproc']:.2f} | {med['old']:.2f} | "
                     f"{med['bare']:.3f} | {med['walk']:.3f} | "
                     f"{med['pa']:.2f} | {med['pa'] / med['hub']:.1f}x | {agree or '–'} |"
                 )
                 rows.append(row)
                 print(row, f"(load {_load()})", flush=True)
             conn.close()
+            if base_conn is not None:
+                base_conn.close()
+        if base_hub is not None:
+            base_hub.stop()
         ks.close()
         ks_old.close()
         store.close()

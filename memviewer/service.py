@@ -458,7 +458,8 @@ class MemoryService:
         }
         from memviewer.session import annotations
 
-        out = annotations.search(self.keyword().search, self.store, query, params)
+        keyword = self.keyword()
+        out = annotations.search(keyword.search, self.store, query, params, keyword.annotated)
         if record is not None and self.recall_log_enabled:
             from memviewer import recall_log
 

@@ -227,13 +227,27 @@ def split_query(query: str | None) -> tuple[str | None, list[str]]:
     return (rest or None), [t for t in tags if t]
 
 
-def search(keyword: Any, store: Any, query: str | None, params: dict[str, Any]) -> dict[str, Any]:
+def search(
+    keyword: Any,
+    store: Any,
+    query: str | None,
+    params: dict[str, Any],
+    annotated: Callable[[], bool] | None = None,
+) -> dict[str, Any]:
     """Keyword search with the annotation hook: ``keyword(query, **params)`` is the plain
-    search (``KeywordSearch.search``). Only discovery queries are touched."""
+    search (``KeywordSearch.search``). Only discovery queries are touched. ``annotated()``
+    says whether any tag or note exists (``KeywordSearch.annotated``): when none does,
+    no annotation can match and the matching is skipped."""
     text, tags = split_query(query)
     if not tags:
         out = keyword(query=query, **params)
-        if out.get("success") and out.get("mode") == "discovery" and isinstance(query, str) and query.strip():
+        if (
+            out.get("success")
+            and out.get("mode") == "discovery"
+            and isinstance(query, str)
+            and query.strip()
+            and (annotated is None or annotated())
+        ):
             found = _matches(store, query, int(params.get("limit") or 5))
             if found:
                 out["annotations"] = found

@@ -121,6 +121,26 @@ def first_user_row(db: KeywordDb, session_id: str) -> list[Any]:
     )
 
 
+# -- annotations ----------------------------------------------------------------------
+def annotations_present(db: KeywordDb) -> bool:
+    """Whether any tag or note exists (search skips matching them otherwise).
+
+    Only answered on a raw SQLite connection (a few microseconds); elsewhere it says
+    True and the annotation matching decides. A store without the tables has none.
+    """
+    if db.raw is None:
+        return True
+    try:
+        row = db.all(
+            "SELECT EXISTS (SELECT 1 FROM annotation_tags) OR EXISTS (SELECT 1 FROM annotation_notes)"
+        )
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return False
+        raise
+    return bool(row[0][0])
+
+
 # -- candidates ---------------------------------------------------------------------
 def unit_match_counts(db: KeywordDb, literals: Sequence[str], cap: int) -> list[int]:
     """For each FTS5 string, how many turns match it, counted up to ``cap`` (one statement)."""
@@ -264,7 +284,8 @@ def hit_rows(db: KeywordDb, picks: Sequence[tuple[str, int, bool]], window: int,
 
     ``picks``: (session id, anchor index, needs the first user message) per hit. Rows:
     ``(pick number, part, *MSG_COLS)`` with part one of ``WINDOW``, ``OPENING``, ``CLOSING``,
-    ``FIRST_USER``; the bookends are the first and last ``bookend`` conversational turns.
+    ``FIRST_USER``, in no particular order; the bookends are the first and last ``bookend``
+    conversational turns.
     """
     parts: list[str] = []
     params: list[Any] = []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import threading
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -159,6 +160,24 @@ class Deferred:
     def __init__(self, result: Any, then: Callable[[], None]) -> None:
         self.result = result
         self.then = then
+
+
+class AfterAnswer:
+    """A result whose ``then()`` must run once its response is written, or the request
+    ends otherwise (cancelled, the connection gone): it releases held recall log entries."""
+
+    def __init__(self, result: Any, then: Callable[[], None]) -> None:
+        self.result = result
+        self.then = then
+
+
+class HeldRecords:
+    """The recall log entries one read request made, held until its answer is written."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.items: list[dict[str, Any]] = []
+        self.closed = False  # released: later entries are queued directly
 
 
 def event_frame(ev: EventRecord) -> bytes:

@@ -198,6 +198,33 @@ def decode(line: bytes | str) -> Any:
     return obj
 
 
+def decode_answer(line: bytes | str) -> Any:
+    """Parse one frame from the hub (an answer or a notification), as ``decode`` does
+    except for the depth walk.
+
+    ``decode`` walks every container of a frame with more than ``MAX_DEPTH`` brackets to
+    check its depth, which is most of the cost of reading a search answer (75 messages:
+    ~0.3 ms against 0.1 ms for ``json.loads``). That check keeps what could never be
+    stored and read back out of the store; an answer is not stored, and JSON's own
+    recursion limit still bounds it. Lone surrogates are refused as before.
+    """
+    try:
+        text = line.decode("utf-8") if isinstance(line, bytes | bytearray) else line
+    except UnicodeDecodeError as exc:
+        raise RpcError(PARSE_ERROR, f"frame is not valid UTF-8 ({exc.reason} at byte {exc.start})") from None
+    try:
+        obj = json.loads(text)
+    except ValueError as exc:
+        raise RpcError(PARSE_ERROR, f"frame is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise RpcError(PARSE_ERROR, "frame is nested too deeply to decode") from None
+    if _SURROGATE_ESCAPE.search(text) is not None:
+        problem = check_value(obj, surrogates=True, max_depth=1_000_000)
+        if problem:
+            raise RpcError(PARSE_ERROR, f"frame {problem}")
+    return obj
+
+
 def parse_request(msg: Any) -> tuple[Any, str, dict[str, Any], bool]:
     """Validate a request object: ``(id, method, params, is_notification)``.
 

@@ -59,7 +59,7 @@ class RpcConnection:
         if not line:
             raise HubUnavailable(None, "hub closed the connection")
         try:
-            msg = protocol.decode(line)
+            msg = protocol.decode_answer(line)
         except protocol.RpcError as exc:
             raise HubUnavailable(None, f"unreadable frame from the hub: {exc.message}") from None
         if not isinstance(msg, dict):

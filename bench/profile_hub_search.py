@@ -1,0 +1,199 @@
+"""Where a keyword ``search`` through the hub spends its time: stamps along one request.
+
+Starts a real hub process running this script (``hub`` mode: the hub with timing
+wrappers around its frame handler, the reader-thread call, the keyword search, the
+annotation matching, the recall log hand-off, the encoding and the write), sends the
+planted phrases of ``bench/search_corpus.py`` one at a time (5 ms apart, so each
+request's recall log commit finishes before the next), stamps the client side, and
+prints the p50 of each stretch. ``time.perf_counter_ns`` is CLOCK_MONOTONIC, the same
+clock in both processes, so the gaps between them (thread and process wake-ups) show.
+
+``--baseline DIR`` profiles a hub from another source tree instead (``DIR`` holding a
+``memviewer`` package) on the copy of the home ``bench_search_hub.py --baseline`` made,
+read with ``protocol.decode`` as the base's client did. Results: ``docs/benchmarks.md``.
+
+    .venv/bin/python bench/profile_hub_search.py --work /tmp/mvbench-hub [--baseline DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import atexit
+import json
+import os
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+ns = time.perf_counter_ns
+
+
+def hub_main(out_path: str) -> None:
+    """The hub process: ``memviewer serve --no-index`` with stamps, dumped at exit."""
+    from memviewer import recall_log
+    from memviewer import service as service_mod
+    from memviewer.recall import keyword
+    from memviewer.session import annotations
+    from memviewer.wire import connection, protocol
+    from memviewer.wire import hub as hub_mod
+
+    recs: list[dict[str, Any]] = []
+    cur: dict[str, Any] = {}
+    atexit.register(lambda: Path(out_path).write_text(json.dumps(recs)))
+
+    def timed(owner: Any, name: str, key: str) -> None:
+        orig = getattr(owner, name)
+
+        def run(*a: Any, **k: Any) -> Any:
+            c = cur
+            t = ns()
+            r = orig(*a, **k)
+            c[key] = ns() - t
+            return r
+
+        setattr(owner, name, run)
+
+    frame = hub_mod.Hub._frame
+
+    async def on_frame(self: Any, conn: Any, line: bytes) -> None:
+        nonlocal cur
+        t = ns()
+        try:
+            rid = json.loads(line).get("id")
+        except ValueError:
+            rid = None
+        cur = {"id": rid, "frame": t}
+        recs.append(cur)
+        await frame(self, conn, line)
+
+    hub_mod.Hub._frame = on_frame  # type: ignore[method-assign]
+    search = hub_mod.Hub._search
+
+    def on_search(self: Any, params: dict[str, Any]) -> Any:
+        c = cur
+        c["exec0"], c["thread"] = ns(), threading.get_ident()
+        r = search(self, params)
+        c["exec1"] = ns()
+        return r
+
+    hub_mod.Hub._search = on_search  # type: ignore[method-assign]
+    timed(keyword.KeywordSearch, "search", "ks")
+    timed(annotations, "_matches", "ann")
+    timed(service_mod.MemoryService, "record_recall", "rec")
+    timed(recall_log, "search_command", "sc")
+    response = protocol.response
+
+    def on_response(rid: Any, result: Any) -> bytes:
+        c = cur
+        c["enc0"] = ns()
+        r = response(rid, result)
+        c["enc1"] = ns()
+        return r
+
+    protocol.response = on_response  # type: ignore[assignment]
+    send = connection.Connection.send
+
+    async def on_send(self: Any, data: bytes) -> None:
+        c = cur
+        c["send0"] = ns()
+        await send(self, data)
+        c["send1"] = ns()
+
+    connection.Connection.send = on_send  # type: ignore[method-assign]
+    sys.argv = ["memviewer", "--log-level", "WARNING", "serve", "--no-index"]
+    from memviewer.cli import main
+
+    main()
+
+
+STRETCHES = [
+    ("total (client)", lambda c, h: c["c3"] - c["c0"]),
+    ("client send → hub loop has the frame", lambda c, h: h["frame"] - c["c0"]),
+    ("loop: frame → reader thread starts", lambda c, h: h["exec0"] - h["frame"]),
+    ("reader: KeywordSearch.search", lambda c, h: h.get("ks", 0)),
+    ("reader: annotation matching", lambda c, h: h.get("ann", 0)),
+    ("reader: recall log entry built", lambda c, h: h.get("sc", 0)),
+    ("reader: recall log entry handed over", lambda c, h: h.get("rec", 0)),
+    ("reader: whole call", lambda c, h: h["exec1"] - h["exec0"]),
+    ("reader done → loop encodes", lambda c, h: h["enc0"] - h["exec1"]),
+    ("loop: JSON encoding", lambda c, h: h["enc1"] - h["enc0"]),
+    ("loop: write + drain", lambda c, h: h["send1"] - h["send0"]),
+    ("written → client has the line", lambda c, h: c["c2"] - h["send1"]),
+    ("client: decode", lambda c, h: c["c3"] - c["c2"]),
+]
+
+
+def client_main(args: argparse.Namespace) -> None:
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from memviewer.wire import protocol
+    from memviewer.wire.probe import hub_hello
+    from memviewer.wire.testing import hub_env
+
+    n, work = args.size, args.work
+    base = args.baseline is not None
+    home = work / (f"home-{n}-base" if base else f"home-{n}")
+    sock = work / f"profile-{n}.sock"
+    out = work / f"profile-{n}.stamps.json"
+    planted = json.loads((work / f"sessions-{n}.planted.json").read_text())
+    env = hub_env(home, sock)
+    if base:
+        env["PYTHONPATH"] = str(args.baseline.resolve())
+    proc = subprocess.Popen([sys.executable, __file__, "hub", str(out)], env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while hub_hello(sock, timeout=0.5) is None:
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit("the hub did not start")
+            time.sleep(0.05)
+        decode = protocol.decode if base else protocol.decode_answer
+        stamps: list[dict[str, int]] = []
+        with socket.socket(socket.AF_UNIX) as s:
+            s.connect(str(sock))
+            rf = s.makefile("rb")
+            qs = [p["query"] for p in planted]
+            for i, q in enumerate(qs * args.rounds, 1):
+                data = protocol.request(protocol.SEARCH, {"query": q, "limit": 5, "window": 5}, i)
+                c0 = ns()
+                s.sendall(data)
+                line = rf.readline()
+                c2 = ns()
+                msg = decode(line)
+                c3 = ns()
+                assert msg["id"] == i
+                stamps.append({"id": i, "c0": c0, "c2": c2, "c3": c3, "bytes": len(line)})
+                time.sleep(0.005)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+    hub = {h["id"]: h for h in json.loads(out.read_text()) if h.get("id") is not None}
+    rows = stamps[len(planted) :]  # the first round warms up
+    print(
+        f"# {'baseline ' + str(args.baseline) if base else 'this tree'}, {n} sessions, {len(rows)} searches, "
+        f"answer p50 {statistics.median(r['bytes'] for r in rows):.0f} bytes, load "
+        + " ".join(f"{x:.1f}" for x in os.getloadavg())
+    )
+    for name, fn in STRETCHES:
+        vals = [fn(c, hub[c["id"]]) for c in rows]
+        print(f"| {name} | {statistics.median(vals) / 1e3:.0f} |")
+
+
+def main() -> None:
+    if len(sys.argv) > 2 and sys.argv[1] == "hub":
+        hub_main(sys.argv[2])
+        return
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--work", type=Path, default=Path("/tmp/mvbench-hub"))
+    ap.add_argument("--size", type=int, default=2000)
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--baseline", type=Path)
+    client_main(ap.parse_args())
+
+
+if __name__ == "__main__":
+    main()
