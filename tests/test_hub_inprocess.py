@@ -270,3 +270,51 @@ def test_a_stopped_hub_leaves_no_commit_listener_on_the_store(service, settings,
         assert calls == [1]  # removed at stop
 
     asyncio.run(main())
+
+
+def test_a_search_answered_while_the_hub_stops_keeps_its_recall_log_entry(
+    service, settings, monkeypatch
+) -> None:  # noqa: ANN001
+    """The hub holds a read's recall log entry until the answer is written; a stop that begins
+    meanwhile waits for the answer, so the entry still reaches the writer (not dropped)."""
+    import threading
+
+    cooking_sessions(service)
+    sock = settings.socket_path
+    entered, release = threading.Event(), threading.Event()
+    real_search = service.search
+
+    def slow_search(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202 - a search that waits once
+        out = real_search(*args, **kwargs)
+        entered.set()
+        assert release.wait(20)
+        return out
+
+    monkeypatch.setattr(service, "search", slow_search)
+
+    async def main() -> None:
+        hub = Hub(service, sock, start_indexer=False, abandon_on_stop=False)
+        await hub.start()
+        remote = RemoteService(sock)
+        try:
+            answer = asyncio.ensure_future(asyncio.to_thread(remote.search, "paella"))
+            assert await asyncio.to_thread(entered.wait, 20)
+            report_before = hub.last_close_report
+            closing = asyncio.ensure_future(hub.close(grace=10))
+            deadline = time.monotonic() + 10
+            while hub.last_close_report is report_before and time.monotonic() < deadline:
+                await asyncio.sleep(0.01)
+            assert hub.last_close_report is not report_before  # the stop has begun
+            release.set()
+            out = await answer
+            assert out["results"]
+            await closing
+        finally:
+            release.set()
+            remote.close()
+        assert hub.counters["recall_log_failed"] == 0
+        assert hub.counters["recall_log_written"] == 1
+
+    asyncio.run(main())
+    logged = service.recalls(kind="search")
+    assert [r["query"] for r in logged["recalls"]] == ["paella"]

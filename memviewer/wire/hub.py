@@ -179,6 +179,7 @@ class Hub:
         self.indexer_status = "not started"
         self.last_close_report: dict[str, Any] = {}
         self._handler_table: dict[str, tuple[bool, Handler]] | None = None
+        self._records_closed = False  # set on close once answered reads have queued their entries
         self._held = threading.local()  # a reader thread's HeldRecords while it serves a request
 
     @property
@@ -281,6 +282,12 @@ class Hub:
                 log.exception("stopping source %s failed", getattr(source, "kind", source))
         for task in self._tasks[1:]:
             task.cancel()
+        # Requests already being answered finish first, so the recall log entries of searches
+        # and recalls that got their answer reach the writer before it stops (bounded by grace).
+        inflight = [task for conn in self._conns.values() for task in conn.tasks]
+        if inflight:
+            await asyncio.wait(inflight, timeout=grace)
+        self._records_closed = True
         await self.writes.drain_and_stop()
         if self.writes.executor is not None:
             try:
@@ -725,7 +732,7 @@ class Hub:
         (see ``_reader``).
         """
         loop = self._loop
-        if loop is None or self._closing:
+        if loop is None or self._records_closed:
             raise MemviewerError("internal", "the hub is stopping; the recall log entry is not written")
         held: HeldRecords | None = getattr(self._held, "records", None)
         if held is not None:
@@ -737,7 +744,7 @@ class Hub:
 
     def _queue_record(self, command: dict[str, Any]) -> None:
         assert self._loop is not None
-        if self._closing or not self.writes.ready:
+        if self._records_closed or not self.writes.ready:
             self.counters["recall_log_failed"] += 1
             log.warning("recall log entry %s not written: the hub is stopping", command.get("recall_id"))
             return
