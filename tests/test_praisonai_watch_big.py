@@ -153,3 +153,63 @@ def test_a_big_watched_file_is_stored_in_chunks_and_reconciled(service, settings
             await hub.close()
 
     asyncio.run(main())
+
+
+@pytest.mark.integration
+def test_a_hub_stopped_mid_import_leaves_whole_chunks_and_the_next_completes_it(
+    service, settings, tmp_path: Path
+) -> None:  # noqa: ANN001
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    n = 20 * praisonai_chunks.CHUNK_TURNS
+    body = json.dumps(_doc(n))
+    _write(folder / "big-1.json", body)
+    expected = _expected_ids(body)
+
+    def stored_turns(remote: RemoteService) -> list[str]:
+        try:
+            return [t["turn_id"] for t in remote.session("big-1")["turns"]]
+        except Exception:
+            return []
+
+    def imports(remote: RemoteService) -> list[dict[str, Any]]:
+        return [e.payload for e in remote.events(0, 1000, kinds=["session.imported"], session_id="big-1")]
+
+    kept: list[int] = []
+
+    async def main() -> None:
+        for run in (1, 2):
+            watcher = PraisonAIWatcher(folder, big_file_bytes=BIG)
+            hub = Hub(service, settings.socket_path, start_indexer=False, sources=[watcher])
+            await hub.start()
+            remote = RemoteService(settings.socket_path)
+            try:
+                if run == 1:  # stop as soon as the first chunk is in
+                    await asyncio.to_thread(wait_for, lambda r=remote: stored_turns(r), "the first chunk")
+                else:
+                    await asyncio.to_thread(
+                        wait_for,
+                        lambda r=remote: [p for p in imports(r) if not p.get("partial")],
+                        "the final import",
+                    )
+            finally:
+                remote.close()
+                await hub.close()
+            if run == 1:
+                cut = [t["turn_id"] for t in service.session("big-1")["turns"]]
+                assert 0 < len(cut) < n and len(cut) % praisonai_chunks.CHUNK_TURNS == 0  # whole chunks
+                assert cut == expected[: len(cut)]
+                assert all(
+                    e.payload.get("partial") for e in service.events(0, 1000, ["session.imported"], "big-1")
+                )
+                kept.append(len(cut))
+
+    asyncio.run(main())
+    done = [
+        e.payload
+        for e in service.events(0, 1000, ["session.imported"], "big-1")
+        if not e.payload.get("partial")
+    ]
+    assert len(done) == 1 and done[0]["new_turns"] == n - kept[0]  # the second run added only the rest
+    ids = [t["turn_id"] for t in service.session("big-1")["turns"]]
+    assert ids == expected  # every turn once, in order
