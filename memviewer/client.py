@@ -39,9 +39,11 @@ appended to is truncated), so the spool shrinks as it drains. The queue holds
 at most ``max_queue`` commands / ``max_queue_bytes``; a call finding it full
 waits for the spooler (a few ms, ``max_block`` at most) and, only when neither
 the disk nor the hub takes anything, drops the command and reports it like a
-refusal (never silently). ``close()`` leaves what is still unsent in the spool,
-where a hub picks it up when it starts, or the next Publisher on that spool
-folder replays it when it connects; the ids make replays idempotent.
+refusal (never silently). ``close()`` has the spooler leave what is still unsent
+in the spool (no I/O on the caller's thread there either; it waits for the
+spooler, ``spool_timeout``), where a hub picks it up when it starts, or the
+next Publisher on that spool folder replays it when it connects; the ids make
+replays idempotent.
 
 A hub stopping or restarting never closes the agent's episodes; the agent's own
 end does: ``close()`` (also run at exit) sends one ``shutdown`` command naming

@@ -259,7 +259,7 @@ def _frozen_hub_backlog(
     return hub, pub, eid, expected
 
 
-def _replayed(tmp_path: Path, short_tmp: Path, hub: HubProcess, n: int) -> list[tuple[str, str]]:
+def _replayed(tmp_path: Path, hub: HubProcess, n: int) -> list[tuple[str, str]]:
     """A new hub on the home and a new Publisher on the spool: it replays what close left."""
     hub.kill()  # the frozen one: nothing it had buffered is stored
     hub.start()
@@ -305,7 +305,7 @@ def test_close_hands_the_rest_to_the_spooler_and_a_later_publisher_replays_it(
         stats = pub.stats()
         assert stats["not_durable_at_close"] == 0 and stats["spooled_commands"] >= n + 1
         assert spooled_contents(tmp_path / "spool") == set(expected)  # on disk when close returned
-        turns = _replayed(tmp_path, short_tmp, hub, n)
+        turns = _replayed(tmp_path, hub, n)
     finally:
         recording.clear()
         hub.kill()
@@ -333,7 +333,7 @@ def test_close_whose_spool_wait_expires_names_what_is_not_yet_on_disk(
         else:
             assert not warned
         wait_for(lambda: spooled_contents(tmp_path / "spool") == set(expected), what="the spooler finished")
-        turns = _replayed(tmp_path, short_tmp, hub, n)
+        turns = _replayed(tmp_path, hub, n)
     finally:
         hub.kill()
     assert [c for _, c in turns] == ["the last words", *expected]
