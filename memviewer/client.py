@@ -39,9 +39,11 @@ appended to is truncated), so the spool shrinks as it drains. The queue holds
 at most ``max_queue`` commands / ``max_queue_bytes``; a call finding it full
 waits for the spooler (a few ms, ``max_block`` at most) and, only when neither
 the disk nor the hub takes anything, drops the command and reports it like a
-refusal (never silently). ``close()`` leaves what is still unsent in the spool,
-where a hub picks it up when it starts, or the next Publisher on that spool
-folder replays it when it connects; the ids make replays idempotent.
+refusal (never silently). ``close()`` has the spooler leave what is still unsent
+in the spool (no I/O on the caller's thread there either; it waits for the
+spooler, ``spool_timeout``), where a hub picks it up when it starts, or the
+next Publisher on that spool folder replays it when it connects; the ids make
+replays idempotent.
 
 A hub stopping or restarting never closes the agent's episodes; the agent's own
 end does: ``close()`` (also run at exit) sends one ``shutdown`` command naming
@@ -206,7 +208,10 @@ class Publisher:
         self._split_until = 0  # send one command per request up to this lsn (isolate a bad one)
         self._conn: RpcConnection | None = None
         self._frame_limit = protocol.DEFAULT_FRAME_LIMIT
-        self._stopping = False
+        self._stopping = False  # close(): the sender stops
+        self._handover = False  # close(): the spooler writes what is left, then stops
+        self._spool_done = False
+        self._kept_files: list[Path] = []
         self._closed = False
         self._last_connect_failed = False
         self._hub_down = False  # the last connect or send failed: spool everything at once
@@ -236,6 +241,7 @@ class Publisher:
         self.caller_waits = 0
         self.caller_wait_max = 0.0
         self.durable_lag_max = 0.0  # worst time from a call returning to its command being on disk
+        self.not_durable_at_close = 0  # commands close() left to the spooler unwritten (its wait expired)
         self.connects = 0
 
         _open_publishers.add(self)
@@ -470,16 +476,23 @@ class Publisher:
         with self._cond:
             return list(self._open_episodes)
 
-    def close(self, timeout: float = 5.0, *, end_episodes: bool = True) -> bool:
-        """The agent's end: abandon its open episodes, flush (bounded), stop the threads,
-        and leave anything unsent in the spool (the next hub or publisher applies it).
+    def close(self, timeout: float = 5.0, *, end_episodes: bool = True, spool_timeout: float = 10.0) -> bool:
+        """The agent's end: abandon its open episodes, flush (bounded), stop the sender, and
+        have the spooler leave anything unsent in the spool (the next hub or publisher
+        applies it). True when everything was stored by the hub.
 
         ``end_episodes``: send one ``shutdown`` command naming the episodes this
         publisher started and did not end (False: leave them open, e.g. another
-        publisher of the same agent carries on). When the hub is known to be
-        unreachable, the flush waits at most one second: the commands are safe in
-        the spool either way. True when everything was stored. Unlike the publish
-        calls, ``close`` writes the spool on the caller's thread (the threads are gone).
+        publisher of the same agent carries on). ``timeout`` bounds the wait for the hub;
+        when the hub is known to be unreachable it waits at most one second: the commands
+        are safe in the spool either way.
+
+        Like the publish calls, ``close`` does no file I/O on the caller's thread: the
+        spooler thread writes and fsyncs what is left, and tidies the spool files, while
+        the caller waits for it up to ``spool_timeout`` seconds. If that wait expires, the
+        commands not yet on disk are named in a warning (``memviewer.client`` logger) and
+        counted in ``stats()["not_durable_at_close"]``; the spooler goes on writing them
+        (lost only if the process ends first), and ``close`` returns False.
         """
         if self._closed:
             return True
@@ -494,31 +507,64 @@ class Publisher:
             if ok or waited >= timeout or (self._last_connect_failed and waited >= min(1.0, timeout)):
                 break
         with self._cond:
-            self._stopping = True
+            self._stopping = True  # the sender stops; the spooler carries on until the handover
             self._cond.notify_all()
-            self._spool_cond.notify_all()
             conn = self._conn
         if conn is not None:
             with contextlib.suppress(OSError):
                 conn.sock.shutdown(socket.SHUT_RDWR)
         self._thread.join(timeout=10.0)
-        self._spooler.join(timeout=10.0)
-        with self._cond:
+        self._drop_conn()
+        with self._cond:  # the rest is the spooler's: no new command from here on
             self._closed = True
-            leftover = [(lsn, ln) for lsn, ln, _ in self._mem if lsn > self._acked]
-            self._mem.clear()
-            self._mem_bytes = 0
-            segments, self._segments = self._segments, []
-            acked = self._acked
-            unsent = sum(1 for s in segments if s.last > acked) + len(leftover)
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
-        kept = self._leave_spool(segments, leftover, acked)
+            self._handover = True
+            self._spool_cond.notify_all()
+            deadline = time.monotonic() + max(0.0, spool_timeout)
+            while not self._spool_done:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+            done, kept, stored = self._spool_done, self._kept_files, self._acked >= self._next_lsn - 1
+            pending = [lsn for lsn, _ln, _t in self._mem if lsn > self._acked] if not done else []
+            self.not_durable_at_close = len(pending)
+        if done:
+            self._spooler.join(timeout=1.0)
         _open_publishers.discard(self)
+        if pending:
+            log.warning(
+                "publisher closed after %.1f s with %d commands (cid %d..%d) not yet on disk: "
+                "the spooler is still writing them to %s (lost if the process ends first)",
+                spool_timeout,
+                len(pending),
+                pending[0],
+                pending[-1],
+                self.spool_dir,
+            )
         if kept:
             log.warning("publisher closed with unsent commands left in %s", ", ".join(map(str, kept)))
-        return ok and not unsent
+        return ok and done and stored
+
+    def _spool_remainder(self) -> None:
+        """Spooler thread, at ``close``: exactly the unacknowledged commands stay on disk."""
+        with self._cond:
+            leftover = [(lsn, ln) for lsn, ln, _ in self._mem if lsn > self._acked]
+            segments = list(self._segments)
+            acked = self._acked
+        try:
+            kept = self._leave_spool(segments, leftover, acked)
+        except Exception:  # a bug: say so, and never leave close() waiting for a retry loop
+            log.exception(
+                "publisher spooler failed while closing; the spool in %s is as it was", self.spool_dir
+            )
+            kept = [seg.path for seg in segments]
+        with self._cond:
+            self._mem.clear()
+            self._mem_bytes = 0
+            self._segments = []
+            self._kept_files = kept
+            self._spool_done = True
+            self._cond.notify_all()
 
     def _leave_spool(
         self, segments: list[Segment], leftover: list[tuple[int, bytes]], acked: int
@@ -591,6 +637,7 @@ class Publisher:
                 "spool_syncs": self.spool_syncs,
                 "sync_interval": self.sync_interval,
                 "durable_lag_max_s": self.durable_lag_max,
+                "not_durable_at_close": self.not_durable_at_close,
                 "caller_waits": self.caller_waits,
                 "caller_wait_max_s": self.caller_wait_max,
                 "adopted_files": self.adopted_files,
@@ -760,14 +807,21 @@ class Publisher:
         while True:
             with self._cond:
                 while True:
-                    if self._stopping:
-                        return
+                    if self._handover:
+                        break
                     compact = self._compactable_locked()
                     wait = self._spool_wait_locked()
                     if compact or wait == 0.0:
                         break
                     self._spool_cond.wait(wait)
-                count = len(self._mem) if wait == 0.0 else 0
+                if self._handover:
+                    done = self._spool_done
+                else:
+                    count = len(self._mem) if wait == 0.0 else 0
+            if self._handover:
+                if not done:
+                    self._spool_remainder()
+                return
             if compact:
                 self._compact()
             if count:

@@ -218,6 +218,128 @@ def test_add_turn_never_does_io_on_the_callers_thread(
     assert [c for _, c in stored(home, eid)] == expected
 
 
+def _record_io(
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[collections.Counter[tuple[str, str]], threading.Event]:
+    """Count the ``IO_CALLS`` made while the event is set, by (thread name, call)."""
+    calls: collections.Counter[tuple[str, str]] = collections.Counter()
+    recording = threading.Event()
+    for owner, name in IO_CALLS:
+        real = getattr(owner, name)
+
+        def wrapper(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
+            if recording.is_set():
+                calls[(threading.current_thread().name, _name)] += 1
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(owner, name, wrapper)
+    return calls, recording
+
+
+def _frozen_hub_backlog(
+    tmp_path: Path, short_tmp: Path, n: int, pad: int
+) -> tuple[HubProcess, Publisher, str, list[str]]:
+    """A Publisher connected to a real hub that then stops answering (SIGSTOP), with ``n``
+    turns queued in memory: ``sync_interval=None`` spools only once the hub is known down,
+    so all of them are still the remainder ``close`` must hand to the spooler."""
+    hub = HubProcess(tmp_path / "home", short_tmp / "hub.sock").start()
+    pub = Publisher(
+        hub.socket_path,
+        tmp_path / "spool",
+        sync_interval=None,
+        max_queue=n + 100,
+        max_queue_bytes=(n + 100) * (pad + 400),
+        request_timeout=30,
+    )
+    sid = pub.open_session(agent="closer", session_id="s-closer", active_window=100_000)
+    eid = pub.start_episode(sid, "the last words", episode_id="e-closer")
+    wait_for(lambda: pub.flush(0.1), what="connected")
+    os.kill(hub.pid, signal.SIGSTOP)
+    expected = [f"turn {i} " + "q" * pad for i in range(n)]
+    return hub, pub, eid, expected
+
+
+def _replayed(tmp_path: Path, hub: HubProcess, n: int) -> list[tuple[str, str]]:
+    """A new hub on the home and a new Publisher on the spool: it replays what close left."""
+    hub.kill()  # the frozen one: nothing it had buffered is stored
+    hub.start()
+    with Publisher(hub.socket_path, tmp_path / "spool") as pub:
+        wait_for(
+            lambda: (
+                len(stored(tmp_path / "home", "e-closer")) >= n + 1
+                and not list((tmp_path / "spool").glob("*.ndjson"))
+            ),
+            timeout=120,
+            what="the spool replayed and removed",
+        )
+        assert pub.stats()["adopted_files"] >= 1 and pub.take_refusals() == []
+    return stored(tmp_path / "home", "e-closer")
+
+
+def test_close_hands_the_rest_to_the_spooler_and_a_later_publisher_replays_it(
+    tmp_path: Path, short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """close() with the hub not answering: the agent's thread does no file or socket I/O, the
+    spooler writes every unacknowledged command, and a later Publisher replays them once."""
+    n = 3000
+    hub, pub, eid, expected = _frozen_hub_backlog(tmp_path, short_tmp, n, 300)
+    calls, recording = _record_io(monkeypatch)
+    closed: list[bool] = []
+    try:
+
+        def agent() -> None:
+            for content in expected:
+                pub.add_turn(eid, "tool", content)
+            closed.append(pub.close(timeout=0.5))
+
+        recording.set()
+        worker = threading.Thread(target=agent, name="the-agent")
+        worker.start()
+        worker.join(60)
+        recording.clear()
+        assert not worker.is_alive()
+        assert closed == [False]  # the hub stored none of them
+        by_thread = collections.Counter(t for t, _ in calls.elements())
+        assert by_thread["the-agent"] == 0, calls
+        assert calls[("memviewer-spooler", "write")] > 0 and calls[("memviewer-spooler", "fsync")] > 0
+        stats = pub.stats()
+        assert stats["not_durable_at_close"] == 0 and stats["spooled_commands"] >= n + 1
+        assert spooled_contents(tmp_path / "spool") == set(expected)  # on disk when close returned
+        turns = _replayed(tmp_path, hub, n)
+    finally:
+        recording.clear()
+        hub.kill()
+    assert [c for _, c in turns] == ["the last words", *expected]  # all, in order
+    assert len({tid for tid, _ in turns}) == len(turns)  # none twice
+    assert list((tmp_path / "spool").glob("*.ndjson")) == []
+
+
+def test_close_whose_spool_wait_expires_names_what_is_not_yet_on_disk(
+    tmp_path: Path, short_tmp: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``spool_timeout=0``: close returns at once, False; what the spooler had not written yet
+    is counted and named in a warning, and the spooler still finishes: nothing is lost."""
+    n = 8000
+    hub, pub, eid, expected = _frozen_hub_backlog(tmp_path, short_tmp, n, 1500)
+    try:
+        for content in expected:
+            pub.add_turn(eid, "tool", content)
+        with caplog.at_level("WARNING", logger="memviewer.client"):
+            assert pub.close(timeout=0.2, spool_timeout=0.0) is False
+        pending = pub.stats()["not_durable_at_close"]
+        warned = [r.getMessage() for r in caplog.records if "not yet on disk" in r.getMessage()]
+        if pending:  # (a 12 MB write outlasting a zero wait; a very slow caller could miss it)
+            assert warned and f"with {pending} commands" in warned[0], warned
+        else:
+            assert not warned
+        wait_for(lambda: spooled_contents(tmp_path / "spool") == set(expected), what="the spooler finished")
+        turns = _replayed(tmp_path, hub, n)
+    finally:
+        hub.kill()
+    assert [c for _, c in turns] == ["the last words", *expected]
+    assert len({tid for tid, _ in turns}) == len(turns)
+
+
 def test_the_spool_shrinks_as_a_large_backlog_drains(tmp_path: Path, short_tmp: Path) -> None:
     """Before, a 387 MB spool only shrank once fully drained; now a segment goes once acknowledged."""
     sock = short_tmp / "hub.sock"

@@ -30,7 +30,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from memviewer.io.praisonai import (
     ForeignFileError,
@@ -155,6 +155,25 @@ def opened(
             yield big, _chunks(big, reader)
         if big.interrupted:
             raise KeyboardInterrupt
+
+
+def check_open_file(
+    fh: BinaryIO, path: Path, progress: BytesProgress | None = None
+) -> tuple[BigFile, Iterator[list[dict]]]:
+    """``opened`` for a caller that owns the open file and its threads (the hub's folder
+    watcher hashes the same file first and steps ``chunks`` from worker threads): pass 1
+    runs now, on this thread; Ctrl-C is not intercepted; the caller closes ``fh``.
+    Setting ``big.interrupted`` makes the next 1 MiB read end the document (a stop)."""
+    import ijson
+
+    try:
+        st = os.fstat(fh.fileno())
+    except OSError as exc:
+        raise ForeignFileError(f"cannot read: {exc.strerror or exc}") from None
+    big = BigFile(path, st.st_size, {}, None, [], 0, 0, backend=ijson)  # type: ignore[arg-type]
+    reader = _Reader(fh, big, 1, progress)
+    _check(big, reader, st.st_mtime)
+    return big, _chunks(big, reader)
 
 
 def _parse_errors(big: BigFile, run: Callable[[], Any]) -> Any:

@@ -254,6 +254,59 @@ class _Run:
         return result
 
 
+class ChunkedImport:
+    """One chunked import driven a chunk at a time by its caller: ``add`` per chunk, then
+    ``finish``, each its own transaction (the rules of ``import_chunks``).
+
+    For a caller whose chunks come from elsewhere, such as the hub's folder watcher: it
+    reads the file on a worker thread and hands each chunk to the writer thread as its
+    own job, so publishes interleave with a big file instead of waiting for all of it.
+    Calls must not overlap (one thread at a time, in order)."""
+
+    def __init__(
+        self,
+        store: Store,
+        session_row: SessionRow,
+        session: dict[str, Any],
+        *,
+        origin: str | None = None,
+        replace: bool = False,
+    ) -> None:
+        check_session(session)
+        reason = check_value(session)
+        if reason:
+            raise MemviewerError(INVALID_ARGUMENT, f"session {session['id']!r} {reason}")
+        self.store = store
+        self._run = _Run(session_row, session, origin, replace)
+
+    @property
+    def session_id(self) -> str:
+        return self._run.sid
+
+    @property
+    def chunks(self) -> int:
+        """Chunks stored so far."""
+        return self._run.chunks
+
+    def add(self, turns: list[dict[str, Any]]) -> None:
+        """Compare one chunk with the store and commit what differs (one transaction)."""
+        if not turns:
+            return
+        run = self._run
+        with log_context(session_id=run.sid), self.store.write() as tx:
+            if not run.begun:
+                run.begin(tx)
+            run.chunk(tx, turns)
+
+    def finish(self) -> dict[str, Any]:
+        """The last transaction: removes what the file no longer holds; the result."""
+        run = self._run
+        with log_context(session_id=run.sid), self.store.write() as tx:
+            if not run.begun:
+                run.begin(tx)
+            return run.finish(tx)
+
+
 def import_chunks(
     store: Store,
     session_row: SessionRow,
@@ -264,20 +317,7 @@ def import_chunks(
     replace: bool = False,
 ) -> dict[str, Any]:
     """Store ``session`` and its turns (projection order, in chunks); see the module doc."""
-    check_session(session)
-    reason = check_value(session)
-    if reason:
-        raise MemviewerError(INVALID_ARGUMENT, f"session {session['id']!r} {reason}")
-    run = _Run(session_row, session, origin, replace)
-    with log_context(session_id=run.sid):
-        for turns in chunks:
-            if not turns:
-                continue
-            with store.write() as tx:
-                if not run.begun:
-                    run.begin(tx)
-                run.chunk(tx, turns)
-        with store.write() as tx:
-            if not run.begun:
-                run.begin(tx)
-            return run.finish(tx)
+    job = ChunkedImport(store, session_row, session, origin=origin, replace=replace)
+    for turns in chunks:
+        job.add(turns)
+    return job.finish()

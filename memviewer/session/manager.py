@@ -26,7 +26,7 @@ from memviewer.ids import new_id
 from memviewer.logctx import log_context
 from memviewer.session import compaction
 from memviewer.session.bus import EventBus
-from memviewer.session.chunked_import import import_chunks
+from memviewer.session.chunked_import import ChunkedImport, import_chunks
 from memviewer.session.fastpath import TurnBatchWriter
 from memviewer.session.importcheck import (
     EPISODE_DEFAULTS,
@@ -740,6 +740,13 @@ class SessionManager:
         ``memviewer.session.chunked_import``.
         """
         return import_chunks(self.store, self.import_row, session, chunks, origin=origin, replace=replace)
+
+    def chunked_import(
+        self, session: dict[str, Any], *, origin: str | None = None, replace: bool = False
+    ) -> ChunkedImport:
+        """The same import driven a chunk at a time by a caller whose chunks arrive one by one
+        (the folder watcher hands each to the writer thread as its own job)."""
+        return ChunkedImport(self.store, self.import_row, session, origin=origin, replace=replace)
 
 
 @dataclass

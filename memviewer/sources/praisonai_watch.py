@@ -16,6 +16,12 @@ parsed again.
 * A deleted file deletes nothing: the stored session stays as it was (``deleted_files``).
 * Sub-agent transcripts in ``metadata.agent_histories`` become child sessions
   (``<session>.agent.<key>``, ``parent_session_id`` = the session), so they are searchable.
+* A file of ``big_file_bytes`` or more (default ``praisonai_stream.STREAM_MIN_BYTES``, the
+  threshold of ``memviewer import praisonai``) is never read whole: hashed in 1 MiB blocks,
+  checked and read by ``praisonai_chunks``, and stored a chunk of turns per writer-thread job
+  (``session.chunked_import.ChunkedImport``; see ``praisonai_bigfile``). A grown or edited
+  big file is reconciled chunk by chunk (new turns inserted, changed ones updated, dropped
+  ones removed at the end), nothing twice; an interrupted run is continued by the next.
 """
 
 from __future__ import annotations
@@ -69,27 +75,39 @@ def sessions_from_file(data: Any, stem: str, mtime: float | None) -> list[tuple[
     The parent's metadata keeps the list of child ids instead of the transcripts
     (they are stored once, as the child sessions' turns). Raises ``ForeignFileError``.
     """
-    from memviewer.io.praisonai import ForeignFileError, parse_session
+    from memviewer.io.praisonai import parse_session
 
-    histories: dict[str, Any] = {}
+    raw: dict[Any, Any] | None = None
     if isinstance(data, dict) and isinstance(data.get("metadata"), dict):
-        raw = data["metadata"].get(AGENT_HISTORIES)
-        if isinstance(raw, dict):
-            histories = {str(k): v for k, v in raw.items() if isinstance(v, list)}
+        found = data["metadata"].get(AGENT_HISTORIES)
+        if isinstance(found, dict):
+            raw = found
             data = {**data, "metadata": {k: v for k, v in data["metadata"].items() if k != AGENT_HISTORIES}}
     session, turns = parse_session(data, stem, mtime)
-    out = [(session, turns)]
-    if not histories:
-        return out
+    return [(session, turns), *child_sessions(session, raw or {})]
+
+
+def child_sessions(
+    session: dict[str, Any], histories: dict[Any, Any]
+) -> list[tuple[dict[str, Any], list[Any]]]:
+    """The child sessions of ``metadata.agent_histories`` (already taken out of the parent's
+    metadata); records their ids in the parent's metadata. Raises ``ForeignFileError``."""
+    from memviewer.io.praisonai import ForeignFileError, parse_session
+
+    lists = {str(k): v for k, v in histories.items() if isinstance(v, list)}
+    if not lists:
+        return []
+    praison = session["meta"]["praisonai"]
+    out = []
     children = []
-    for key, messages in sorted(histories.items()):
+    for key, messages in sorted(lists.items()):
         cid = child_session_id(session["id"], key)
         child_data = {
             "session_id": cid,
             "messages": messages,
-            "created_at": data.get("created_at"),
+            "created_at": praison.get("created_at"),
             "agent_name": key,
-            "user_id": data.get("user_id"),
+            "user_id": praison.get("user_id"),
             "parent_session_id": session["id"],
         }
         try:
@@ -116,7 +134,14 @@ class PraisonAIWatcher:
         debounce_ms: int = 60,
         step_ms: int = 20,
         rescan_interval: float = 2.0,
+        big_file_bytes: int | None = None,
     ) -> None:
+        """``big_file_bytes``: files this big or bigger are streamed and stored in chunks
+        (default ``praisonai_stream.STREAM_MIN_BYTES``, the threshold of ``memviewer import
+        praisonai``)."""
+        from memviewer.io import praisonai_stream
+
+        self.big_file_bytes = praisonai_stream.STREAM_MIN_BYTES if big_file_bytes is None else big_file_bytes
         self.folder = Path(folder).expanduser()
         if force_polling is None:  # watchfiles' own switch is honoured too
             env = os.environ.get("WATCHFILES_FORCE_POLLING", "").strip().lower()
@@ -135,6 +160,9 @@ class PraisonAIWatcher:
                 "invalid_json": 0,
                 "rejected_files": 0,
                 "deleted_files": 0,
+                "unchanged_files": 0,
+                "chunked_files": 0,
+                "chunks_stored": 0,
             }
         )
         self._hub: Any = None
@@ -241,34 +269,105 @@ class PraisonAIWatcher:
                 log.exception("PraisonAI file %s could not be synced", path)
 
     async def _sync(self, path: Path) -> None:
-        """Read, parse (a thread) and import (the writer thread) one file."""
+        """Read, parse (a thread) and import (the writer thread) one file; a big one in chunks."""
         loop = asyncio.get_running_loop()
-        read = await loop.run_in_executor(None, _read, path, self._digest.get(path))
-        kind, payload = read
+        if await loop.run_in_executor(None, _size, path) >= self.big_file_bytes:
+            await self._sync_big(path)
+            return
+        kind, payload = await loop.run_in_executor(None, _read, path, self._digest.get(path))
+        if self._settled(path, kind, payload):
+            return
+        digest, sessions = payload
+        origin = f"praisonai:{path.resolve()}"
+        results = await self._hub.write(_import_all, self._hub.service, sessions, origin)
+        self._account(path, digest, results)
+
+    def _settled(self, path: Path, kind: str, payload: Any) -> bool:
+        """Count and report a file that is gone, unchanged or bad; False when it is to import."""
         if kind == "gone":
             if path in self._digest:
                 self._digest.pop(path, None)
                 self.state.count("deleted_files")
                 log.info("PraisonAI file %s was deleted; its stored session is kept", path)
-            return
+            return True
         if kind == "same":
-            return
+            self.state.count("unchanged_files")
+            return True
         self.state.count("files_seen")
+        return self._bad(path, kind, payload)
+
+    def _bad(self, path: Path, kind: str, why: Any) -> bool:
         if kind == "invalid_json":
             self.state.count("invalid_json")
-            self.state.error(f"{path}: {payload}")
+            self.state.error(f"{path}: {why}")
             log.warning(
-                "PraisonAI file %s is not valid JSON yet (%s); retrying on its next change", path, payload
+                "PraisonAI file %s is not valid JSON yet (%s); retrying on its next change", path, why
             )
-            return
+            return True
         if kind == "rejected":
             self.state.count("rejected_files")
-            self.state.error(f"{path}: {payload}")
-            log.warning("PraisonAI file %s skipped: %s", path, payload)
+            self.state.error(f"{path}: {why}")
+            log.warning("PraisonAI file %s skipped: %s", path, why)
+            return True
+        return False
+
+    async def _sync_big(self, path: Path) -> None:
+        """A big file: hashed, checked and read on worker threads, never whole; each chunk
+        of turns is one writer-thread job (``praisonai_bigfile``), so publishes and other
+        files' imports interleave with it. An interrupted or failed run leaves whole chunks;
+        the next run of the same file continues it (turns are keyed by id, nothing twice)."""
+        from memviewer.sources import praisonai_bigfile as bigfile
+        from memviewer.store.db import storage_failure
+
+        loop = asyncio.get_running_loop()
+        kind, payload = await loop.run_in_executor(None, bigfile.open_hashed, path, self._digest.get(path))
+        if self._settled(path, kind, payload):
             return
-        digest, sessions = payload
-        origin = f"praisonai:{path.resolve()}"
-        results = await self._hub.write(_import_all, self._hub.service, sessions, origin)
+        fh, digest = payload
+        big: Any = None
+        pending: asyncio.Future[Any] | None = None
+        try:
+            pending = loop.run_in_executor(None, bigfile.check, fh, path, child_sessions)
+            kind, payload = await pending
+            pending = None
+            if self._bad(path, kind, payload):
+                return
+            big, chunks, children = payload
+            self.state.count("chunked_files")
+            service = self._hub.service
+            origin = f"praisonai:{path.resolve()}"
+            sid = big.session["id"]
+            try:
+                job = service.manager.chunked_import(big.session, origin=origin)
+                while True:
+                    pending = loop.run_in_executor(None, bigfile.next_chunk, chunks)
+                    kind, turns = await pending
+                    pending = None
+                    if kind == "end":
+                        break
+                    if kind != "ok":  # changed in place while read: the next change retries
+                        self._bad(path, kind, f"{turns} (after {job.chunks} chunks stored)")
+                        return
+                    await self._hub.write(job.add, turns)
+                    self.state.count("chunks_stored")
+                parent = await self._hub.write(bigfile.finish, service, job)
+            except MemviewerError as exc:
+                if storage_failure(exc) is not None or exc.code == "internal":
+                    raise
+                parent = {"session_id": sid, "error": exc.message}
+            results = [parent]
+            if children:
+                results += await self._hub.write(_import_all, service, children, origin, 1)
+            self._account(path, digest, results)
+        finally:
+            if pending is not None and not pending.done():  # cancelled mid-read: stop it, then close
+                if big is not None:
+                    big.interrupted = True
+                pending.add_done_callback(lambda _f: fh.close())
+            else:
+                fh.close()
+
+    def _account(self, path: Path, digest: str, results: list[dict[str, Any]]) -> None:
         refused = [r for r in results if "error" in r]
         for r in refused:
             self.state.count("rejected_files")
@@ -282,6 +381,13 @@ class PraisonAIWatcher:
             self.state.delivered()
         if not refused:
             self._digest[path] = digest
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0  # gone or unreadable: the small path says which
 
 
 def _read(path: Path, last_digest: str | None) -> tuple[str, Any]:
@@ -317,12 +423,15 @@ def _read(path: Path, last_digest: str | None) -> tuple[str, Any]:
         return "rejected", str(exc)
 
 
-def _import_all(service: Any, sessions: list[tuple[dict[str, Any], list[Any]]], origin: str) -> list[dict]:
-    """Writer thread: the parent first, then its children; a refused session fails alone."""
+def _import_all(
+    service: Any, sessions: list[tuple[dict[str, Any], list[Any]]], origin: str, first: int = 0
+) -> list[dict]:
+    """Writer thread: the parent first, then its children; a refused session fails alone.
+    ``first`` is the position of ``sessions[0]`` in the file (1: children only)."""
     from memviewer.store.db import storage_failure
 
     out = []
-    for i, (session, turns) in enumerate(sessions):
+    for i, (session, turns) in enumerate(sessions, first):
         where = origin if i == 0 else f"{origin}#agent:{session['meta']['metadata'].get('agent_key')}"
         try:
             out.append(service.import_session(session, turns, origin=where))

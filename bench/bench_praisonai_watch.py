@@ -1,0 +1,134 @@
+"""Peak RSS and time of the hub's PraisonAI folder watcher on one big file, before/after.
+
+A generated PraisonAI file (``tests/praisonai_big.py``: many short messages, the worst case
+of objects per byte) sits in a watched folder; ``memviewer serve --no-index
+--watch-praisonai DIR`` of ``--baseline REV`` (default ``main``, exported with ``git
+archive`` and run through ``PYTHONPATH``) and of this tree each start on a fresh home and
+import it from their first scan. The bench polls the store (read-only SQLite) until the
+session holds every message and its last ``session.imported`` event is final, then touches
+the file (same bytes: this tree hashes it and stops) and, after a settle, stops the hub.
+Peak RSS is ``ru_maxrss`` of the hub (``RUSAGE_CHILDREN`` of a wrapper that runs only it).
+Child processes run with their cwd in a temporary folder outside the repository.
+
+    .venv/bin/python bench/bench_praisonai_watch.py [--mb 100] [--baseline main]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import platform
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+from praisonai_big import write_big_session  # noqa: E402
+
+WRAPPER = """
+import resource, signal, subprocess, sys
+p = subprocess.Popen(sys.argv[1:])
+signal.signal(signal.SIGTERM, lambda *_: p.terminate())
+p.wait()
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, flush=True)
+"""
+
+
+def imported(db: Path, n: int) -> bool:
+    """The session holds ``n`` turns and its last import event is not partial."""
+    if not db.exists():
+        return False
+    try:
+        conn = sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=1)
+        try:
+            (count,) = conn.execute("SELECT count(*) FROM turns WHERE session_id = 'big'").fetchone()
+            row = conn.execute(
+                "SELECT payload FROM events WHERE kind = 'session.imported' AND session_id = 'big' "
+                "ORDER BY seq DESC LIMIT 1"
+            ).fetchone()
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return False
+    return count == n and row is not None and not json.loads(row[0]).get("partial")
+
+
+def run(tree: Path, tmp: Path, label: str, folder: Path, n: int, timeout: float) -> tuple[float, float]:
+    home = tmp / f"home-{label}"
+    sock = Path(tempfile.mkdtemp(prefix="mvb-", dir="/tmp")) / "hub.sock"
+    env = {**os.environ, "PYTHONPATH": str(tree), "MEMVIEWER_CONFIG": os.devnull}
+    cmd = [sys.executable, "-m", "memviewer.cli", "--home", str(home), "--socket", str(sock)]
+    cmd += ["serve", "--no-index", "--watch-praisonai", str(folder)]
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRAPPER, *cmd],
+        cwd=tmp,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
+    db = home / "memviewer.db"
+    try:
+        while not imported(db, n):
+            if proc.poll() is not None:
+                raise SystemExit(f"{label}: the hub exited early")
+            if time.perf_counter() - t0 > timeout:
+                raise SystemExit(f"{label}: not imported within {timeout} s")
+            time.sleep(0.5)
+        secs = time.perf_counter() - t0
+        os.utime(folder / "big.json")  # a change event, same bytes
+        time.sleep(5)
+    finally:
+        proc.terminate()
+        out, _ = proc.communicate(timeout=120)
+    return secs, float(out.split()[-1])
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--mb", type=int, default=100)
+    ap.add_argument("--baseline", default="main", help="git revision to compare with ('' to skip)")
+    ap.add_argument("--timeout", type=float, default=3600)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp_s:
+        tmp = Path(tmp_s)
+        folder = tmp / "sessions"
+        folder.mkdir()
+        path = folder / "big.json"
+        n = write_big_session(path, args.mb * 1_000_000)
+        size = path.stat().st_size / 1e6
+        print(
+            f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, {platform.machine()}, {os.cpu_count()} cores, "
+            f"load {os.getloadavg()[0]:.1f}; file {size:.0f} MB, {n} messages",
+            flush=True,
+        )
+        trees: list[tuple[str, Path]] = []
+        if args.baseline:
+            base = tmp / "baseline"
+            base.mkdir()
+            archive = subprocess.run(
+                ["git", "-C", str(ROOT), "archive", args.baseline, "memviewer"],
+                check=True,
+                capture_output=True,
+            ).stdout
+            subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
+            trees.append((f"baseline ({args.baseline})", base))
+        trees.append(("this tree", ROOT))
+        for label, tree in trees:
+            secs, rss = run(tree, tmp, label[:4], folder, n, args.timeout)
+            print(
+                f"  {label:18} watcher import: {secs:6.1f} s, hub peak RSS {rss:6.0f} MB "
+                f"({rss / size:.2f}x), load {os.getloadavg()[0]:.1f}",
+                flush=True,
+            )
+
+
+if __name__ == "__main__":
+    main()
