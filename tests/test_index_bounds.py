@@ -118,3 +118,36 @@ def test_deleting_a_session_larger_than_a_page_drops_all_its_rows(
     service.sync_index()
     assert _index_rows(service, "gone") == {}
     assert len(_index_rows(service, "kept")) == 3
+
+
+def _rss_anon_kb() -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("RssAnon:"):
+            return int(line.split()[1])
+    raise AssertionError("no RssAnon")
+
+
+def test_free_heap_pages_are_given_back_after_a_burst() -> None:
+    import ctypes
+    import ctypes.util
+
+    from memviewer.index.heap import release_free_memory
+
+    name = ctypes.util.find_library("c")
+    libc = ctypes.CDLL(name) if name else None
+    if libc is None or not hasattr(libc, "malloc_trim") or not Path("/proc/self/status").exists():
+        pytest.skip("needs glibc and /proc")
+    libc.malloc.restype = ctypes.c_void_p
+    libc.malloc.argtypes = [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    libc.memset.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
+    blocks = [libc.malloc(1024) for _ in range(120_000)]  # ~120 MB of small blocks, as a burst
+    for b in blocks:
+        libc.memset(b, 1, 1024)
+    for b in blocks[:-1]:  # the last block pins the top of the heap: nothing shrinks on its own
+        libc.free(b)
+    before = _rss_anon_kb()
+    release_free_memory()
+    after = _rss_anon_kb()
+    libc.free(blocks[-1])
+    assert before - after > 50_000, f"RssAnon {before} -> {after} kB"

@@ -435,6 +435,9 @@ class Indexer:
                 self.index.build_ann(threshold=self.settings.ann_threshold)
         except Exception:
             log.exception("optimising the index failed")
+        from memviewer.index.heap import release_free_memory
+
+        release_free_memory()  # the compaction's buffers are free; give the pages back
         self._last_optimize = time.monotonic()
         self._rows_since_optimize = 0
         self._optimized_versions = self._table_versions()
