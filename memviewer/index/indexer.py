@@ -82,8 +82,8 @@ OPTIMIZE_AFTER_SUMMARIES = 200
 #: one, with a fragment or deletion file of its own). Small batches arrive faster than
 #: rows add up: 16,000 turns in a hub's small passes made ~3,000 versions and up to 270
 #: fragments between two passes of ``OPTIMIZE_AFTER_ROWS``, and every query and manifest
-#: grows with the fragments. Compacting after ``OPTIMIZE_AFTER_VERSIONS`` keeps a table
-#: under about that many fragments, whatever the batch size.
+#: grows with the fragments. Compacting after ``OPTIMIZE_AFTER_VERSIONS`` (checked after each pass)
+#: keeps a table under about that many fragments plus one pass's, whatever the batch size.
 OPTIMIZE_AFTER_VERSIONS = 100
 CONTEXT_CHARS = 300
 #: The summarizer reads at most this much of each turn: its work grows with the whole
