@@ -17,7 +17,7 @@ import pytest
 
 from memviewer.index import indexer as indexer_mod
 from memviewer.index.embedder import HashEmbedder
-from memviewer.index.lance import TURNS
+from memviewer.index.lance import INDEX_CACHE_BYTES, METADATA_CACHE_BYTES, TURNS
 from memviewer.service import MemoryService
 
 #: A smaller trigger than the shipped one keeps the test fast; the bound is relative to it.
@@ -51,6 +51,8 @@ def test_many_small_batches_keep_the_fragment_count_bounded(
         assert most <= FRAGMENT_BOUND, f"{most} fragments after {batches} small batches"
         assert total["sql_turns"] > 2 * batches  # and the compaction summaries
         assert total["indexed_turns"] == total["sql_turns"] and total["lag"] == 0
+        cached = svc.parts.lance.cache_bytes()  # the connection's bounded LanceDB caches
+        assert 0 < cached <= INDEX_CACHE_BYTES + METADATA_CACHE_BYTES
         hit = svc.recall(f"cron job {(batches - 1) * 7}", scope="user", scope_id="u1", top_k=3)
         assert any("answer" in r["content"] for r in hit["results"])
     finally:
