@@ -141,6 +141,7 @@ def one_run(
     *,
     embedder: str = "model",
     points: int = 8,
+    wait_s: float = 3600.0,
 ) -> dict:
     home, sock = tmp / f"{label}-home", tmp / f"{label}.sock"
     path = [pythonpath] if pythonpath else []
@@ -174,7 +175,8 @@ def one_run(
         for w in workers:
             w.join()
         published = time.monotonic() - started
-        deadline = time.monotonic() + 1800
+        deadline = time.monotonic() + wait_s
+        total = done = 0
         while time.monotonic() < deadline:
             total, done = caught_up(home)
             if total >= publishers * turns and done >= total:
@@ -195,6 +197,7 @@ def one_run(
         "model": model_of(home),
         "published_s": round(published, 1),
         "indexed_s": round(indexed, 1),
+        "caught_up": f"{done}/{total} turns",  # less than all: the wait (--wait) ran out
         "peak_rss_mb": round(max(rss) / 1024, 1),
         "vmhwm_mb": round(hwm / 1024, 1),
         "end_rss_mb": round(rss[-1] / 1024, 1),
@@ -210,6 +213,7 @@ def main() -> None:
     ap.add_argument("--baseline", default="main", help="git revision to compare with ('' to skip)")
     ap.add_argument("--embedder", choices=("model", "hash"), default="model")
     ap.add_argument("--curve", type=int, default=8, help="points of the RSS curve per run")
+    ap.add_argument("--wait", type=float, default=3600.0, help="seconds to wait for the index")
     args = ap.parse_args()
     print(
         f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, {platform.machine()}, {os.cpu_count()} cores, "
@@ -241,6 +245,7 @@ def main() -> None:
                     tmp,
                     embedder=args.embedder,
                     points=args.curve,
+                    wait_s=args.wait,
                 )
                 r["label"] = label
                 results.setdefault(label, []).append(r)
