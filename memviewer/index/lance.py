@@ -64,9 +64,9 @@ SCHEMA_VERSION = 1
 #: LanceDB's caches, per connection (a ``lancedb.Session``). Its defaults are 6 GiB for
 #: indexes and 1 GiB for metadata, LRUs weighed in bytes that nothing else empties: every
 #: small append is a new table version with its own manifest, deletion files and file
-#: metadata, so a hub indexing 16,000 turns in small batches kept ~20 MB more per 1,000
-#: turns, without end (docs/benchmarks.md, "Indexer memory"). Bounded, the superseded
-#: entries are evicted instead. The working set of the queries recall runs is far below
+#: metadata, so one connection indexing turns in small batches kept ~22 MB more per 1,000
+#: turns for as long as it lived (docs/benchmarks.md, "Indexer memory"). Bounded, the
+#: superseded entries are evicted instead. The working set of the queries recall runs is far below
 #: these (1.8 MB on a 16,000-turn index); the index cache keeps the FTS posting lists,
 #: B-tree pages and IVF partitions of a large home hot.
 INDEX_CACHE_BYTES = 128 << 20
