@@ -11,7 +11,14 @@ Before/after in one run: ``--baseline REV`` (default ``main``) is exported with
 (``PYTHONPATH``); runs alternate baseline, this tree, baseline, … so machine noise hits
 both.
 
+``--embedder hash`` runs the same hubs with ``HashEmbedder`` instead of the model (a
+``sitecustomize`` shim on the hub's ``PYTHONPATH`` hands it to ``IndexParts``): no model
+memory and no embedding time, so what is left is the indexer's own growth (LanceDB,
+Python), fast enough for 16,000 turns of both trees. Every run also prints the RSS
+curve against the turns indexed (``--curve`` points), to tell a plateau from growth.
+
     .venv/bin/python bench/bench_indexer_memory.py [--publishers 8] [--turns 2000] [--runs 1]
+        [--embedder model|hash] [--baseline REV]
 """
 
 from __future__ import annotations
@@ -71,7 +78,7 @@ def publish(home: Path, sock: Path, n: int, seed: int) -> None:
             for text in items[start + 1 : start + 10]:
                 pub.add_turn(eid, "assistant", text)
             pub.finalize_episode(eid, r_task=1.0)
-        assert pub.flush(timeout=300.0), "publisher did not flush"
+        assert pub.flush(timeout=1800.0), "publisher did not flush"  # a loaded machine
 
 
 def caught_up(home: Path) -> tuple[int, int]:
@@ -88,16 +95,72 @@ def caught_up(home: Path) -> tuple[int, int]:
     return int(total), int(state.get("turn_num", 0) or 0)
 
 
-def one_run(label: str, pythonpath: str | None, publishers: int, turns: int, tmp: Path) -> dict:
+#: Put on a hub's PYTHONPATH by ``--embedder hash``: the hub's IndexParts use HashEmbedder.
+HASH_SHIM = """
+from memviewer.index import parts as _parts
+from memviewer.index.embedder import HashEmbedder as _Hash
+
+_parts.IndexParts.embedder = property(lambda self: self._embedder or _Hash())
+"""
+
+
+def indexed_num(home: Path) -> int:
+    try:
+        return int(json.loads((home / "lance" / "state.json").read_text()).get("turn_num", 0) or 0)
+    except (OSError, ValueError):
+        return 0
+
+
+def model_of(home: Path) -> str | None:
+    """The embedding model the hub's index was built with (state.json)."""
+    try:
+        return json.loads((home / "lance" / "state.json").read_text()).get("model")
+    except (OSError, ValueError):
+        return None
+
+
+def curve(samples: list[tuple[float, int, int]], total: int, points: int) -> list[tuple[int, float]]:
+    """(turns indexed, RSS MB) at ``points`` even steps of the turns indexed (the max RSS up to there)."""
+    out: list[tuple[int, float]] = []
+    peak = 0
+    step = 1
+    for _t, rss_kb, done in samples:
+        peak = max(peak, rss_kb)
+        while step <= points and done >= total * step / points:
+            out.append((int(total * step / points), round(peak / 1024, 1)))
+            step += 1
+    return out
+
+
+def one_run(
+    label: str,
+    pythonpath: str | None,
+    publishers: int,
+    turns: int,
+    tmp: Path,
+    *,
+    embedder: str = "model",
+    points: int = 8,
+    wait_s: float = 3600.0,
+) -> dict:
     home, sock = tmp / f"{label}-home", tmp / f"{label}.sock"
-    env = {"PYTHONPATH": pythonpath} if pythonpath else {}
+    path = [pythonpath] if pythonpath else []
+    if embedder == "hash":
+        shim = tmp / "hash-shim"
+        shim.mkdir(exist_ok=True)
+        (shim / "sitecustomize.py").write_text(HASH_SHIM)
+        path.insert(0, str(shim))
+    env = {"PYTHONPATH": os.pathsep.join(path)} if path else {}
     hub = HubProcess(home, sock, args=(), extra_env=env).start(timeout=60)
-    samples: list[int] = []
+    samples: list[tuple[float, int, int]] = []  # (s since start, VmRSS kB, turns indexed)
     stop = threading.Event()
 
     def sample() -> None:
+        n = 0
         while not stop.is_set():
-            samples.append(status_kb(hub.pid, "VmRSS"))
+            done = indexed_num(home) if n % 5 == 0 else (samples[-1][2] if samples else 0)
+            samples.append((time.monotonic(), status_kb(hub.pid, "VmRSS"), done))
+            n += 1
             time.sleep(0.1)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -112,7 +175,8 @@ def one_run(label: str, pythonpath: str | None, publishers: int, turns: int, tmp
         for w in workers:
             w.join()
         published = time.monotonic() - started
-        deadline = time.monotonic() + 1800
+        deadline = time.monotonic() + wait_s
+        total = done = 0
         while time.monotonic() < deadline:
             total, done = caught_up(home)
             if total >= publishers * turns and done >= total:
@@ -125,13 +189,19 @@ def one_run(label: str, pythonpath: str | None, publishers: int, turns: int, tmp
         stop.set()
         sampler.join()
         hub.stop(timeout=60)
+    rss = [kb for _t, kb, _d in samples]
+    total = max(d for _t, _kb, d in samples)
     return {
         "label": label,
+        "embedder": embedder,
+        "model": model_of(home),
         "published_s": round(published, 1),
         "indexed_s": round(indexed, 1),
-        "peak_rss_mb": round(max(samples) / 1024, 1),
+        "caught_up": f"{done}/{total} turns",  # less than all: the wait (--wait) ran out
+        "peak_rss_mb": round(max(rss) / 1024, 1),
         "vmhwm_mb": round(hwm / 1024, 1),
-        "end_rss_mb": round(samples[-1] / 1024, 1),
+        "end_rss_mb": round(rss[-1] / 1024, 1),
+        "curve_turns_peak_mb": curve(samples, total, points),
     }
 
 
@@ -141,10 +211,14 @@ def main() -> None:
     ap.add_argument("--turns", type=int, default=2000)
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--baseline", default="main", help="git revision to compare with ('' to skip)")
+    ap.add_argument("--embedder", choices=("model", "hash"), default="model")
+    ap.add_argument("--curve", type=int, default=8, help="points of the RSS curve per run")
+    ap.add_argument("--wait", type=float, default=3600.0, help="seconds to wait for the index")
     args = ap.parse_args()
     print(
         f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, {platform.machine()}, {os.cpu_count()} cores, "
-        f"load {os.getloadavg()[0]:.1f}; {args.publishers} publishers x {args.turns} turns"
+        f"load {os.getloadavg()[0]:.1f}; {args.publishers} publishers x {args.turns} turns, "
+        f"embedder {args.embedder}"
     )
     results: dict[str, list[dict]] = {}
     with tempfile.TemporaryDirectory() as tmp_s:
@@ -164,7 +238,14 @@ def main() -> None:
         for run in range(args.runs):
             for label, path in variants:
                 r = one_run(
-                    f"{label.split('(')[0].replace(' ', '')}{run}", path, args.publishers, args.turns, tmp
+                    f"{label.split('(')[0].replace(' ', '')}{run}",
+                    path,
+                    args.publishers,
+                    args.turns,
+                    tmp,
+                    embedder=args.embedder,
+                    points=args.curve,
+                    wait_s=args.wait,
                 )
                 r["label"] = label
                 results.setdefault(label, []).append(r)

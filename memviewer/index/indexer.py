@@ -61,6 +61,11 @@ S = Session.__table__
 
 READ_BATCH = 2048
 SUMMARY_CHUNK = 256
+#: Turns of one session compared with the index (text read, re-embedded when changed) at a
+#: time when a session is reconciled (a re-import, a deletion), so a huge changed session
+#: costs one page of memory; ids are looked up in the index ``LOOKUP_CHUNK`` at a time.
+RECONCILE_PAGE = 2048
+LOOKUP_CHUNK = 500
 BATCH_TURNS = 64
 BATCH_WAIT_S = 0.2
 IDLE_TICK_S = 5.0  # an idle indexer wakes this often: optimize, retry a failed pass
@@ -73,6 +78,13 @@ OWNER_ERROR_GRACE_S = 15.0
 OPTIMIZE_EVERY_S = 120.0
 OPTIMIZE_AFTER_ROWS = 5_000
 OPTIMIZE_AFTER_SUMMARIES = 200
+#: ... and after this many new table versions (every append, update, merge or delete is
+#: one, with a fragment or deletion file of its own). Small batches arrive faster than
+#: rows add up: 16,000 turns in a hub's small passes made ~3,000 versions and up to 270
+#: fragments between two passes of ``OPTIMIZE_AFTER_ROWS``, and every query and manifest
+#: grows with the fragments. Compacting after ``OPTIMIZE_AFTER_VERSIONS`` (checked after each pass)
+#: keeps a table under about that many fragments plus one pass's, whatever the batch size.
+OPTIMIZE_AFTER_VERSIONS = 100
 CONTEXT_CHARS = 300
 #: The summarizer reads at most this much of each turn: its work grows with the whole
 #: text, and a summary of a 20 MB message needs no more than its start.
@@ -145,6 +157,7 @@ class Indexer:
         self._last_sync: float | None = None
         self._last_optimize = time.monotonic()
         self._rows_since_optimize = 0
+        self._optimized_versions = 0  # table versions after the last optimize (0: none yet)
         self._last_error: str | None = None
         self.embedded_turns = 0
         self.embedded_summaries = 0
@@ -169,7 +182,9 @@ class Indexer:
             if owner is not None:
                 return self._wait_for_owner(owner, list(session_ids or []), progress)
         with self._sync_lock, self.index.write_lock(_tty_notice(_LOCK_NOTICE)):
-            return self._guarded_catch_up(list(session_ids or []), progress)
+            report = self._guarded_catch_up(list(session_ids or []), progress)
+            self._maybe_optimize()  # many small syncs compact too (OPTIMIZE_AFTER_VERSIONS)
+            return report
 
     def rebuild(self, progress: Progress | None = None) -> dict[str, Any]:
         """Embed everything again from SQLite into fresh tables, then swap them in.
@@ -411,6 +426,7 @@ class Indexer:
             not force
             and not (self._rows_since_optimize and due)
             and self._rows_since_optimize < OPTIMIZE_AFTER_ROWS
+            and self._versions_since_optimize() < OPTIMIZE_AFTER_VERSIONS
         ):
             return
         try:
@@ -419,8 +435,29 @@ class Indexer:
                 self.index.build_ann(threshold=self.settings.ann_threshold)
         except Exception:
             log.exception("optimising the index failed")
+        from memviewer.index.heap import release_free_memory
+
+        release_free_memory()  # the compaction's buffers are free; give the pages back
         self._last_optimize = time.monotonic()
         self._rows_since_optimize = 0
+        self._optimized_versions = self._table_versions()
+
+    def _table_versions(self) -> int:
+        try:
+            return sum(self.index.versions().values())
+        except Exception:  # noqa: BLE001 - a damaged table: the integrity check reports it
+            return 0
+
+    def _versions_since_optimize(self) -> int:
+        """Versions both tables gained since this indexer last optimised them.
+
+        Before the first optimise of a process that is every version since the tables were
+        created, so a hub starting on a table others appended to compacts it once.
+        """
+        now = self._table_versions()
+        if now < self._optimized_versions:  # the tables were rebuilt (fresh versions)
+            self._optimized_versions = now
+        return now - self._optimized_versions
 
     # -- the catch-up ------------------------------------------------------------------------
     def _embedder(self) -> Embedder:
@@ -673,17 +710,67 @@ class Indexer:
         watermark: int,
         contexts: dict[str, str],
     ) -> int:
-        """Make LanceDB's rows for these turns (or the whole session) match SQLite."""
-        q = _turn_query().where(T.c.session_id == session_id)
-        if turn_ids is not None:
-            if not turn_ids:
-                return 0
-            q = q.where(T.c.id.in_(turn_ids))
-        with self.store.read() as conn:
-            sql = {r["id"]: dict(r) for r in conn.execute(q.where(T.c.num <= watermark)).mappings()}
-        where = f"session_id = {_lit(session_id)}"
-        if turn_ids is not None:
-            where += " AND " + _in("turn_id", turn_ids)
+        """Make LanceDB's rows for these turns (or the whole session) match SQLite.
+
+        At most ``RECONCILE_PAGE`` turns are read (with their text) and re-embedded at a
+        time, so a re-import that changed a session of a million turns costs the memory
+        of one page, not of the session.
+        """
+        if turn_ids is None:
+            return self._reconcile_session(session_id, embedder, watermark, contexts)
+        changed = 0
+        for i in range(0, len(turn_ids), RECONCILE_PAGE):
+            page = turn_ids[i : i + RECONCILE_PAGE]
+            with self.store.read() as conn:
+                q = _turn_query().where(T.c.session_id == session_id, T.c.id.in_(page), T.c.num <= watermark)
+                rows = [dict(r) for r in conn.execute(q).mappings()]
+            changed += self._reconcile_rows(session_id, rows, embedder, contexts)
+        return changed
+
+    def _reconcile_session(
+        self, session_id: str, embedder: Any, watermark: int, contexts: dict[str, str]
+    ) -> int:
+        """The whole session, in pages: first the index rows SQLite no longer has, then SQLite's turns.
+
+        The index's ids of the session are streamed (``LanceIndex.id_batches``) and looked
+        up in SQLite a chunk at a time; SQLite's turns are read ``RECONCILE_PAGE`` at a time
+        by ``num`` (the session index keeps them in that order).
+        """
+        stale: list[str] = []
+        for chunk in self.index.id_batches("turns", "turn_id", f"session_id = {_lit(session_id)}"):
+            with self.store.read() as conn:
+                known = set(
+                    conn.execute(
+                        select(T.c.id).where(
+                            T.c.session_id == session_id, T.c.num <= watermark, T.c.id.in_(chunk)
+                        )
+                    ).scalars()
+                )
+            stale.extend(tid for tid in chunk if tid not in known)
+        if stale:
+            self.index.delete_turns(stale)
+        changed = len(stale)
+        after = 0
+        while True:
+            with self.store.read() as conn:
+                q = (
+                    _turn_query()
+                    .where(T.c.session_id == session_id, T.c.num > after, T.c.num <= watermark)
+                    .order_by(T.c.num)
+                    .limit(RECONCILE_PAGE)
+                )
+                rows = [dict(r) for r in conn.execute(q).mappings()]
+            if not rows:
+                return changed
+            after = int(rows[-1]["num"])
+            changed += self._reconcile_rows(session_id, rows, embedder, contexts)
+
+    def _reconcile_rows(
+        self, session_id: str, rows: list[dict[str, Any]], embedder: Any, contexts: dict[str, str]
+    ) -> int:
+        """Bring the index rows of these SQLite turns (one page of one session) in step."""
+        if not rows:
+            return 0
         cols = [
             "turn_id",
             "scope",
@@ -695,15 +782,17 @@ class Indexer:
             "episode_id",
             "timestamp",
         ]
-        lance = {r["turn_id"]: r for r in self.index.rows("turns", where, cols)}
-        stale = [tid for tid in lance if tid not in sql]
-        if stale and turn_ids is None:
-            self.index.delete_turns(stale)
+        ids = [r["id"] for r in rows]
+        lance: dict[str, dict[str, Any]] = {}
+        for i in range(0, len(ids), LOOKUP_CHUNK):
+            where = f"session_id = {_lit(session_id)} AND " + _in("turn_id", ids[i : i + LOOKUP_CHUNK])
+            lance.update((r["turn_id"], r) for r in self.index.rows("turns", where, cols))
         re_embed: list[dict[str, Any]] = []
         re_flag: list[dict[str, Any]] = []
         archive_on: list[str] = []
         archive_off: list[str] = []
-        for tid, row in sql.items():
+        for row in rows:
+            tid = row["id"]
             have = lance.get(tid)
             if have is None or have["text_hash"] != text_hash(str(row["content"])):
                 re_embed.append(row)
@@ -723,13 +812,7 @@ class Indexer:
             self.index.upsert_turns([self._lance_row(r, vectors[r["id"]]) for r in re_flag])
         if re_embed:
             self.index.upsert_turns(self._turn_rows(re_embed, embedder, contexts))
-        return (
-            len(re_embed)
-            + len(re_flag)
-            + len(archive_on)
-            + len(archive_off)
-            + (len(stale) if turn_ids is None else 0)
-        )
+        return len(re_embed) + len(re_flag) + len(archive_on) + len(archive_off)
 
     def _summarise(
         self,
