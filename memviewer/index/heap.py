@@ -11,7 +11,6 @@ docs/benchmarks.md, "Indexer memory"); it costs a few milliseconds. Elsewhere th
 from __future__ import annotations
 
 import ctypes
-import ctypes.util
 import functools
 import logging
 from typing import Any
@@ -21,14 +20,14 @@ log = logging.getLogger("memviewer.index")
 
 @functools.cache
 def _libc() -> Any | None:
-    name = ctypes.util.find_library("c")
-    if not name:
-        return None
+    # The process's own symbols (libc is loaded in every CPython), not ``ctypes.util.
+    # find_library``, which runs ``ldconfig`` in a child process: no process is started from
+    # a hub whose LanceDB threads are running.
     try:
-        libc = ctypes.CDLL(name)
-        return libc if hasattr(libc, "malloc_trim") else None
+        libc = ctypes.CDLL(None)
     except OSError:
         return None
+    return libc if hasattr(libc, "malloc_trim") else None
 
 
 def release_free_memory() -> bool:
