@@ -173,12 +173,13 @@ def error_response(req_id: Any, err: RpcError) -> bytes:
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
 
-def decode(line: bytes | str) -> Any:
+def decode(line: bytes | str, *, check_depth: bool = True) -> Any:
     """Parse one frame; invalid UTF-8 or JSON raises ``RpcError(PARSE_ERROR)``.
 
     So does what would decode but could never be stored and read back: nesting deeper
     than ``MAX_DEPTH`` and strings holding a lone UTF-16 surrogate (JSON can escape one,
     ``"\\ud800"``, but it is not a character; a client that cut an emoji in half sends it).
+    ``check_depth=False`` (``decode_answer``) skips the depth walk only.
     """
     try:
         text = line.decode("utf-8") if isinstance(line, bytes | bytearray) else line
@@ -189,10 +190,12 @@ def decode(line: bytes | str) -> Any:
     except ValueError as exc:
         raise RpcError(PARSE_ERROR, f"frame is not valid JSON: {exc}") from None
     except RecursionError:
-        raise RpcError(PARSE_ERROR, f"frame is nested deeper than {MAX_DEPTH} levels") from None
+        deep = f"deeper than {MAX_DEPTH} levels" if check_depth else "too deeply to decode"
+        raise RpcError(PARSE_ERROR, f"frame is nested {deep}") from None
     surrogates = _SURROGATE_ESCAPE.search(text) is not None  # only then look at every string
-    if surrogates or text.count("[") + text.count("{") > MAX_DEPTH:
-        problem = check_value(obj, surrogates=surrogates)
+    deep_walk = check_depth and text.count("[") + text.count("{") > MAX_DEPTH
+    if surrogates or deep_walk:
+        problem = check_value(obj, surrogates=surrogates, max_depth=MAX_DEPTH if check_depth else 1_000_000)
         if problem:
             raise RpcError(PARSE_ERROR, f"frame {problem}")
     return obj
@@ -208,21 +211,7 @@ def decode_answer(line: bytes | str) -> Any:
     stored and read back out of the store; an answer is not stored, and JSON's own
     recursion limit still bounds it. Lone surrogates are refused as before.
     """
-    try:
-        text = line.decode("utf-8") if isinstance(line, bytes | bytearray) else line
-    except UnicodeDecodeError as exc:
-        raise RpcError(PARSE_ERROR, f"frame is not valid UTF-8 ({exc.reason} at byte {exc.start})") from None
-    try:
-        obj = json.loads(text)
-    except ValueError as exc:
-        raise RpcError(PARSE_ERROR, f"frame is not valid JSON: {exc}") from None
-    except RecursionError:
-        raise RpcError(PARSE_ERROR, "frame is nested too deeply to decode") from None
-    if _SURROGATE_ESCAPE.search(text) is not None:
-        problem = check_value(obj, surrogates=True, max_depth=1_000_000)
-        if problem:
-            raise RpcError(PARSE_ERROR, f"frame {problem}")
-    return obj
+    return decode(line, check_depth=False)
 
 
 def parse_request(msg: Any) -> tuple[Any, str, dict[str, Any], bool]:
