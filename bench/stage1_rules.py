@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import re
 import statistics
 from collections import defaultdict
 from collections.abc import Callable
@@ -111,7 +112,7 @@ def final_turns(r: dict[str, Any], chosen: list[str], score: dict[str, float]) -
     of = {s: score[s] / top if top > 0 else 0.0 for s in chosen}
     per: dict[str, int] = defaultdict(int)
     pool = []
-    for tid, sid, sc in r["scored"][: K * M * 3]:
+    for tid, sid, sc in r["scored"][: len(chosen) * M * 3]:
         if sid in of and per[sid] < M:
             per[sid] += 1
             pool.append((tid, (1 - PRIOR) * sc + PRIOR * of[sid]))
@@ -174,6 +175,23 @@ def fill_from_flat(n: int) -> Select:
     return select
 
 
+#: A question that asks for several things ("what foods does …", "share", "both", "how many").
+AGGREGATE = re.compile(
+    r"\b(what|which)\s+(\w+\s+){0,3}?(\w+s)\b.*\b(do|does|did|have|has)\b"
+    r"|\b(how many|what kinds?|what types?|what sorts?|share|in common|usually|both|all the|list)\b",
+    re.IGNORECASE,
+)
+
+
+def adaptive_k(aggregate_k: int, other_k: int) -> Select:
+    """K sessions by the question's form (session R@5 still reads the first five)."""
+
+    def select(r: dict[str, Any], score: dict[str, float]) -> list[str]:
+        return top_sessions(score, aggregate_k if AGGREGATE.search(r["question"]) else other_k)
+
+    return select
+
+
 RULES: dict[str, tuple[Rule, Select]] = {
     "default (turn share 0.4)": (blend_rule(), select_top),
     **{f"turn share {w}": (blend_rule(turn_w=w), select_top) for w in (0.3, 0.5, 0.6, 1.0)},
@@ -188,6 +206,9 @@ RULES: dict[str, tuple[Rule, Select]] = {
     "max(blend, 0.8 turn part)": (max_rule(0.8), select_top),
     "mass share 0.1": (mass_rule(0.1), select_top),
     "mass share 0.2": (mass_rule(0.2), select_top),
+    "adaptive K: 6 aggregate, else 5": (blend_rule(), adaptive_k(6, 5)),
+    "adaptive K: 8 aggregate, else 5": (blend_rule(), adaptive_k(8, 5)),
+    "adaptive K: 5 aggregate, else 4": (blend_rule(), adaptive_k(5, 4)),
 }
 
 
@@ -208,11 +229,11 @@ def replay(path: str, half: str, split: int) -> None:
             chosen = select(r, score)
             turns = final_turns(r, chosen, score)
             gs, gt = set(r["gold_sessions"]), set(r["gold_turns"])
-            m["session R@5"].append(len(set(chosen) & gs) / len(gs))
+            m["session R@5"].append(len(set(chosen[:K]) & gs) / len(gs))
             m["flat session R@5"].append(len(set(flat_sessions(r)[:K]) & gs) / len(gs))
             m["turn R@5"].append(len(set(turns[:5]) & gt) / len(gt))
             m["turn R@10"].append(len(set(turns) & gt) / len(gt))
-        print(f"{name:28s} " + "  ".join(f"{k} {statistics.fmean(v):.4f}" for k, v in m.items()))
+        print(f"{name:34s} " + "  ".join(f"{k} {statistics.fmean(v):.4f}" for k, v in m.items()))
 
 
 def main() -> int:
