@@ -36,6 +36,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import baseline_tree
+
 ROOT = Path(__file__).resolve().parents[1]
 QUERIES = [
     "what did we decide about the deploy",
@@ -185,12 +187,7 @@ def main() -> None:
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="mv-hot-", dir="/tmp"))
-    before = work / "before"
-    before.mkdir()
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", args.before], capture_output=True, check=True
-    )
-    subprocess.run(["tar", "-x", "-C", str(before)], input=archive.stdout, check=True)
+    before = baseline_tree.extract(args.before, work / "before", paths=())
     trees = {"before": before, "after": args.after.resolve()}
     for name, tree in trees.items():
         loaded = _which(tree)

@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
+import baseline_tree  # noqa: E402 - bench/ is this script's own folder on sys.path
 from bench_publish import concurrent_run, publish_run  # noqa: E402
 
 from memviewer.wire.probe import hub_hello  # noqa: E402
@@ -41,12 +42,7 @@ from memviewer.wire.testing import SERVE, hub_env  # noqa: E402
 
 def extract(rev: str) -> Path:
     """``rev``'s tree in a temporary folder (only ``memviewer/`` is needed to serve)."""
-    out = Path(tempfile.mkdtemp(prefix="mv-ab-"))
-    archive = subprocess.run(
-        ["git", "-C", str(ROOT), "archive", rev, "memviewer"], check=True, capture_output=True
-    )
-    subprocess.run(["tar", "-x", "-C", str(out)], input=archive.stdout, check=True)
-    return out
+    return baseline_tree.extract(rev, Path(tempfile.mkdtemp(prefix="mv-ab-")))
 
 
 class TreeHub:

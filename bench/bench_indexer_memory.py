@@ -31,7 +31,6 @@ import platform
 import random
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -40,6 +39,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+
+import baseline_tree  # noqa: E402 - bench/ is this script's own folder on sys.path
 
 from memviewer.client import Publisher  # noqa: E402
 from memviewer.wire.testing import HubProcess  # noqa: E402
@@ -225,14 +226,7 @@ def main() -> None:
         tmp = Path(tmp_s)
         variants: list[tuple[str, str | None]] = []
         if args.baseline:
-            base = tmp / "baseline"
-            base.mkdir()
-            archive = subprocess.run(
-                ["git", "-C", str(ROOT), "archive", args.baseline, "memviewer"],
-                check=True,
-                capture_output=True,
-            ).stdout
-            subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
+            base = baseline_tree.extract(args.baseline, tmp / "baseline")
             variants.append((f"baseline({args.baseline})", str(base)))
         variants.append(("this tree", str(ROOT)))
         for run in range(args.runs):

@@ -23,6 +23,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
+import baseline_tree  # noqa: E402 - bench/ is this script's own folder on sys.path
 from praisonai_big import write_big_session  # noqa: E402
 
 CLI = """
@@ -62,14 +63,7 @@ def main() -> None:
         )
         trees: list[tuple[str, Path]] = []
         if args.baseline:
-            base = tmp / "baseline"
-            base.mkdir()
-            archive = subprocess.run(
-                ["git", "-C", str(ROOT), "archive", args.baseline, "memviewer"],
-                check=True,
-                capture_output=True,
-            ).stdout
-            subprocess.run(["tar", "-x", "-C", str(base)], input=archive, check=True)
+            base = baseline_tree.extract(args.baseline, tmp / "baseline")
             trees.append((f"baseline ({args.baseline})", base))
         trees.append(("this tree", ROOT))
         for i in range(args.runs):
