@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 import socket
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from waiting import wait_for
 
 from memviewer.config import load_settings
 from memviewer.service import MemoryService
@@ -31,16 +31,6 @@ QUERIES = [
     "billing migration reconciliation",  # an automated (demoted) session
     "nothing-matches-this-zzz",
 ]
-
-
-def _until(what: Callable[[], Any], timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = what()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"condition not met within {timeout}s")
 
 
 @pytest.fixture
@@ -99,7 +89,7 @@ def test_hub_search_equals_in_process_and_every_search_is_logged(
     roles = [m["role"] for m in by_query["deploy token"]["results"][0]["messages"]]
     assert "tool" in roles  # the window around the anchor holds the tool call's result
     # Entries are held until each answer is written, then queued: none is lost.
-    _until(lambda: sorted(_logged(home, proc)) == sorted(QUERIES * 2))
+    wait_for(lambda: sorted(_logged(home, proc)) == sorted(QUERIES * 2), what="every search logged")
 
 
 def test_annotations_still_match_through_the_hub(home: Path, hub: tuple[HubProcess, RpcConnection]) -> None:
@@ -128,4 +118,4 @@ def test_a_search_from_a_client_that_hung_up_is_still_logged(
         raw.connect(str(proc.socket_path))
         raw.sendall(protocol.request(protocol.SEARCH, {"query": "deploy token"}, 1))
         raw.shutdown(socket.SHUT_WR)
-    _until(lambda: "deploy token" in _logged(home, proc))
+    wait_for(lambda: "deploy token" in _logged(home, proc), what="the hung-up search logged")
