@@ -167,18 +167,7 @@ def test_add_turn_never_does_io_on_the_callers_thread(
     sock = short_tmp / "hub.sock"
     home = tmp_path / "home"
     spool_dir = tmp_path / "spool"
-    calls: collections.Counter[tuple[str, str]] = collections.Counter()
-    recording = threading.Event()
-    for owner, name in IO_CALLS:
-        real = getattr(owner, name)
-
-        def wrapper(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
-            if recording.is_set():
-                calls[(threading.current_thread().name, _name)] += 1
-            return _real(*args, **kwargs)
-
-        monkeypatch.setattr(owner, name, wrapper)
-
+    calls, recording = _record_io(monkeypatch)
     hub = HubProcess(home, sock).start()
     pub = Publisher(sock, spool_dir, max_queue=300, segment_bytes=64 * 1024)
     agent_thread = ""
@@ -272,7 +261,9 @@ def _replayed(tmp_path: Path, hub: HubProcess, n: int) -> list[tuple[str, str]]:
             timeout=120,
             what="the spool replayed and removed",
         )
-        assert pub.stats()["adopted_files"] >= 1 and pub.take_refusals() == []
+        # Either side may replay the files: the new Publisher adopts them, or the new hub
+        # ingests orphan spools on start first (then the Publisher finds them taken).
+        assert pub.take_refusals() == []
     return stored(tmp_path / "home", "e-closer")
 
 
