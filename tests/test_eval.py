@@ -81,6 +81,24 @@ def test_run_scores_every_system(dataset: Path, tmp_path: Path) -> None:
     assert again["meta"]["embed_cache"]["misses"] == 0 and again["meta"]["embed_cache"]["hits"] > 0
 
 
+def test_evidence_stamped_after_the_question_is_still_memory(tmp_path: Path) -> None:
+    """LongMemEval stamps some evidence later on the question's own day; the benchmark's
+    memory is the whole haystack, so the evaluator does not hide it (``hide_later``)."""
+    q = question(
+        "q1",
+        "temporal-reasoning",
+        "Which gym did I join in Oslo?",
+        "ans1",
+        "I joined the Frogner gym in Oslo.",
+    )
+    q["haystack_dates"][3] = "2023/05/30 (Tue) 19:40"  # the answer, 9 hours after the question
+    path = tmp_path / "late.json"
+    path.write_text(json.dumps([q]))
+    report = run(path, embedder=HashEmbedder(), cache_dir=tmp_path / "cache", split=None)
+    for system in ("hierarchical", "flat"):
+        assert report["systems"][system]["all"]["turn_recall@10"] == 1.0, system
+
+
 def test_scores_follow_the_documented_definitions() -> None:
     s = Scores()
     s.add(Gold({"a", "b"}, {"t1", "t2", "t3", "t4"}), Ranked(["a", "x"], ["t1", "t9", "t3"], 1.0))

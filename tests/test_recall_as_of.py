@@ -8,8 +8,9 @@ import time
 import pytest
 from dated import ASKED, DAY_S, add_dated_session, cooking_sessions
 
+from memviewer.errors import MemviewerError
 from memviewer.recall.timeref import parse_as_of
-from memviewer.timeutil import parse_ts
+from memviewer.timeutil import parse_ts, utc_minutes
 
 
 @pytest.fixture
@@ -36,6 +37,25 @@ def test_turns_after_as_of_are_not_recalled(cooked, mode) -> None:
     assert all(r["session_id"] != "s-later" for r in then["results"])
     assert all(parse_ts(r["timestamp"]) <= ASKED for r in then["results"])
     assert then["diagnostics"]["index"]["scope_turns"] == 6  # the 6 turns said by then
+
+
+@pytest.mark.parametrize("mode", ["hierarchical", "flat"])
+def test_hide_later_false_keeps_later_turns_and_the_clock(cooked, mode) -> None:
+    """The evaluators' switch: as_of still sets the clock for relative dates, but turns said
+    later stay in the memory."""
+    out = cooked.recall(
+        "what did I cook for dinner?", mode=mode, scope_id="u1", top_k=20, as_of=ASKED, hide_later=False
+    )
+    assert "s-later" in {r["session_id"] for r in out["results"]}
+    assert out["diagnostics"]["index"]["scope_turns"] == 8
+    dated = cooked.recall(
+        "what did I cook yesterday?", mode=mode, scope_id="u1", as_of=ASKED, hide_later=False
+    )
+    window = dated["diagnostics"]["time_window"]
+    assert window["phrase"] == "yesterday"
+    assert window["end"] <= utc_minutes(ASKED) < utc_minutes(time.time())  # counted from as_of
+    with pytest.raises(MemviewerError, match="hide_later must be true or false"):
+        cooked.recall("dinner", scope_id="u1", as_of=ASKED, hide_later="no")
 
 
 def test_as_of_reads_days_ago() -> None:

@@ -468,7 +468,9 @@ def run_system(service: Any, system: str, conv: Conversation, q: Question, **rec
     t0 = time.perf_counter()
     as_of = q.as_of if q.as_of is not None else max(t.ts for s in conv.sessions for t in s.turns) + 3600
     if system == "hierarchical":
-        out = service.recall(q.question, scope=SCOPE, scope_id=conv.id, as_of=as_of, **recall_kw)
+        out = service.recall(
+            q.question, scope=SCOPE, scope_id=conv.id, as_of=as_of, hide_later=False, **recall_kw
+        )
         sessions = [s["session_id"] for s in out["diagnostics"]["stage1"]]
         turns = [r["turn_id"] for r in out["results"]]
         if not sessions:  # a Stage-1 fallback: the sessions of the results
@@ -482,6 +484,7 @@ def run_system(service: Any, system: str, conv: Conversation, q: Question, **rec
             mode="flat",
             top_k=DEPTH,
             as_of=as_of,
+            hide_later=False,
             weights=weights,
             tuning=recall_kw.get("tuning"),
         )

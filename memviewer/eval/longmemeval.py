@@ -264,7 +264,7 @@ def run_system(service: Any, system: str, q: dict[str, Any], **recall_kw: Any) -
     as_of = _parse_date(q.get("question_date"), 0.0) or None  # relative dates count from it
     t0 = time.perf_counter()
     if system == "hierarchical":
-        out = service.recall(query, scope=SCOPE, scope_id=qid, as_of=as_of, **recall_kw)
+        out = service.recall(query, scope=SCOPE, scope_id=qid, as_of=as_of, hide_later=False, **recall_kw)
         sessions = [s["session_id"] for s in out["diagnostics"]["stage1"]]
         turns = [r["turn_id"] for r in out["results"]]
     elif system == "flat":
@@ -275,6 +275,7 @@ def run_system(service: Any, system: str, q: dict[str, Any], **recall_kw: Any) -
             mode="flat",
             top_k=SESSION_DEPTH,
             as_of=as_of,
+            hide_later=False,
             **{k: v for k, v in recall_kw.items() if k in ("weights", "tuning")},
         )
         turns = [r["turn_id"] for r in out["results"]]

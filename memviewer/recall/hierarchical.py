@@ -127,6 +127,7 @@ def recall(
     weights: dict[str, float] | None = None,
     tuning: dict[str, float] | None = None,
     as_of: float | str | None = None,
+    hide_later: bool = True,
     trace: RecallTrace | None = None,
     with_tool_calls: bool = False,
 ) -> dict[str, Any]:
@@ -135,7 +136,10 @@ def recall(
     ``reranker``: an optional neural reranker (the service passes its own);
     ``rerank=False`` skips it.
     ``as_of`` is the moment the question is asked (epoch seconds or ISO 8601;
-    default now): relative dates in the query ("a week ago") count from it.
+    default now): relative dates in the query ("a week ago") count from it, and turns
+    said after it are left out unless ``hide_later=False``. The evaluators turn that off:
+    a benchmark's memory is its whole haystack, and data sets stamp some evidence later
+    than the question (LongMemEval: later on the question's own day).
     ``trace`` (optional) is filled with every stage's full internals
     (``memviewer.recall.trace``); the result is the same with or without it.
     ``with_tool_calls``: each result row of a turn that called tools carries them
@@ -143,6 +147,8 @@ def recall(
     """
     if not isinstance(query, str) or not query.strip():
         raise MemviewerError(INVALID_ARGUMENT, "query must be a non-empty string")
+    if not isinstance(hide_later, bool):
+        raise MemviewerError(INVALID_ARGUMENT, "hide_later must be true or false")
     if not isinstance(with_tool_calls, bool):
         raise MemviewerError(INVALID_ARGUMENT, "with_tool_calls must be true or false")
     if mode not in MODES:
@@ -188,7 +194,7 @@ def recall(
 
     where = scope_filter(scope, scope_id)
     turn_where = where  # as of a given moment: no turn said later is known yet
-    if as_of is not None and as_of != "":
+    if hide_later and as_of is not None and as_of != "":
         turn_where = _and(where, f"timestamp <= {float(window_as_of)!r}")
     pool_size = k * m * OVERFETCH
     scope_turns = index.count(TURNS, turn_where)
