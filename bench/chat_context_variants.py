@@ -2,14 +2,18 @@
 rule of ``bench/chat_context_rules.py`` and score recall on it.
 
     python bench/chat_context_variants.py FILE HOME_COPY --cache-dir DIR --mode prev [--bm25] \\
-        [--half tune] [--system hierarchical --system flat]
+        [--text-mode RULE] [--second-mode RULE [--second-score max]] [--short-words N] \\
+        [--tuning KEY=VALUE] [--half tune] [--system hierarchical --system flat] [--json]
 
 ``HOME_COPY`` must be a *copy* of a home kept by ``eval realtalk --keep-home`` (its LanceDB
 turns are rewritten in place): the vectors of the turns of the evaluated half's conversations
 are replaced by embeddings of ``chat_context.embed_text(..., mode)``; with ``--bm25`` the
 ``text`` column the full-text index reads carries the same text (results are still hydrated
-from SQLite, so what a user sees does not change). Mode ``off`` re-writes the plain texts (the
-baseline, and a check that the script itself changes nothing). Prints one line of metrics per
+from SQLite, so what a user sees does not change); ``--text-mode`` gives that column its own
+rule. ``--second-mode RULE`` also embeds the turns by ``RULE`` into a second table whose dense
+top hits only add Stage-2 candidates (scored by the first vector, or with ``--second-score max``
+by the closer of the two). Mode ``off`` re-writes the plain texts (the baseline, and a check
+that the script itself changes nothing). Prints one line of metrics per
 system and the time the embedding took; ``--json`` writes the report to stdout.
 """
 
@@ -44,7 +48,14 @@ def main() -> int:
     ap.add_argument("--half", choices=("tune", "holdout", "all"), default="tune")
     ap.add_argument("--split", type=int, default=None)
     ap.add_argument("--system", action="append", default=None)
+    ap.add_argument("--second-score", choices=("first", "max"), default="first")
     ap.add_argument("--short-words", type=int, default=None)
+    ap.add_argument(
+        "--second-mode",
+        default=None,
+        help="also embed the turns by this rule into a second table whose dense top hits only "
+        "add candidates (scored with the first vector as before)",
+    )
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if Path(args.home).resolve().is_relative_to("/work/cache"):
@@ -117,14 +128,23 @@ def main() -> int:
     with index.write_lock():
         index.upsert_turns(out_rows)
         index.optimize(keep_versions_s=0.0)
+        if args.second_mode:
+            second = cache.embed(texts_of(args.second_mode))
+            by_id = dict(zip([r["id"] for r in rows], second, strict=True))
+            index.db().create_table(
+                SECOND, data=[{**r, "vector": by_id[r["turn_id"]]} for r in out_rows], mode="overwrite"
+            )
     index.close()
 
     service = MemoryService(settings, embedder=cache)
+    if args.second_mode:
+        second_candidates(service.parts.lance, args.second_score == "max")
     systems = args.system or ["hierarchical", "flat"]
     try:
         t1 = time.perf_counter()
         tuning = {k: float(v) for k, _, v in (t.partition("=") for t in args.tuning)}
-        rep = ev.evaluate(service, data, systems=systems, **({"tuning": tuning} if tuning else {}))
+        kw: dict[str, Any] = {"tuning": tuning} if tuning else {}
+        rep = ev.evaluate(service, data, systems=systems, **kw)
         eval_s = time.perf_counter() - t1
         reach = candidate_reach(service, data)
     finally:
@@ -134,6 +154,7 @@ def main() -> int:
         f"{args.mode}/{text_mode}"
         + (f"/w{args.short_words}" if args.short_words else "")
         + ("" if not args.tuning else "+" + ",".join(args.tuning))
+        + (f"+2nd:{args.second_mode}/{args.second_score}" if args.second_mode else "")
     )
     for s in systems:
         g = rep["systems"][s]["all"]
@@ -164,6 +185,58 @@ def main() -> int:
             sys.stdout,
         )
     return 0
+
+
+SECOND = "turns_second"
+
+
+def second_candidates(index: Any, score_max: bool = False) -> None:
+    """Make ``index.dense`` over the turns also return the second table's nearest turns (as the
+    first table's rows, so recall scores them with their first vector). With ``score_max`` every
+    turn row recall reads (dense and BM25 hits) carries whichever of its two vectors is closer
+    to the query, so the dense part of its score is the better of the two cosines."""
+    import numpy as np
+
+    from memviewer.index.lance import TURNS, in_filter
+
+    first, fulltext = index.dense, index.fulltext
+    last: dict[str, Any] = {}
+
+    def closer(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        q = last.get("q")
+        if not score_max or q is None or not rows:
+            return rows
+        other = index.vectors(SECOND, "turn_id", [r["turn_id"] for r in rows if "vector" in r])
+        for r in rows:
+            v2 = other.get(r["turn_id"])
+            if v2 is not None and float(v2 @ q) > float(np.asarray(r["vector"], dtype=np.float32) @ q):
+                r["vector"] = v2
+        return rows
+
+    def dense(
+        name: str, vector: Any, where: str | None, limit: int, columns: Any, *, use_ann: bool = False
+    ) -> list[dict[str, Any]]:
+        rows = first(name, vector, where, limit, columns, use_ann=use_ann)
+        if name != TURNS:
+            return rows
+        last["q"] = np.asarray(vector, dtype=np.float32)
+        have = {r["turn_id"] for r in rows}
+        extra = [
+            r["turn_id"] for r in first(SECOND, vector, where, limit, ["turn_id"]) if r["turn_id"] not in have
+        ]
+        if extra:
+            cols = list(dict.fromkeys([*columns, "vector"]))
+            for r in index.rows(TURNS, in_filter("turn_id", extra), cols):
+                r["_distance"] = 1.0 - float(np.asarray(r["vector"], dtype=np.float32) @ vector)
+                rows.append(r)
+        return closer(rows)
+
+    def keyword(name: str, query: str, where: str | None, limit: int, columns: Any) -> list[dict[str, Any]]:
+        rows = fulltext(name, query, where, limit, columns)
+        return closer(rows) if name == TURNS else rows
+
+    index.dense = dense
+    index.fulltext = keyword
 
 
 DEPTH = 100  # recall's Stage-2 candidate depth for chats (dense top 100, BM25 top 100)
