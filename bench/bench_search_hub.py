@@ -132,6 +132,13 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--work", type=Path, default=Path("/tmp/mvbench-hub"))
     ap.add_argument("--baseline", type=Path, help="a source tree holding the base's memviewer package")
+    ap.add_argument(
+        "--base-client",
+        choices=("same", "decode"),
+        default="same",
+        help="read the base hub's answers with this tree's client (same) or through the full "
+        "frame check protocol.decode (decode: a base older than decode_answer)",
+    )
     args = ap.parse_args()
     logging.disable(logging.WARNING)
     args.work.mkdir(parents=True, exist_ok=True)
@@ -180,7 +187,8 @@ def main() -> None:
 
             base_conn: RpcConnection | None = None
             if base_hub is not None:
-                base_conn = _BaseConnection(base_hub.socket_path)
+                client = _BaseConnection if args.base_client == "decode" else RpcConnection
+                base_conn = client(base_hub.socket_path)
                 base_conn.call(protocol.HELLO, {"protocol": protocol.PROTOCOL_VERSION, "role": "reader"})
 
             def hub_base(q: str, bc: RpcConnection | None = base_conn) -> str | None:

@@ -106,6 +106,35 @@ def hub_main(out_path: str) -> None:
         c["send1"] = ns()
 
     connection.Connection.send = on_send  # type: ignore[method-assign]
+    try:  # a tree whose reader connections are served by their own thread (wire/threaded.py)
+        from memviewer.wire import threaded
+    except ImportError:
+        threaded = None  # type: ignore[assignment]
+    if threaded is not None:
+        one = threaded.ThreadedReads._one
+
+        def on_one(self: Any, conn: Any, line: bytes) -> bool:
+            nonlocal cur
+            t = ns()
+            try:
+                rid = json.loads(line).get("id")
+            except ValueError:
+                rid = None
+            cur = {"id": rid, "frame": t}
+            recs.append(cur)
+            return one(self, conn, line)
+
+        threaded.ThreadedReads._one = on_one  # type: ignore[method-assign]
+        direct = connection.Connection.send_direct
+
+        def on_direct(self: Any, data: bytes) -> bool:
+            c = cur
+            c["send0"] = ns()
+            r = direct(self, data)
+            c["send1"] = ns()
+            return r
+
+        connection.Connection.send_direct = on_direct  # type: ignore[method-assign]
     sys.argv = ["memviewer", "--log-level", "WARNING", "serve", "--no-index"]
     from memviewer.cli import main
 
@@ -114,16 +143,16 @@ def hub_main(out_path: str) -> None:
 
 STRETCHES = [
     ("total (client)", lambda c, h: c["c3"] - c["c0"]),
-    ("client send → hub loop has the frame", lambda c, h: h["frame"] - c["c0"]),
-    ("loop: frame → reader thread starts", lambda c, h: h["exec0"] - h["frame"]),
+    ("client send → hub has the frame (loop, or the connection's thread)", lambda c, h: h["frame"] - c["c0"]),
+    ("frame → reader thread starts the search", lambda c, h: h["exec0"] - h["frame"]),
     ("reader: KeywordSearch.search", lambda c, h: h.get("ks", 0)),
     ("reader: annotation matching", lambda c, h: h.get("ann", 0)),
     ("reader: recall log entry built", lambda c, h: h.get("sc", 0)),
     ("reader: recall log entry handed over", lambda c, h: h.get("rec", 0)),
     ("reader: whole call", lambda c, h: h["exec1"] - h["exec0"]),
-    ("reader done → loop encodes", lambda c, h: h["enc0"] - h["exec1"]),
-    ("loop: JSON encoding", lambda c, h: h["enc1"] - h["enc0"]),
-    ("loop: write + drain", lambda c, h: h["send1"] - h["send0"]),
+    ("reader done → encoding starts (loop, or the same thread)", lambda c, h: h["enc0"] - h["exec1"]),
+    ("JSON encoding", lambda c, h: h["enc1"] - h["enc0"]),
+    ("write (+ drain on the loop)", lambda c, h: h["send1"] - h["send0"]),
     ("written → client has the line", lambda c, h: c["c2"] - h["send1"]),
     ("client: decode", lambda c, h: c["c3"] - c["c2"]),
 ]

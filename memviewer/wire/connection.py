@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import socket
 import threading
 import time
 from collections import deque
@@ -34,10 +35,51 @@ class Connection:
         self.sub: Subscription | None = None
         self.closed = False
         self.requests = 0
+        # Writes from the loop and from this connection's serving thread (``threaded``):
+        # one at a time, in order; ``tail`` holds what the thread could not send at once.
+        self.wlock = threading.Lock()
+        self.tail: list[bytes] = []
+        self.tsock: socket.socket | None = None  # the serving thread's copy of the socket
 
     def write(self, data: bytes) -> None:
+        with self.wlock:
+            if self.tail:
+                self._flush_tail_locked()
+            if not self.closed and not self.writer.is_closing():
+                self.writer.write(data)
+
+    def _flush_tail_locked(self) -> None:
+        tail, self.tail = self.tail, []
         if not self.closed and not self.writer.is_closing():
-            self.writer.write(data)
+            for chunk in tail:
+                self.writer.write(chunk)
+
+    def send_direct(self, data: bytes) -> bool:
+        """The serving thread: write ``data`` to the socket now when nothing is queued
+        before it. True: all of it went out; False: the rest waits in ``tail`` (in order)
+        for the loop to write (``flush_tail``). Raises OSError when the client is gone."""
+        sock = self.tsock
+        with self.wlock:
+            if self.closed or self.writer.is_closing() or sock is None:
+                raise ConnectionResetError("the connection is closed")
+            if not self.tail and self.buffered() == 0:
+                try:
+                    sent = sock.send(data)
+                except (BlockingIOError, InterruptedError):
+                    sent = 0
+                if sent == len(data):
+                    return True
+                data = data[sent:]
+            self.tail.append(data)
+            return False
+
+    async def flush_tail(self) -> bool:
+        """Loop: write what the serving thread left in ``tail`` and wait for the client to
+        read it (back-pressure). False when the connection is gone."""
+        with self.wlock:
+            self._flush_tail_locked()
+        await self.drain()
+        return not self.closed
 
     async def send(self, data: bytes) -> None:
         """Write one frame and wait while the client's buffer is full (back-pressure)."""
@@ -64,6 +106,10 @@ class Connection:
 
     def close(self) -> None:
         self.closed = True
+        sock = self.tsock
+        if sock is not None:  # wake the serving thread out of its poll; writes still flush
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RD)
         if self.sub is not None:
             self.sub.stop()
         for task in list(self.tasks):

@@ -11,7 +11,9 @@ it wires together live beside it:
   requests are group-committed and each is answered once its batch is durable.
 * ``fanout``: committed events to subscribers (history, then live, no gap at the
   seam), gap-fill and the watch for commits made by another process.
-* Reads (sessions, search, recall …) run on a small reader thread pool.
+* Reads (sessions, search, recall …) run on a small reader thread pool; a connection
+  whose first request is a fast read (``search``, ``sessions``, ``session``) is served
+  by a thread of its own that reads, runs and answers them (``threaded``).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from memviewer.wire.hub_params import SCHEMAS, check_kinds, check_params
 from memviewer.wire.hub_service import HubService
 from memviewer.wire.probe import HOME_LOCK
 from memviewer.wire.protocol import RpcError
+from memviewer.wire.threaded import CLOSE, EOF, STALLED, TOO_LARGE, ThreadedReads
 
 log = logging.getLogger("memviewer.hub")
 
@@ -94,6 +97,7 @@ class Hub:
         max_pending_commands: int = group_commit.MAX_PENDING_COMMANDS,
         max_inflight: int = 16,
         readers: int = 4,
+        threaded_connections: int = 32,
         max_connections: int = 512,
         stall_timeout: float = 60.0,
         spool_scan_interval: float = 30.0,
@@ -117,6 +121,7 @@ class Hub:
         self.max_group_commands = max_group_commands
         self.max_inflight = max_inflight
         self.readers = readers
+        self.threaded_connections = threaded_connections
         self.spool_scan_interval = spool_scan_interval
         self.foreign_poll_interval = foreign_poll_interval
         self.max_connections = max_connections
@@ -129,6 +134,7 @@ class Hub:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.AbstractServer | None = None
         self._reader_pool: ThreadPoolExecutor | None = None
+        self.threads: ThreadedReads | None = None
         self._tasks: list[asyncio.Task[Any]] = []
         self._conns: dict[int, Connection] = {}
         self._next_conn = 0
@@ -179,6 +185,7 @@ class Hub:
         self.indexer_status = "not started"
         self.last_close_report: dict[str, Any] = {}
         self._handler_table: dict[str, tuple[bool, Handler]] | None = None
+        self._read_table: dict[str, Callable[[dict[str, Any]], Any]] | None = None
         self._records_closed = False  # set on close once answered reads have queued their entries
         self._held = threading.local()  # a reader thread's HeldRecords while it serves a request
 
@@ -207,6 +214,8 @@ class Hub:
         try:
             self.writes.open(self._loop)
             self._reader_pool = ThreadPoolExecutor(self.readers, thread_name_prefix="memviewer-reader")
+            if self.threaded_connections > 0:
+                self.threads = ThreadedReads(self, self.threaded_connections, self.readers)
             self.fanout.start(self._loop, self._reader_pool)
             self.service.record_sink = self._submit_record  # recall log entries: the one writer
             # Leftover spools first: once the hub answers, what dead publishers left is stored.
@@ -224,6 +233,8 @@ class Hub:
             self.writes.abandon()
             if self._reader_pool is not None:
                 self._reader_pool.shutdown(wait=False)
+            if self.threads is not None:
+                self.threads.shutdown()
             raise
         self._started_at = time.monotonic()
         self._tasks.append(self.writes.start_pump())
@@ -287,6 +298,9 @@ class Hub:
         inflight = [task for conn in self._conns.values() for task in conn.tasks]
         if inflight:
             await asyncio.wait(inflight, timeout=grace)
+        waited = loop.time() + grace  # and the reads served by connection threads
+        while self.threads is not None and self.threads.busy() and loop.time() < waited:
+            await asyncio.sleep(0.005)
         self._records_closed = True
         await self.writes.drain_and_stop()
         if self.writes.executor is not None:
@@ -307,6 +321,8 @@ class Hub:
         await self.writes.shutdown()  # e.g. a spool ingestion still running: no write after close()
         if self._reader_pool is not None:
             self._reader_pool.shutdown(wait=False, cancel_futures=True)
+        if self.threads is not None:
+            self.threads.shutdown()
         self._release_socket()
         if self._stopped is not None:
             self._stopped.set()
@@ -552,6 +568,15 @@ class Hub:
                 except (ConnectionError, OSError):
                     return
                 partial = 0
+                if self.threads is not None and self.threads.wants(conn, line, reader):
+                    # From here a thread reads, runs and answers this connection's frames.
+                    outcome = await self.threads.serve(conn, line)
+                    if outcome == STALLED:
+                        self.counters["stalled_connections"] += 1
+                    if outcome in (STALLED, TOO_LARGE, CLOSE):
+                        return
+                    assert outcome == EOF
+                    break
                 await self._frame(conn, line)
                 del line  # not held while the next frame arrives
             # Half-closed: answer what was asked before closing; a subscription keeps
@@ -656,32 +681,13 @@ class Hub:
                 result = await coro
                 if isinstance(result, AfterAnswer):
                     after, result = result, result.result
-            except RpcError as err:
-                out = protocol.error_response(req_id, err)
-            except MemviewerError as exc:
-                out = protocol.error_response(req_id, protocol.app_error(exc.code, exc.message, exc.data))
-            except (TypeError, ValueError) as exc:
-                out = protocol.error_response(req_id, RpcError(protocol.INVALID_PARAMS, str(exc)))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:
-                log.exception("request failed")
-                out = protocol.error_response(
-                    req_id, RpcError(protocol.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
-                )
+                out = self._error_answer(req_id, exc)
             else:
                 deferred = result if isinstance(result, Deferred) else None
-                try:  # an answer that cannot be encoded still gets an answer
-                    out = protocol.response(req_id, deferred.result if deferred else result)
-                except (RecursionError, ValueError, TypeError) as exc:
-                    log.error("the answer to request %r cannot be encoded: %s", req_id, exc)
-                    out = protocol.error_response(
-                        req_id,
-                        RpcError(
-                            protocol.INTERNAL_ERROR,
-                            f"the result cannot be encoded as JSON ({type(exc).__name__}: {exc})",
-                        ),
-                    )
+                out = self._result_answer(req_id, deferred.result if deferred else result)
             if not is_note:
                 await conn.send(out)
             if deferred is not None:
@@ -691,6 +697,49 @@ class Hub:
                 after.then()
             if release:
                 conn.slots.release()
+
+    @staticmethod
+    def _error_answer(req_id: Any, exc: BaseException) -> bytes:
+        """The error response for a request that raised ``exc`` (any thread)."""
+        if isinstance(exc, RpcError):
+            return protocol.error_response(req_id, exc)
+        if isinstance(exc, MemviewerError):
+            return protocol.error_response(req_id, protocol.app_error(exc.code, exc.message, exc.data))
+        if isinstance(exc, (TypeError, ValueError)):
+            return protocol.error_response(req_id, RpcError(protocol.INVALID_PARAMS, str(exc)))
+        log.error("request failed", exc_info=exc)
+        return protocol.error_response(
+            req_id, RpcError(protocol.INTERNAL_ERROR, f"{type(exc).__name__}: {exc}")
+        )
+
+    @staticmethod
+    def _result_answer(req_id: Any, result: Any) -> bytes:
+        """The response carrying ``result``; one that cannot be encoded still gets an answer."""
+        try:
+            return protocol.response(req_id, result)
+        except (RecursionError, ValueError, TypeError) as exc:
+            log.error("the answer to request %r cannot be encoded: %s", req_id, exc)
+            return protocol.error_response(
+                req_id,
+                RpcError(
+                    protocol.INTERNAL_ERROR,
+                    f"the result cannot be encoded as JSON ({type(exc).__name__}: {exc})",
+                ),
+            )
+
+    def _count(self, counter: str) -> None:
+        """Loop thread: one more of ``counter`` (connection threads call it through the loop)."""
+        self.counters[counter] += 1
+
+    def _read_fns(self) -> dict[str, Callable[[dict[str, Any]], Any]]:
+        """The fast reads a connection thread runs itself (``threaded.FAST_READS``)."""
+        if self._read_table is None:
+            self._read_table = {
+                protocol.SESSIONS: lambda p: self.service.sessions(**p),
+                protocol.SESSION: lambda p: self.service.session(p["session_id"]),
+                protocol.SEARCH: self._search,
+            }
+        return self._read_table
 
     def _handlers(self) -> dict[str, tuple[bool, Handler]]:
         if self._handler_table is None:
@@ -704,8 +753,8 @@ class Hub:
             protocol.SUBSCRIBE: (True, self._m_subscribe),
             protocol.UNSUBSCRIBE: (True, self._m_unsubscribe),
             protocol.EVENTS: (False, self._m_events),
-            protocol.SESSIONS: (False, self._reader(lambda p: self.service.sessions(**p))),
-            protocol.SESSION: (False, self._reader(lambda p: self.service.session(p["session_id"]))),
+            protocol.SESSIONS: (False, self._reader(self._read_fns()[protocol.SESSIONS])),
+            protocol.SESSION: (False, self._reader(self._read_fns()[protocol.SESSION])),
             protocol.SEARCH: (False, self._reader(self._search)),
             protocol.RECALL: (False, self._reader(self._recall)),
             protocol.STATS: (False, self._m_stats),
@@ -942,6 +991,7 @@ class Hub:
             "uptime_s": round(time.monotonic() - self._started_at, 3) if self._started_at else 0.0,
             "connections": len(self._conns),
             "connections_by_role": _count_by(c.role for c in self._conns.values()),
+            "connections_threaded": self.threads.serving if self.threads is not None else 0,
             **self.fanout.info(),
             "write_queue": self.writes.queued(),
             "write_pending": self.writes.info(),
