@@ -141,7 +141,13 @@ def main() -> None:
     )
     args = ap.parse_args()
     logging.disable(logging.WARNING)
+    args.work = args.work.resolve()
     args.work.mkdir(parents=True, exist_ok=True)
+    if args.baseline:
+        args.baseline = args.baseline.resolve()
+    # A hub process runs ``python -c``, whose sys.path starts with the working directory: run
+    # from this tree's root, the "base" hub would import this tree's memviewer, not --baseline's.
+    os.chdir(args.work)
     from praisonaiagents.session import SqliteSessionStore
 
     print(

@@ -10,7 +10,8 @@ clock in both processes, so the gaps between them (thread and process wake-ups) 
 
 ``--baseline DIR`` profiles a hub from another source tree instead (``DIR`` holding a
 ``memviewer`` package) on the copy of the home ``bench_search_hub.py --baseline`` made,
-read with ``protocol.decode`` as the base's client did. Results: ``docs/benchmarks.md``.
+read like this tree's client reads (``--base-client decode``: with ``protocol.decode``, as a
+base older than ``decode_answer`` read). Results: ``docs/benchmarks.md``.
 
     .venv/bin/python bench/profile_hub_search.py --work /tmp/mvbench-hub [--baseline DIR]
 """
@@ -180,7 +181,7 @@ def client_main(args: argparse.Namespace) -> None:
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit("the hub did not start")
             time.sleep(0.05)
-        decode = protocol.decode if base else protocol.decode_answer
+        decode = protocol.decode if base and args.base_client == "decode" else protocol.decode_answer
         stamps: list[dict[str, int]] = []
         with socket.socket(socket.AF_UNIX) as s:
             s.connect(str(sock))
@@ -221,6 +222,13 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=2000)
     ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--baseline", type=Path)
+    ap.add_argument(
+        "--base-client",
+        choices=("same", "decode"),
+        default="same",
+        help="read the base's answers like this tree's client (same) or with protocol.decode (decode: "
+        "a base older than decode_answer)",
+    )
     client_main(ap.parse_args())
 
 

@@ -1,0 +1,90 @@
+"""The hub's hop alone: this tree's hub against a base tree's hub, same home, one loop.
+
+Two real hub processes (this tree on ``home-N``, the base on the copy ``home-N-base`` that
+``bench_search_hub.py --baseline`` made), one client connection each (``hello``, then
+searches), per query and order alternating: a planted rare phrase (``record: false``), a
+query that matches nothing (the hop with no search and a tiny answer) and the rare phrase
+again with its recall log entry written (``record`` absent, as a CLI search). 2 ms between
+requests. p50 ms per engine and the ratio this tree / base.
+
+    cd /tmp && .venv/bin/python bench/bench_hub_hop.py --work DIR --baseline BASE_TREE
+
+Run from outside this tree (the script changes to ``--work`` itself): a hub runs
+``python -c``, whose first import path is the working directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from memviewer.wire import protocol  # noqa: E402
+from memviewer.wire.syncclient import RpcConnection  # noqa: E402
+from memviewer.wire.testing import HubProcess  # noqa: E402
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--work", type=Path, required=True)
+    ap.add_argument("--baseline", type=Path, required=True)
+    ap.add_argument("--size", type=int, default=2000)
+    ap.add_argument("--rounds", type=int, default=8)
+    args = ap.parse_args()
+    work, base_tree = args.work.resolve(), args.baseline.resolve()
+    os.chdir(work)
+    planted = [p["query"] for p in json.loads((work / f"sessions-{args.size}.planted.json").read_text())]
+    hubs = {
+        "this tree": HubProcess(work / f"home-{args.size}", work / "hop-this.sock").start(),
+        "base": HubProcess(
+            work / f"home-{args.size}-base", work / "hop-base.sock", extra_env={"PYTHONPATH": str(base_tree)}
+        ).start(),
+    }
+    load0 = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    try:
+        conns = {k: RpcConnection(h.socket_path) for k, h in hubs.items()}
+        for c in conns.values():
+            c.call(protocol.HELLO, {"protocol": protocol.PROTOCOL_VERSION, "role": "reader"})
+        times: dict[tuple[str, str], list[float]] = {}
+        kinds = ("rare phrase", "matches nothing", "rare phrase, logged")
+        for rnd in range(args.rounds):
+            for i, q in enumerate(planted):
+                for kind in kinds:
+                    params: dict[str, object] = {"query": q, "limit": 5, "window": 5}
+                    if kind == "matches nothing":
+                        params["query"] = f"zzqx{i}nothing"
+                    if kind != "rare phrase, logged":
+                        params["record"] = False
+                    order = list(conns.items())
+                    if (rnd + i) % 2:
+                        order.reverse()
+                    for name, conn in order:
+                        t = time.perf_counter()
+                        conn.call(protocol.SEARCH, params)
+                        times.setdefault((kind, name), []).append((time.perf_counter() - t) * 1000)
+                        time.sleep(0.002)
+        threaded = conns["this tree"].call(protocol.STATS, {})["hub"].get("connections_threaded")
+        for c in conns.values():
+            c.close()
+    finally:
+        for h in hubs.values():
+            h.stop()
+    load1 = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    when = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
+    print(f"# {when} UTC, load {load0} -> {load1}, connections served by a thread: {threaded}")
+    print("| queries | this tree p50 ms | base p50 ms | this tree / base | n |")
+    print("|---|---:|---:|---:|---:|")
+    for kind in kinds:
+        mine, base = times[(kind, "this tree")], times[(kind, "base")]
+        a, b = statistics.median(mine), statistics.median(base)
+        print(f"| {kind} | {a:.3f} | {b:.3f} | {a / b:.2f} | {len(mine)} |")
+
+
+if __name__ == "__main__":
+    main()
