@@ -11,9 +11,9 @@ it wires together live beside it:
   requests are group-committed and each is answered once its batch is durable.
 * ``fanout``: committed events to subscribers (history, then live, no gap at the
   seam), gap-fill and the watch for commits made by another process.
-* Reads (sessions, search, recall …) run on a small reader thread pool; a connection
-  whose first request is a fast read (``search``, ``sessions``, ``session``) is served
-  by a thread of its own that reads, runs and answers them (``threaded``).
+* Reads (sessions, search, recall …) run on a small reader thread pool; from its first
+  fast read (``search``, ``sessions``, ``session``) on, a connection is served by a thread
+  of its own that reads its frames, runs fast reads and answers them (``threaded``).
 """
 
 from __future__ import annotations

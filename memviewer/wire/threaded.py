@@ -2,8 +2,8 @@
 
 Through the event loop a ``search`` crossed three hand-offs inside the hub (the loop reads the
 frame, a reader thread runs it, the loop encodes and writes the answer): on a shared machine
-each is a wake-up waiting for a time slice. A connection whose first request is a fast read
-(``FAST_READS``, with nothing else already read from it) is handed to a thread of its own
+each is a wake-up waiting for a time slice. At its first fast read (``FAST_READS``) with
+nothing else already read from it, a connection is handed to a thread of its own
 (``Hub(threaded_connections=)`` at most, 32 by default; beyond that the loop serves it as
 before). From then on that thread reads the connection's frames straight from the socket:
 
