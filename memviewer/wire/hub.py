@@ -43,15 +43,19 @@ from memviewer.wire.hub_params import SCHEMAS, check_kinds, check_params
 from memviewer.wire.hub_service import HubService
 from memviewer.wire.probe import HOME_LOCK
 from memviewer.wire.protocol import RpcError
-from memviewer.wire.threaded import CLOSE, EOF, STALLED, TOO_LARGE, ThreadedReads
+from memviewer.wire.threaded import (
+    CLOSE,
+    DRAIN_FRAMES,
+    DRAIN_TIMEOUT_S,
+    EOF,
+    STALLED,
+    TOO_LARGE,
+    ThreadedReads,
+)
 
 log = logging.getLogger("memviewer.hub")
 
 SUN_PATH_MAX = 107  # bytes, Linux AF_UNIX limit without the NUL
-# After an oversized frame the hub reads the rest of it away (bounded), so a client
-# still writing gets to read the error instead of a broken pipe.
-DRAIN_FRAMES = 16  # read at most this many frame limits of the rest
-DRAIN_TIMEOUT_S = 5.0
 
 
 class HubError(RuntimeError):

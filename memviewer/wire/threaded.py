@@ -34,18 +34,40 @@ import select
 import socket
 import threading
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Coroutine
+from typing import Any, Protocol
 
 from memviewer.wire import protocol
 from memviewer.wire.connection import Connection, HeldRecords
 from memviewer.wire.hub_params import check_params
 from memviewer.wire.protocol import RpcError
 
-if TYPE_CHECKING:
-    from memviewer.wire.hub import Hub
-
 log = logging.getLogger("memviewer.hub")
+
+# After an oversized frame the hub reads the rest of it away (bounded), so a client
+# still writing gets to read the error instead of a broken pipe (the loop's path too).
+DRAIN_FRAMES = 16  # read at most this many frame limits of the rest
+DRAIN_TIMEOUT_S = 5.0
+
+
+class ServingHub(Protocol):
+    """What a serving thread needs from its hub (``wire.hub.Hub``; no import back up)."""
+
+    _closing: bool
+    _loop: asyncio.AbstractEventLoop | None
+    frame_limit: int
+    stall_timeout: float
+
+    def _frame(self, conn: Connection, line: bytes) -> Coroutine[Any, Any, None]: ...
+    def _read_fns(self) -> dict[str, Callable[[dict[str, Any]], Any]]: ...
+    def _holding(
+        self, held: HeldRecords, fn: Callable[[dict[str, Any]], Any], params: dict[str, Any]
+    ) -> Any: ...
+    def _release_records(self, held: HeldRecords) -> None: ...
+    def _count(self, counter: str) -> None: ...
+    def _error_answer(self, req_id: Any, exc: BaseException) -> bytes: ...
+    def _result_answer(self, req_id: Any, result: Any) -> bytes: ...
+
 
 FAST_READS = frozenset({protocol.SEARCH, protocol.SESSIONS, protocol.SESSION})
 CHUNK = 256 * 1024
@@ -70,7 +92,7 @@ def peek_method(line: bytes) -> str | None:
 class ThreadedReads:
     """The serving threads of a hub's reader connections (created by ``Hub.start``)."""
 
-    def __init__(self, hub: Hub, limit: int, readers: int) -> None:
+    def __init__(self, hub: ServingHub, limit: int, readers: int) -> None:
         self.hub = hub
         self.limit = limit
         self.pool = concurrent.futures.ThreadPoolExecutor(max(1, limit), thread_name_prefix="memviewer-conn")
@@ -192,8 +214,6 @@ class ThreadedReads:
         buf.clear()
         if not self._send(conn, error) or complete:
             return TOO_LARGE
-        from memviewer.wire.hub import DRAIN_FRAMES, DRAIN_TIMEOUT_S
-
         deadline = time.monotonic() + DRAIN_TIMEOUT_S
         budget = DRAIN_FRAMES * hub.frame_limit
         poller = select.poll()
