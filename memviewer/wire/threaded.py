@@ -98,7 +98,6 @@ class ThreadedReads:
         self.pool = concurrent.futures.ThreadPoolExecutor(max(1, limit), thread_name_prefix="memviewer-conn")
         self.running = threading.Semaphore(max(1, readers))  # reads at once, like the reader pool
         self.serving = 0  # connections served by a thread now (loop thread only)
-        self.served = 0  # connections handed to a thread so far (loop thread only)
         self._busy = 0  # fast reads between their start and their recall log hand-off
         self._busy_lock = threading.Lock()
 
@@ -127,7 +126,6 @@ class ThreadedReads:
             log.warning("connection %d cannot be handed to a thread: %s", conn.id, exc)
             return CLOSE
         self.serving += 1
-        self.served += 1
         try:
             return await asyncio.wrap_future(self.pool.submit(self._run, conn, first))
         finally:
