@@ -135,10 +135,12 @@ def measure(
     svc: MemoryService, qs: list[str], *, mode: str, ann: bool
 ) -> tuple[list[float], list[list[str]]]:
     threshold = 0 if ann else 10**12
-    svc.settings = svc.settings.with_overrides(ann_threshold=threshold)
+    svc.settings = svc.parts.settings = svc.settings.with_overrides(ann_threshold=threshold)
     times, ids = [], []
     for q in qs:
         out = svc.recall(q, scope="user", scope_id="bench", mode=mode)
+        path = out["diagnostics"]["index"]["vector_search"]
+        assert path == ("ivf_pq" if ann else "exact"), f"asked for {'IVF_PQ' if ann else 'exact'}, ran {path}"
         times.append(out["diagnostics"]["timings_ms"]["total"])
         ids.append([r["turn_id"] for r in out["results"]])
     return times, ids
