@@ -22,8 +22,9 @@ rule           text embedded for a chat turn
 
 from __future__ import annotations
 
-import json
 from typing import Any
+
+from memviewer.index.summarizer import speaker_of
 
 PREV_CHARS = 200
 SHORT_WORDS = 12
@@ -32,15 +33,7 @@ RULES = ("off", "author", "prev", "prev_brief", "prev_next", "prev_short", "ctx_
 Near = tuple[str | None, str]
 
 
-def author(meta: object) -> str | None:
-    """The author a turn's metadata names (``metadata.speaker``), or None (an agent turn)."""
-    if isinstance(meta, str):  # a raw JSON column
-        try:
-            meta = json.loads(meta)
-        except ValueError:
-            return None
-    value = meta.get("speaker") if isinstance(meta, dict) else None
-    return value.strip() if isinstance(value, str) and value.strip() else None
+author = speaker_of  # the summarizer's reading of metadata.speaker, so both agree
 
 
 def _line(who: str | None, text: str, limit: int) -> str:

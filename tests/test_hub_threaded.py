@@ -7,7 +7,6 @@ half a frame held, half-close, the hub stopping) behave as they do on the loop."
 from __future__ import annotations
 
 import asyncio
-import json
 import socket
 import time
 from collections.abc import Iterator
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rawclient import Raw
 from waiting import wait_for
 
 from memviewer.config import load_settings
@@ -27,41 +27,6 @@ from memviewer.wire.testing import HubProcess
 pytestmark = pytest.mark.integration
 
 FIXTURES = Path(__file__).parent / "fixtures" / "praisonai"
-
-
-class Raw:
-    """A raw NDJSON client: frames exactly as given, answers line by line."""
-
-    def __init__(self, path: Path) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(20)
-        self.sock.connect(str(path))
-        self.rfile = self.sock.makefile("rb")
-
-    def send(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def request(self, method: str, params: dict[str, Any] | None = None, req_id: Any = 1) -> bytes:
-        msg: dict[str, Any] = {"jsonrpc": "2.0", "id": req_id, "method": method}
-        if params is not None:
-            msg["params"] = params
-        return json.dumps(msg).encode() + b"\n"
-
-    def call(self, method: str, params: dict[str, Any] | None = None, req_id: Any = 1) -> dict[str, Any]:
-        self.send(self.request(method, params, req_id))
-        return self.read()
-
-    def read(self) -> dict[str, Any]:
-        line = self.rfile.readline()
-        assert line, "the hub closed the connection"
-        return json.loads(line)
-
-    def at_eof(self) -> bool:
-        return self.rfile.readline() == b""
-
-    def close(self) -> None:
-        self.rfile.close()
-        self.sock.close()
 
 
 @pytest.fixture(scope="module")
@@ -150,9 +115,9 @@ def test_bad_frames_on_a_threaded_connection_get_their_errors_and_it_stays_open(
     assert "result" in raw.call("search", {"query": "refund", "record": False})
     errors_before = _stats(hub)["counters"]["protocol_errors"]
     raw.send(b"this is not json\n")
-    assert raw.read()["error"]["code"] == protocol.PARSE_ERROR
+    assert raw.answer()["error"]["code"] == protocol.PARSE_ERROR
     raw.send(b'{"jsonrpc": "2.0", "id": 2, "method": "search", "params": [1]}\n')
-    assert raw.read()["error"]["code"] == protocol.INVALID_PARAMS
+    assert raw.answer()["error"]["code"] == protocol.INVALID_PARAMS
     bad = raw.call("search", {"query": "refund", "bogus": 1}, req_id=3)
     assert bad["id"] == 3 and bad["error"]["code"] == protocol.INVALID_PARAMS
     unknown = raw.call("no_such_method", {}, req_id=4)
@@ -180,7 +145,7 @@ def test_writes_and_subscriptions_on_a_threaded_connection_go_through_the_loop(
     answers: dict[str, Any] = {}
     opened: list[str] = []
     while len(answers) < 2 * len(sids) or len(opened) < len(sids):
-        msg = raw.read()  # every line is one whole frame: events and answers never interleave
+        msg = raw.answer()  # every line is one whole frame: events and answers never interleave
         if "id" in msg:
             answers[msg["id"]] = msg
         elif msg["method"] == "event":
@@ -196,7 +161,7 @@ def test_an_oversized_frame_on_a_threaded_connection_is_refused_and_closes_it(
     assert "result" in raw.call("search", {"query": "refund", "record": False})
     limit = protocol.DEFAULT_FRAME_LIMIT
     raw.send(b'{"jsonrpc": "2.0", "id": 9, "method": "search", "params": {"query": "' + b"a" * (limit + 10))
-    error = raw.read()
+    error = raw.answer()
     assert error["id"] is None and error["error"]["data"]["reason"] == "frame_too_large"
     raw.send(b'"}}\n')
     assert raw.at_eof()
@@ -232,7 +197,7 @@ def test_a_client_not_reading_its_answers_is_held_back_and_others_are_served(
         started = time.monotonic()
         assert "results" in other.call(protocol.SEARCH, {"query": "deploy token", "record": False})
         assert time.monotonic() - started < 10
-    ids = [raw.read()["id"] for _ in range(n)]  # then every answer arrives, whole and in order
+    ids = [raw.answer()["id"] for _ in range(n)]  # then every answer arrives, whole and in order
     assert ids == list(range(n))
 
 
@@ -244,7 +209,7 @@ def test_half_closed_threaded_connection_answers_its_last_frame_then_closes(
         b'{"jsonrpc": "2.0", "id": 7, "method": "search", "params": {"query": "refund", "record": false}}'
     )
     raw.sock.shutdown(socket.SHUT_WR)  # an unterminated last frame counts as a frame at EOF
-    assert raw.read()["id"] == 7
+    assert raw.answer()["id"] == 7
     assert raw.at_eof()
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from rawclient import Raw
 
 from memviewer.errors import MemviewerError
 from memviewer.wire import protocol
@@ -27,36 +28,6 @@ from memviewer.wire.testing import HubProcess
 pytestmark = pytest.mark.integration
 
 FRAME_LIMIT = 64 * 1024
-
-
-class Raw:
-    """A bare socket client, to send exactly the bytes we want."""
-
-    def __init__(self, path: Path) -> None:
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(10)
-        self.sock.connect(str(path))
-        self.rfile = self.sock.makefile("rb")
-
-    def send(self, data: bytes) -> None:
-        self.sock.sendall(data)
-
-    def read(self) -> dict[str, Any] | None:
-        line = self.rfile.readline()
-        return json.loads(line) if line else None
-
-    def call(self, method: str, params: Any = None, req_id: Any = 1) -> dict[str, Any]:
-        msg: dict[str, Any] = {"jsonrpc": "2.0", "id": req_id, "method": method}
-        if params is not None:
-            msg["params"] = params
-        self.send(json.dumps(msg).encode() + b"\n")
-        out = self.read()
-        assert out is not None, "hub closed the connection"
-        return out
-
-    def close(self) -> None:
-        self.rfile.close()
-        self.sock.close()
 
 
 @pytest.fixture(scope="module")

@@ -201,7 +201,12 @@ def _day(ts: float | None) -> str | None:
 
 
 def _author(t: dict[str, Any]) -> str | None:
-    meta = t.get("meta")
+    return speaker_of(t.get("meta"))
+
+
+def speaker_of(meta: object) -> str | None:
+    """The author a turn's metadata names (``metadata.speaker``; a dict or its raw JSON), or
+    None (an agent turn)."""
     if isinstance(meta, str):  # a raw JSON column
         try:
             meta = json.loads(meta)
