@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from memviewer.llm import LlmEndpoint
     from memviewer.recall.rerank import Reranker
     from memviewer.recall_log import RecordAs
+    from memviewer.session.chunked_import import ChunkedImport
 
 log = logging.getLogger("memviewer")
 
@@ -229,11 +230,29 @@ class MemoryService:
         replace: bool = False,
     ) -> dict[str, Any]:
         result = self.manager.import_session(session, turns, episodes, origin=origin, replace=replace)
-        if result.get("removed_turns"):  # tags and notes of turns the import removed go too
-            from memviewer.session import annotations
+        return self._imported(session["id"], result)
 
+    def import_session_chunks(
+        self,
+        session: dict[str, Any],
+        chunks: Iterable[list[dict[str, Any]]],
+        *,
+        origin: str | None = None,
+        replace: bool = False,
+    ) -> dict[str, Any]:
+        """``import_session`` for a big file's turns a chunk at a time (``session.chunked_import``)."""
+        result = self.manager.import_session_chunks(session, chunks, origin=origin, replace=replace)
+        return self._imported(session["id"], result)
+
+    def finish_chunked_import(self, job: ChunkedImport) -> dict[str, Any]:
+        """The last transaction of a chunked import driven by its caller (the folder watcher)."""
+        return self._imported(job.session_id, job.finish())
+
+    def _imported(self, session_id: str, result: dict[str, Any]) -> dict[str, Any]:
+        """Every import path: the tags and notes of turns an import removed go too."""
+        if result.get("removed_turns"):
             with self.annotation_write() as conn:
-                annotations.drop_orphans(conn, session["id"])
+                annotation_rows.drop_orphans(conn, session_id)
         return result
 
     def import_praisonai(
@@ -256,7 +275,7 @@ class MemoryService:
             progress,
             replace=replace,
             file_progress=file_progress,
-            import_chunks=self.manager.import_session_chunks,
+            import_chunks=self.import_session_chunks,
         )
         if index and report.imported:
             self.sync_index(report.session_ids)
@@ -295,32 +314,24 @@ class MemoryService:
 
     def tag(self, target_id: str, tags: list[str], *, remove: bool = False) -> dict[str, Any]:
         """Add (``remove``: take away) tags on a session or turn; ``not_found`` for an unknown id."""
-        from memviewer.session import annotations
-
-        return annotations.tag(self.annotation_write, target_id, tags, remove=remove)
+        return annotation_rows.tag(self.annotation_write, target_id, tags, remove=remove)
 
     def note(self, target_id: str, text: str | None) -> dict[str, Any]:
         """Set the note of a session or turn (``None`` removes it)."""
-        from memviewer.session import annotations
-
-        return annotations.note(self.annotation_write, target_id, text)
+        return annotation_rows.note(self.annotation_write, target_id, text)
 
     def annotations(
         self, target_id: str | None = None, *, tag: str | None = None, limit: int | None = None
     ) -> list[dict[str, Any]]:
         """Annotated sessions and turns, most recently changed first (see docs/cli.md)."""
-        from memviewer.session import annotations
-
-        return annotations.listing(self.store, target_id=target_id, tag=tag, limit=limit)
+        return annotation_rows.listing(self.store, target_id=target_id, tag=tag, limit=limit)
 
     def import_annotations(self, session_id: str, marks: dict[str, dict[str, Any]]) -> None:
         """Store an imported session's tags and notes (``{target id: {tags, note}}``, checked
         by the importer): tags are added to those already there, a note replaces the old one;
         ids that are not this session's are skipped."""
-        from memviewer.session import annotations
-
         with self.annotation_write() as conn:
-            annotations.merge(conn, session_id, marks)
+            annotation_rows.merge(conn, session_id, marks)
 
     # -- reads ----------------------------------------------------------------
     @property
@@ -456,10 +467,8 @@ class MemoryService:
             "scope": scope,
             "scope_id": scope_id,
         }
-        from memviewer.session import annotations
-
         keyword = self.keyword()
-        out = annotations.search(keyword.search, self.store, query, params, keyword.annotated)
+        out = annotation_rows.search(keyword.search, self.store, query, params, keyword.annotated)
         if record is not None and self.recall_log_enabled:
             from memviewer import recall_log
 

@@ -94,6 +94,30 @@ def test_chunked_import_stores_what_a_whole_import_stores(tmp_path: Path, monkey
         whole.close()
 
 
+def test_a_big_file_reimport_drops_the_tags_of_the_turns_it_removed(
+    service, tmp_path: Path, monkeypatch
+) -> None:  # noqa: ANN001
+    """``memviewer import praisonai`` of a big file (the chunked path) keeps annotations in step
+    with the turns, as a whole-file import does."""
+    monkeypatch.setattr(praisonai_stream, "STREAM_MIN_BYTES", 1_000)
+    monkeypatch.setattr(praisonai_chunks, "CHUNK_TURNS", 400)
+    p = tmp_path / "s.json"
+    p.write_text(json.dumps(_doc(1500)), encoding="utf-8")
+    first = service.import_praisonai([p], index=False).imported[0]
+    assert first["chunks"] == 4
+    before = [r["id"] for r in _rows(service.store, "s1")]
+    p.write_text(json.dumps(_doc(1500, drop=700)), encoding="utf-8")
+    after = {t["id"] for t in load_file(p)[1]}
+    (gone,) = [i for i in before if i not in after]  # turn ids count repeats: find the one dropped
+    kept = next(i for i in before if i in after)
+    service.tag(gone, ["check"])
+    service.tag(kept, ["check"])
+    again = service.import_praisonai([p], index=False).imported[0]
+    assert again["removed_turns"] == 1 and again["chunks"] == 4
+    assert gone not in {r["id"] for r in _rows(service.store, "s1")}
+    assert [a["target_id"] for a in service.annotations(tag="check")] == [kept]
+
+
 def test_a_bad_message_late_in_a_big_file_stores_nothing(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.setattr(praisonai_stream, "STREAM_MIN_BYTES", 1_000)
     monkeypatch.setattr(praisonai_chunks, "CHUNK_TURNS", 100)

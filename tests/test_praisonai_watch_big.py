@@ -7,12 +7,11 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from waiting import wait_for
 
 from memviewer.io import praisonai_chunks
 from memviewer.sources.praisonai_watch import PraisonAIWatcher, child_session_id, sessions_from_file
@@ -52,17 +51,6 @@ def _write(path: Path, body: str) -> None:
     os.replace(tmp, path)
 
 
-def wait_for(cond: Callable[[], Any], what: str, timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
-
-
 def _expected_ids(body: str) -> list[str]:
     (parent, turns), *_children = sessions_from_file(json.loads(body), "big-1", None)
     return [t["id"] for t in turns]
@@ -80,7 +68,7 @@ def test_a_big_watched_file_is_stored_in_chunks_and_reconciled(service, settings
 
     def scenario(remote: RemoteService) -> None:
         """The client side, on its own thread (the hub runs on the event loop)."""
-        wait_for(lambda: remote.stats()["hub"]["sources"][0]["connected"], "the watcher")
+        wait_for(lambda: remote.stats()["hub"]["sources"][0]["connected"], 60.0, "the watcher")
 
         def counters() -> dict[str, int]:
             return remote.stats()["hub"]["sources"][0]["counters"]
@@ -96,13 +84,13 @@ def test_a_big_watched_file_is_stored_in_chunks_and_reconciled(service, settings
         # a bad big file (caught mid-write by a non-atomic writer) is reported, nothing stops
         broken = folder / "broken.json"
         broken.write_text(body[: len(body) // 2], encoding="utf-8")
-        wait_for(lambda: counters()["invalid_json"] >= 1, "the broken file counted")
+        wait_for(lambda: counters()["invalid_json"] >= 1, 60.0, "the broken file counted")
         assert "broken.json" in remote.stats()["hub"]["sources"][0]["last_error"]
 
         # first write: three chunk-sized transactions (a partial event, then the final one)
         seq = remote.last_seq
         _write(path, body)
-        done = wait_for(lambda: final(seq), "the first import")
+        done = wait_for(lambda: final(seq), 60.0, "the first import")
         assert (done["turns"], done["new_turns"], done["chunks"]) == (n, n, 3)
         assert [p.get("partial") for p in imports(seq)] == [True, None]
         turns = remote.session("big-1")["turns"]
@@ -119,27 +107,33 @@ def test_a_big_watched_file_is_stored_in_chunks_and_reconciled(service, settings
         seq = remote.last_seq
         unchanged = c["unchanged_files"]
         _write(path, body)
-        wait_for(lambda: counters()["unchanged_files"] > unchanged, "the rewrite seen")
+        wait_for(lambda: counters()["unchanged_files"] > unchanged, 60.0, "the rewrite seen")
         assert remote.last_seq == seq
         assert counters()["chunked_files"] == 1
 
         # the file grows: only the new turns are inserted, the old rows stay
         grown = json.dumps(_doc(n + 700))
         _write(path, grown)
-        done = wait_for(lambda: final(seq), "the grown file")
+        done = wait_for(lambda: final(seq), 60.0, "the grown file")
         assert (done["turns"], done["new_turns"], done["removed_turns"]) == (n + 700, 700, 0)
         after = remote.session("big-1")["turns"]
         assert [t["turn_id"] for t in after] == _expected_ids(grown)
         assert [t["turn_id"] for t in after[:n]] == [t["turn_id"] for t in turns]
 
-        # a message edited in place: one turn replaced, none duplicated
+        # a message edited in place: one turn replaced, none duplicated, and the tag of the
+        # replaced turn goes with it while the others stay
+        gone_id, kept_id = after[5]["turn_id"], after[6]["turn_id"]
+        service.tag(gone_id, ["check"])
+        service.tag(kept_id, ["check"])
         seq = remote.last_seq
         edited = json.dumps(_doc(n + 700, edit=5))
         _write(path, edited)
-        done = wait_for(lambda: final(seq), "the edited file")
+        done = wait_for(lambda: final(seq), 60.0, "the edited file")
         assert (done["new_turns"], done["removed_turns"], done["turns"]) == (1, 1, n + 700)
         ids = [t["turn_id"] for t in remote.session("big-1")["turns"]]
         assert ids == _expected_ids(edited) and len(set(ids)) == len(ids)
+        assert gone_id not in ids and kept_id in ids
+        assert [a["target_id"] for a in service.annotations(tag="check")] == [kept_id]
         assert counters()["chunked_files"] == 3
 
     async def main() -> None:
@@ -185,11 +179,14 @@ def test_a_hub_stopped_mid_import_leaves_whole_chunks_and_the_next_completes_it(
             remote = RemoteService(settings.socket_path)
             try:
                 if run == 1:  # stop as soon as the first chunk is in
-                    await asyncio.to_thread(wait_for, lambda r=remote: stored_turns(r), "the first chunk")
+                    await asyncio.to_thread(
+                        wait_for, lambda r=remote: stored_turns(r), 60.0, "the first chunk"
+                    )
                 else:
                     await asyncio.to_thread(
                         wait_for,
                         lambda r=remote: [p for p in imports(r) if not p.get("partial")],
+                        60.0,
                         "the final import",
                     )
             finally:

@@ -91,15 +91,3 @@ def next_chunk(chunks: Any) -> tuple[str, Any]:
     except ForeignFileError as exc:
         return failure_kind(str(exc)), str(exc)
     return ("end", None) if turns is None else ("ok", turns)
-
-
-def finish(service: Any, job: Any) -> dict[str, Any]:
-    """Writer thread: the chunked import's last transaction; the tags and notes of turns it
-    removed go too (as ``MemoryService.import_session`` does for a whole import)."""
-    result: dict[str, Any] = job.finish()
-    if result.get("removed_turns"):
-        from memviewer.session import annotations
-
-        with service.annotation_write() as conn:
-            annotations.drop_orphans(conn, job.session_id)
-    return result

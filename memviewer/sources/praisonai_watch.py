@@ -37,11 +37,10 @@ from pathlib import Path
 from typing import Any
 
 from memviewer.errors import MemviewerError
+from memviewer.sources.praisonai_bigfile import AGENT_HISTORIES
 from memviewer.sources.status import SourceStatus
 
 log = logging.getLogger("memviewer.sources.praisonai")
-
-AGENT_HISTORIES = "agent_histories"
 
 
 def inotify_available() -> bool:
@@ -350,7 +349,7 @@ class PraisonAIWatcher:
                         return
                     await self._hub.write(job.add, turns)
                     self.state.count("chunks_stored")
-                parent = await self._hub.write(bigfile.finish, service, job)
+                parent = await self._hub.write(service.finish_chunked_import, job)
             except MemviewerError as exc:
                 if storage_failure(exc) is not None or exc.code == "internal":
                     raise
