@@ -136,3 +136,85 @@ def test_chat_sessions_give_their_best_turn_a_stage1_share_agent_sessions_do_not
     assert chat_default != chat_off  # the best-turn share moved the chat sessions' scores
     agent_default = _stage1(service, q, "agent")
     assert agent_default == _stage1(service, q, "agent", chat_session_turn_weight=0)
+
+
+def test_without_names_takes_out_the_authors_names_possessives_and_close_spellings() -> None:
+    authors = {"Fahim Khan", "Muhhamed"}
+    assert names.without_names("What are Fahim's hobbies?", authors) == "What are hobbies?"
+    assert (
+        names.without_names("What games do Fahim Khan and Muhammad play together?", authors)
+        == "What games do and play together?"
+    )
+    assert names.without_names("How did Muhammad’s week go?", authors) == "How did week go?"
+    # nobody named, or too little left: the query as it was
+    assert names.without_names("What did Kate bake?", authors) == "What did Kate bake?"
+    assert names.without_names("Fahim?", authors) == "Fahim?"
+    assert names.without_names("What are Fahim's hobbies?", set()) == "What are Fahim's hobbies?"
+    # a lower-case word is only taken out when it is exactly a part of a name
+    assert names.without_names("what did fahim read", authors) == "what did read"
+    assert names.without_names("what did muhammad read", authors) == "what did muhammad read"
+
+
+def test_scope_authors_are_read_per_scope_and_brought_up_to_date(service: Any) -> None:
+    _chat(service, "a1", [("Ann", "user", "hello"), ("Bob", "assistant", "hi")])
+    service.import_session(
+        {"id": "o1", "agent": "chat", "scope": "conv", "scope_id": "other", "started_at": 1_700_000_000.0},
+        [{"id": "o1-0", "role": "user", "content": "x", "timestamp": 1.0, "meta": {"speaker": "Cleo"}}],
+    )
+    authors = service.parts.authors
+    assert authors.of("conv", "c1") == {"Ann", "Bob"}
+    assert authors.of("conv", "other") == {"Cleo"}
+    assert authors.of(None, None) == {"Ann", "Bob", "Cleo"}
+    _chat(service, "a2", [("Dana", "user", "new here")])  # a later turn, a new author
+    assert authors.of("conv", "c1") == {"Ann", "Bob", "Dana"}
+    assert authors.of("conv", "other") == {"Cleo"}
+
+
+def test_recall_searches_a_chat_without_its_own_names(service: Any) -> None:
+    """Bob greets Ann by name; Ann's own turn answers. With the names taken out of the search
+    text, the greeting no longer matches on the name, so Ann's answer ranks above it."""
+    _chat(
+        service,
+        "s3",
+        [
+            ("Bob", "assistant", "Ann, Ann, how are you doing today Ann?"),
+            ("Ann", "user", "I went kayaking on the lake with my sister"),
+            ("Bob", "assistant", "Nice weather for it"),
+        ],
+    )
+    service.sync_index()
+    q = "Where did Ann go kayaking?"
+    alone = {"name_prior": 0, "chat_neighbour_share": 0}
+    on = service.recall(q, scope="conv", scope_id="c1", mode="flat", tuning=alone)
+    off = service.recall(q, scope="conv", scope_id="c1", mode="flat", tuning={**alone, "strip_names": 0})
+    assert on["diagnostics"]["search_query"] == "Where did go kayaking?"
+    assert off["diagnostics"]["search_query"] == q
+    bm25_on = {r["turn_id"]: r["score_breakdown"]["bm25"] for r in on["results"]}
+    bm25_off = {r["turn_id"]: r["score_breakdown"]["bm25"] for r in off["results"]}
+    assert bm25_off.get("s3-0", 0.0) > 0.0  # the greeting matched on the name alone
+    assert bm25_on.get("s3-0", 0.0) == 0.0
+    assert on["results"][0]["turn_id"] == "s3-1"
+    # an agent session (no speakers) is searched with the query as asked
+    plain = service.recall(q, scope="conv", scope_id="nobody")
+    assert plain["diagnostics"]["search_query"] == q
+
+
+def test_why_not_ranks_bm25_on_the_text_recall_searched(service: Any) -> None:
+    from memviewer.recall.why import why_not
+
+    _chat(
+        service,
+        "s4",
+        [
+            ("Bob", "assistant", "Ann, Ann, how are you doing today Ann?"),
+            ("Ann", "user", "I went kayaking on the lake with my sister"),
+        ],
+    )
+    service.sync_index()
+    params = {"scope": "conv", "scope_id": "c1", "mode": "flat"}
+    q = "Where did Ann go kayaking?"
+    _, why = why_not(service.parts, q, "s4-0", params, reranker=None)
+    index_stage = next(s for s in why["stages"] if s["stage"] == "index")
+    assert index_stage["bm25"]["rank"] is None  # the greeting only matched the name
+    _, kept = why_not(service.parts, q, "s4-0", {**params, "tuning": {"strip_names": 0}}, reranker=None)
+    assert next(s for s in kept["stages"] if s["stage"] == "index")["bm25"]["rank"] is not None

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memviewer import paths
+from memviewer.store.authors import ScopeAuthors
 
 if TYPE_CHECKING:
     from memviewer.config import Settings
@@ -44,6 +45,8 @@ class IndexParts:
         self._lance: LanceIndex | None = None
         self._summarizer: Summarizer | None = None
         self._lock = threading.Lock()
+        #: Each scope's turn authors, for recall to know a chat's names before it searches.
+        self.authors = ScopeAuthors(store)
 
     def with_embedder(self, embedder: Embedder) -> IndexParts:
         """The same parts (one store, one LanceDB handle) with another embedder, e.g. one
@@ -52,6 +55,7 @@ class IndexParts:
             self.store, self.settings, readonly=self.readonly, embedder=embedder, home=self.home
         )
         other._lance, other._summarizer = self.lance, self._summarizer
+        other.authors = self.authors
         return other
 
     @property

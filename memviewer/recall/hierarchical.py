@@ -83,6 +83,7 @@ TUNING_DEFAULTS: dict[str, float] = {
     "chat_chunks_per_session": 10.0,  # in a chat, M is at least this (0: off)
     "chat_session_prior": 0.2,  # session_prior for chats between named people (REALTALK)
     "session_turn_top": 1.0,  # n: Stage 1's turn part sums a session's best n turns, halving each
+    "strip_names": 1.0,  # 0: a query naming the candidates' authors is searched with the names kept
 }
 
 TURN_COLUMNS = ["turn_id", "session_id", "role", "archived", "timestamp", "text", "vector"]
@@ -189,7 +190,9 @@ def recall(
         index.check_model(embedder.name, int(embedder.dim))
     except IndexMismatchError as exc:
         raise MemviewerError(INVALID_ARGUMENT, str(exc), data={"hint": "memviewer reindex"}) from None
-    qvec = embedder.embed([query])[0]
+    # what the retrievers search: the query without the names of the scope's own authors
+    search = names.without_names(query, parts.authors.of(scope, scope_id)) if tune["strip_names"] else query
+    qvec = embedder.embed([search])[0]
     clock.lap("embed")
 
     where = scope_filter(scope, scope_id)
@@ -222,10 +225,26 @@ def recall(
     }
     if w.time <= 0:
         window = None
-    if mode == "flat":
-        candidates = _turn_candidates(
-            index, qvec, query, turn_where, top_k, w, tune, use_ann, window, trace, store=parts.store
+
+    def stage2(n: int, depth: int | None = None) -> list[dict[str, Any]]:
+        return _turn_candidates(
+            index,
+            qvec,
+            query,
+            turn_where,
+            n,
+            w,
+            tune,
+            use_ann,
+            window,
+            trace,
+            store=parts.store,
+            depth=depth,
+            search=search,
         )
+
+    if mode == "flat":
+        candidates = stage2(top_k)
         clock.lap("stage2")
         diagnostics["stage2_candidates"] = len(candidates)
         chosen = candidates[:top_k]
@@ -233,28 +252,14 @@ def recall(
         has_sessions = index.count(SUMMARIES, where) > 0
         if not has_sessions:
             diagnostics["escalations"].append(STAGE1_EMPTY)
-            candidates = _turn_candidates(
-                index, qvec, query, turn_where, top_k, w, tune, use_ann, window, trace, store=parts.store
-            )
+            candidates = stage2(top_k)
             clock.lap("stage2")
             diagnostics["stage2_candidates"] = len(candidates)
             chosen = candidates[:top_k]
         else:
             chat_m = max(m, int(tune["chat_chunks_per_session"]))
-            candidates = _turn_candidates(
-                index,
-                qvec,
-                query,
-                turn_where,
-                k * chat_m * OVERFETCH,
-                w,
-                tune,
-                use_ann,
-                window,
-                trace,
-                store=parts.store,
-                depth=pool_size,  # as deep as for M, so agent sessions see the same candidates
-            )
+            # as deep as for M, so agent sessions see the same candidates
+            candidates = stage2(k * chat_m * OVERFETCH, depth=pool_size)
             chat = _is_chat(candidates)
             if chat and chat_m > m:  # a day of chat holds more than M answers per session
                 m, pool_size = chat_m, k * chat_m * OVERFETCH
@@ -266,7 +271,7 @@ def recall(
                 parts.store,
                 index,
                 qvec,
-                query,
+                search,
                 where,
                 (scope, scope_id),
                 2 * k if extra_k > 0 else k,
@@ -324,6 +329,9 @@ def recall(
         trace.path = mode if mode == "flat" else (diagnostics["escalations"] or ["hierarchical"])[-1]
         trace.path = trace.path.removeprefix("session-retriever:")
         trace.pool, trace.final = candidates, list(chosen)
+    diagnostics["search_query"] = search
+    if trace is not None:
+        trace.search_query = search
     results, stale = _hydrate(parts.store, chosen, with_tool_calls)
     if stale:
         diagnostics["stale"] = stale
@@ -366,16 +374,20 @@ def _turn_candidates(
     *,
     store: Store | None = None,
     depth: int | None = None,
+    search: str | None = None,
 ) -> list[dict[str, Any]]:
     """Stage 2: dense ∪ BM25 hits of the scope (``depth``, default ``n``, or
-    ``candidate_depth`` if more, from each), blended, best ``n`` first."""
+    ``candidate_depth`` if more, from each), blended, best ``n`` first. ``search`` (default
+    ``query``) is the text BM25 and the coverage share match, ``qvec`` its embedding; the names
+    and the "I / you" rule read the question as asked."""
     import numpy as np
 
     from memviewer.index.lance import TURNS
 
     depth = max(n if depth is None else depth, int(tune["candidate_depth"]))
     dense = index.dense(TURNS, qvec, where, depth, TURN_COLUMNS, use_ann=use_ann)
-    keyword = lexical.turn_hits(index, query, where, depth, TURN_COLUMNS, raw=bool(tune["raw_keyword_query"]))
+    text = query if search is None else search
+    keyword = lexical.turn_hits(index, text, where, depth, TURN_COLUMNS, raw=bool(tune["raw_keyword_query"]))
     rows: dict[str, dict[str, Any]] = {}
     for r in dense:
         rows[r["turn_id"]] = r
@@ -390,7 +402,7 @@ def _turn_candidates(
     cos = vecs @ np.asarray(qvec, dtype=np.float32)
     max_bm25 = scoring.max_of(bm25.values())
     newest = max(float(rows[i]["timestamp"]) for i in ids)
-    q_terms = scoring.content_terms(query)
+    q_terms = scoring.content_terms(text)
     addressed = scoring.addressed_speaker(query)
     authors: dict[str, str] = {}
     preferred: set[str] = set()

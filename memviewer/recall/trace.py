@@ -19,6 +19,9 @@ PATHS = ("flat", "hierarchical", "stage1-empty", "stage2-empty")
 @dataclass
 class RecallTrace:
     path: str = ""
+    #: The text the retrievers searched: the query, or the query without the names of a
+    #: chat's authors (``memviewer.recall.names.without_names``).
+    search_query: str = ""
     #: Every turn Stage 2 scored (dense top-D ∪ BM25 top-D), blended, before the pool cut.
     scored: list[dict[str, Any]] = field(default_factory=list)
     #: The Stage-2 pool: the best K·M·3 of ``scored`` (``top_k`` on the flat paths).

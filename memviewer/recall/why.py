@@ -145,7 +145,8 @@ def explain(
     rows = index.rows(TURNS, in_filter("turn_id", [turn_id]), ["turn_id", "session_id", "text"])
     indexed = bool(rows)
     session_id = rows[0]["session_id"] if rows else check_turn(parts.store, turn_id, None, None)["session_id"]
-    stages: list[dict[str, Any]] = [_scope_stage(parts, index, query, turn_id, where, trace, indexed)]
+    searched = trace.search_query or query  # the retrievers' text: names may have been taken out
+    stages: list[dict[str, Any]] = [_scope_stage(parts, index, searched, turn_id, where, trace, indexed)]
     stages[0]["session_id"] = session_id
 
     flat = trace.path in ("flat", "stage1-empty")
