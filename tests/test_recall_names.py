@@ -218,3 +218,26 @@ def test_why_not_ranks_bm25_on_the_text_recall_searched(service: Any) -> None:
     assert index_stage["bm25"]["rank"] is None  # the greeting only matched the name
     _, kept = why_not(service.parts, q, "s4-0", {**params, "tuning": {"strip_names": 0}}, reranker=None)
     assert next(s for s in kept["stages"] if s["stage"] == "index")["bm25"]["rank"] is not None
+
+
+def test_a_chat_is_blended_with_the_chat_dense_share_an_agent_session_is_not(service: Any) -> None:
+    _chat(
+        service,
+        "s5",
+        [("Ann", "user", "I bake sourdough bread every Sunday"), ("Bob", "assistant", "Bread is great")],
+    )
+    service.import_session(
+        {"id": "g1", "agent": "a", "scope": "conv", "scope_id": "agent", "started_at": 1_700_000_000.0},
+        [{"id": "g1-0", "role": "user", "content": "I bake sourdough bread every Sunday", "timestamp": 1.0}],
+    )
+    service.sync_index()
+    q = "who bakes sourdough bread"
+    alone = {"chat_neighbour_share": 0, "chat_session_prior": 0}
+    for scope_id, dense_w in (("c1", 0.7), ("agent", 0.5)):
+        out = service.recall(q, scope="conv", scope_id=scope_id, mode="flat", tuning=alone)
+        assert out["diagnostics"]["params"]["w_dense"] == dense_w
+        for r in out["results"]:
+            b = r["score_breakdown"]
+            assert abs(r["score"] - (dense_w * b["dense"] + (1 - dense_w) * b["keyword"])) < 1e-5
+    off = service.recall(q, scope="conv", scope_id="c1", mode="flat", tuning={**alone, "chat_dense_share": 0})
+    assert off["diagnostics"]["params"]["w_dense"] == 0.5

@@ -43,6 +43,7 @@ writes: it reads SQLite and LanceDB and changes neither.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -83,6 +84,7 @@ TUNING_DEFAULTS: dict[str, float] = {
     "chat_chunks_per_session": 10.0,  # in a chat, M is at least this (0: off)
     "chat_session_prior": 0.2,  # session_prior for chats between named people (REALTALK)
     "session_turn_top": 1.0,  # n: Stage 1's turn part sums a session's best n turns, halving each
+    "chat_dense_share": 0.7,  # in a chat, dense / (dense + keyword) weight (0: the configured weights)
     "strip_names": 1.0,  # 0: a query naming the candidates' authors is searched with the names kept
 }
 
@@ -330,6 +332,9 @@ def recall(
         trace.path = trace.path.removeprefix("session-retriever:")
         trace.pool, trace.final = candidates, list(chosen)
     diagnostics["search_query"] = search
+    if candidates and candidates[0]["_chat"]:  # the blend a chat was scored with
+        used = _chat_weights(w, tune).public()
+        diagnostics["params"].update(w_dense=used["w_dense"], w_keyword=used["w_keyword"])
     if trace is not None:
         trace.search_query = search
     results, stale = _hydrate(parts.store, chosen, with_tool_calls)
@@ -408,6 +413,9 @@ def _turn_candidates(
     preferred: set[str] = set()
     if store is not None:
         authors = _authors(store, ids)
+    chat = 2 * len(authors) >= len(ids)  # at least half the candidates name their author
+    if chat:
+        w = _chat_weights(w, tune)
     if authors and w.speaker > 0 and tune["name_prior"]:
         preferred = names.preferred_authors(query, authors.values())
     echo = float(tune["echo_penalty"])
@@ -460,10 +468,11 @@ def _turn_candidates(
                 "score_breakdown": breakdown,
                 "_vec": vecs[i],
                 "_authored": tid in authors,
+                "_chat": chat,
             }
         )
     share = float(tune["neighbour_share"])
-    if share <= 0 and 2 * len(authors) >= len(ids):  # a chat: a short message is answered next door
+    if share <= 0 and chat:  # a chat: a short message is answered next door
         share = float(tune["chat_neighbour_share"])
     if share > 0 and store is not None:
         _with_neighbours(store, out, share)
@@ -539,7 +548,10 @@ def _rank_sessions(
             best_turn[sid] = best_turn.get(sid, 0.0) + c["score"] * 0.5**i
             seen[sid] = i + 1
     turn_w = float(tune["session_turn_weight"])
-    if turn_w <= 0 and _is_chat(candidates):
+    chat = _is_chat(candidates)
+    if chat:
+        w = _chat_weights(w, tune)
+    if turn_w <= 0 and chat:
         # a chat between named people: its summary cannot hold a day of talk, so the session's
         # best turn takes a share (REALTALK tune half +0.014 turn R@10; docs/benchmarks.md)
         turn_w = float(tune["chat_session_turn_weight"])
@@ -661,6 +673,18 @@ def _post_filter(
             if c["turn_id"] not in ids
         )
     return pool, kept, dropped, capped
+
+
+def _chat_weights(w: scoring.Weights, tune: dict[str, float]) -> scoring.Weights:
+    """The blend for a chat between named people: the dense part takes ``chat_dense_share`` of
+    the dense + keyword weight (0: the configured weights). A chat paraphrases more than an
+    agent session quotes, and with its names out of the query the embedding is the better
+    evidence (REALTALK tune half +0.014 turn R@10; docs/benchmarks.md)."""
+    share = float(tune["chat_dense_share"])
+    if share <= 0:
+        return w
+    total = w.dense + w.keyword
+    return dataclasses.replace(w, dense=total * share, keyword=total * (1.0 - share))
 
 
 def _is_chat(candidates: list[dict[str, Any]]) -> bool:
