@@ -35,7 +35,7 @@ from typing import Any
 from memviewer import __version__, locks, paths
 from memviewer.errors import MemviewerError
 from memviewer.store.events import EventRecord
-from memviewer.wire import group_commit, protocol, spool, trust
+from memviewer.wire import group_commit, protocol, recall_buffer, spool, trust
 from memviewer.wire.connection import AfterAnswer, Connection, Deferred, HeldRecords, event_frame
 from memviewer.wire.fanout import FanOut
 from memviewer.wire.group_commit import GroupCommitWriter, Results
@@ -108,6 +108,8 @@ class Hub:
         foreign_poll_interval: float = 0.5,
         abandon_on_stop: bool = False,
         sources: list[Any] | None = None,
+        recall_log_quiet_s: float = recall_buffer.QUIET_S,
+        recall_log_max_wait_s: float = recall_buffer.MAX_WAIT_S,
     ) -> None:
         if abandon_on_stop:
             raise ValueError(
@@ -191,6 +193,9 @@ class Hub:
         self._handler_table: dict[str, tuple[bool, Handler]] | None = None
         self._read_table: dict[str, Callable[[dict[str, Any]], Any]] | None = None
         self._records_closed = False  # set on close once answered reads have queued their entries
+        self.recall_log_quiet_s = recall_log_quiet_s
+        self.recall_log_max_wait_s = recall_log_max_wait_s
+        self.recall_log: recall_buffer.RecallLogBuffer | None = None  # entries waiting (on the loop)
         self._held = threading.local()  # a reader thread's HeldRecords while it serves a request
 
     @property
@@ -217,6 +222,12 @@ class Hub:
         self._prepare_socket()
         try:
             self.writes.open(self._loop)
+            self.recall_log = recall_buffer.RecallLogBuffer(
+                self._loop,
+                self._write_records,
+                quiet_s=self.recall_log_quiet_s,
+                max_wait_s=self.recall_log_max_wait_s,
+            )
             self._reader_pool = ThreadPoolExecutor(self.readers, thread_name_prefix="memviewer-reader")
             if self.threaded_connections > 0:
                 self.threads = ThreadedReads(self, self.threaded_connections, self.readers)
@@ -306,6 +317,8 @@ class Hub:
         while self.threads is not None and self.threads.busy() and loop.time() < waited:
             await asyncio.sleep(0.005)
         self._records_closed = True
+        if self.recall_log is not None:
+            self.recall_log.flush()  # what waits for a quiet moment goes now, before the writer stops
         await self.writes.drain_and_stop()
         if self.writes.executor is not None:
             try:
@@ -796,25 +809,36 @@ class Hub:
         loop.call_soon_threadsafe(self._queue_record, command)
 
     def _queue_record(self, command: dict[str, Any]) -> None:
+        """Loop thread: the entry waits in ``recall_log`` for a quiet moment (``recall_buffer``)."""
         assert self._loop is not None
-        if self._records_closed or not self.writes.ready:
+        if self._records_closed or not self.writes.ready or self.recall_log is None:
             self.counters["recall_log_failed"] += 1
             log.warning("recall log entry %s not written: the hub is stopping", command.get("recall_id"))
             return
-        fut = self.writes.enqueue([command], bounded=False)  # one small entry per search
-        fut.add_done_callback(functools.partial(self._record_done, command.get("recall_id")))
+        self.recall_log.add(command)
 
-    def _record_done(self, recall_id: Any, fut: asyncio.Future[list[dict[str, Any]]]) -> None:
+    def _write_records(self, commands: list[dict[str, Any]]) -> None:
+        """Loop thread: the waiting entries to the one writer, one request (one transaction)."""
+        fut = self.writes.enqueue(commands, bounded=False)  # the hub's own small writes
+        ids = [c.get("recall_id") for c in commands]
+        fut.add_done_callback(functools.partial(self._records_done, ids))
+
+    def _records_done(self, recall_ids: list[Any], fut: asyncio.Future[list[dict[str, Any]]]) -> None:
         if fut.cancelled() or fut.exception() is not None:
-            self.counters["recall_log_failed"] += 1
-            log.warning("recall log entry %s not written: %s", recall_id, fut.exception() or "cancelled")
+            self.counters["recall_log_failed"] += len(recall_ids)
+            log.warning(
+                "%d recall log entries (%s…) not written: %s",
+                len(recall_ids),
+                recall_ids[0],
+                fut.exception() or "cancelled",
+            )
             return
-        (answer,) = fut.result()
-        if "error" in answer:
-            self.counters["recall_log_failed"] += 1
-            log.warning("recall log entry %s refused: %s", recall_id, answer["error"])
-        else:
-            self.counters["recall_log_written"] += 1
+        for recall_id, answer in zip(recall_ids, fut.result(), strict=True):
+            if "error" in answer:
+                self.counters["recall_log_failed"] += 1
+                log.warning("recall log entry %s refused: %s", recall_id, answer["error"])
+            else:
+                self.counters["recall_log_written"] += 1
 
     def _reader(self, fn: Callable[[dict[str, Any]], Any]) -> Handler:
         """A read method on the reader pool; the recall log entries it makes wait for its answer.
@@ -999,6 +1023,7 @@ class Hub:
             **self.fanout.info(),
             "write_queue": self.writes.queued(),
             "write_pending": self.writes.info(),
+            "recall_log_waiting": len(self.recall_log) if self.recall_log is not None else 0,
             "dispatched_seq": self.fanout.dispatched,
             "pending_reorder": len(self.fanout.pending),
             "frame_limit": self.frame_limit,
