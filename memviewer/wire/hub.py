@@ -75,6 +75,11 @@ Handler = Callable[[Connection, dict[str, Any]], Awaitable[Any]]
 
 
 # -- the hub -------------------------------------------------------------------------
+KEYWORD_UPKEEP_INTERVAL_S = 30.0  # how often an idle hub looks at the keyword index's segments
+KEYWORD_SEGMENTS_MAX = 8  # ...and merges them down to one when more have piled up
+KEYWORD_MERGE_STEPS = 1000  # at most this many merge steps in one go
+
+
 class Hub:
     """JSON-RPC server over ``service``; ``await start()`` inside any running loop.
 
@@ -110,6 +115,7 @@ class Hub:
         sources: list[Any] | None = None,
         recall_log_quiet_s: float = recall_buffer.QUIET_S,
         recall_log_max_wait_s: float = recall_buffer.MAX_WAIT_S,
+        keyword_upkeep_interval: float = KEYWORD_UPKEEP_INTERVAL_S,
     ) -> None:
         if abandon_on_stop:
             raise ValueError(
@@ -194,6 +200,8 @@ class Hub:
         self._read_table: dict[str, Callable[[dict[str, Any]], Any]] | None = None
         self._records_closed = False  # set on close once answered reads have queued their entries
         self.recall_log_quiet_s = recall_log_quiet_s
+        self.keyword_upkeep_interval = keyword_upkeep_interval
+        self.keyword_segments: int | None = None  # the keyword index's segments, last seen
         self.recall_log_max_wait_s = recall_log_max_wait_s
         self.recall_log: recall_buffer.RecallLogBuffer | None = None  # entries waiting (on the loop)
         self._held = threading.local()  # a reader thread's HeldRecords while it serves a request
@@ -255,6 +263,7 @@ class Hub:
         self._tasks.append(self.writes.start_pump())
         self._tasks.append(asyncio.create_task(self._spool_scanner(), name="memviewer-hub-spool"))
         self._tasks.append(asyncio.create_task(self.fanout.watch_foreign(), name="memviewer-hub-foreign"))
+        self._tasks.append(asyncio.create_task(self._keyword_upkeep(), name="memviewer-hub-keyword-upkeep"))
         if self.start_indexer:
             threading.Thread(target=self._start_indexer, name="memviewer-indexer-start", daemon=True).start()
         for source in self.sources:
@@ -499,6 +508,35 @@ class Hub:
         results = self.service.apply_batch(commands)
         self.writes.count_refusals(commands, results, where="spool")
         return results
+
+    async def _keyword_upkeep(self) -> None:
+        """Merge the keyword index's segments (``store.fts.merge_step``) while no write waits:
+        down to one at start, then whenever more than ``KEYWORD_SEGMENTS_MAX`` have piled up
+        (checked every ``keyword_upkeep_interval``). One bounded step per writer job, so
+        publishes queued meanwhile go first; a failure is logged and the hub serves on."""
+        merge = getattr(self.service, "merge_keyword_index", None)
+        if merge is None:
+            return
+        above = 1
+        while True:
+            try:
+                before, left = await self.writes.run(merge, None, above)
+                steps = 0
+                while (
+                    left > 1
+                    and left != before
+                    and steps < KEYWORD_MERGE_STEPS
+                    and not self.writes.pending_commands
+                ):
+                    before, left = await self.writes.run(merge, None, 1)
+                    steps += 1
+                self.keyword_segments = left
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("merging the keyword index failed")
+            above = KEYWORD_SEGMENTS_MAX
+            await asyncio.sleep(self.keyword_upkeep_interval)
 
     async def _spool_scanner(self) -> None:
         while True:
@@ -1024,6 +1062,7 @@ class Hub:
             "write_queue": self.writes.queued(),
             "write_pending": self.writes.info(),
             "recall_log_waiting": len(self.recall_log) if self.recall_log is not None else 0,
+            "keyword_segments": self.keyword_segments,
             "dispatched_seq": self.fanout.dispatched,
             "pending_reorder": len(self.fanout.pending),
             "frame_limit": self.frame_limit,
