@@ -510,10 +510,11 @@ class Hub:
         return results
 
     async def _keyword_upkeep(self) -> None:
-        """Merge the keyword index's segments (``store.fts.merge_step``) while no write waits:
+        """Merge the keyword index's segments (``store.fts.merge_step``) on the writer thread:
         down to one at start, then whenever more than ``KEYWORD_SEGMENTS_MAX`` have piled up
-        (checked every ``keyword_upkeep_interval``). One bounded step per writer job, so
-        publishes queued meanwhile go first; a failure is logged and the hub serves on."""
+        (checked every ``keyword_upkeep_interval``). One bounded step per writer job, so a
+        publish queued meanwhile is applied between two steps; a failure is logged and the
+        hub serves on."""
         merge = getattr(self.service, "merge_keyword_index", None)
         if merge is None:
             return
@@ -522,12 +523,7 @@ class Hub:
             try:
                 before, left = await self.writes.run(merge, None, above)
                 steps = 0
-                while (
-                    left > 1
-                    and left != before
-                    and steps < KEYWORD_MERGE_STEPS
-                    and not self.writes.pending_commands
-                ):
+                while left > 1 and left != before and steps < KEYWORD_MERGE_STEPS:
                     before, left = await self.writes.run(merge, None, 1)
                     steps += 1
                 self.keyword_segments = left
