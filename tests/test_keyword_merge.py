@@ -70,8 +70,9 @@ def test_the_hub_merges_at_start_and_again_when_segments_pile_up(service: Memory
             while hub.info()["keyword_segments"] != 2 and time.monotonic() < deadline:
                 await asyncio.sleep(0.02)
             assert hub.info()["keyword_segments"] == 2  # one per index
-            await asyncio.to_thread(_fragment, service, 12, 100)  # more segments pile up
-            assert sum(_segments(service).values()) > 8
+            # 12 more sessions, automerge off: 13+ segments per index unless the hub merges them
+            # (it may already be at it while they are written)
+            await asyncio.to_thread(_fragment, service, 12, 100)
             deadline = time.monotonic() + 20
             while sum(_segments(service).values()) > 2 and time.monotonic() < deadline:
                 await asyncio.sleep(0.05)
