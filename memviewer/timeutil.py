@@ -65,11 +65,9 @@ def iso(ts: float | None) -> str | None:
             if len(_DAY_PREFIX) > 100_000:
                 _DAY_PREFIX.clear()
             prefix = _DAY_PREFIX[day] = time.strftime("%Y-%m-%dT", time.gmtime(day * 86400))
-        hour, rest = divmod(sec, 3600)
-        minute, second = divmod(rest, 60)
         if us:
-            return f"{prefix}{hour:02d}:{minute:02d}:{second:02d}.{us:06d}Z"
-        return f"{prefix}{hour:02d}:{minute:02d}:{second:02d}Z"
+            return f"{prefix}{sec // 3600:02d}:{sec // 60 % 60:02d}:{sec % 60:02d}.{us:06d}Z"
+        return f"{prefix}{sec // 3600:02d}:{sec // 60 % 60:02d}:{sec % 60:02d}Z"
     dt = to_datetime(ts)
     if dt is None:
         return invalid_marker(ts)
