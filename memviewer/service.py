@@ -214,15 +214,15 @@ class MemoryService:
     def apply_batch(self, commands: list[Any]) -> list[dict[str, Any]]:
         return self.manager.apply_batch(commands)
 
-    def merge_keyword_index(self, pages: int | None = None, above: int = 1) -> tuple[int, int]:
+    def merge_keyword_index(self, pages: int | None = None, above: int = 1) -> tuple[int, int, bool]:
         """One bounded merge step of the keyword index's segments when it holds more than
         ``above`` (``store.fts.merge_step``: answers stay the same, lookups get cheaper);
-        returns the segments before and after, (0, 0) without an FTS5 index. The hub runs it
-        on its writer thread while it is idle."""
+        returns the segments before and after and whether anything merged ((0, 0, False)
+        without an FTS5 index). The hub runs it on its writer thread."""
         from memviewer.store import fts
 
         if not self.store.is_sqlite or self.readonly:
-            return 0, 0
+            return 0, 0, False
         with self.store.write() as tx:
             return fts.merge_step(tx.conn, fts.MERGE_PAGES if pages is None else pages, above)
 

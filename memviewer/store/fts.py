@@ -35,7 +35,7 @@ import logging
 import os
 import sqlite3
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from sqlalchemy import Connection
 
@@ -287,22 +287,34 @@ def segment_count(conn: Connection) -> int:
     return n
 
 
-def merge_step(conn: Connection, pages: int = MERGE_PAGES, above: int = 1) -> tuple[int, int]:
+class MergeStep(NamedTuple):
+    """What one ``merge_step`` did: the segments before and after, and whether FTS5 merged
+    anything (a step inside one large merge can leave the count as it was)."""
+
+    before: int
+    after: int
+    worked: bool
+
+
+def merge_step(conn: Connection, pages: int = MERGE_PAGES, above: int = 1) -> MergeStep:
     """When the indexes hold more than ``above`` segments in all: one bounded merge of each
     index with more than one (FTS5's ``merge`` command with a negative budget: any segments
     may merge, the smallest first). The search results do not change, only how many
-    b-trees a lookup visits. Runs in the caller's write transaction; returns the segments
-    before and after."""
+    b-trees a lookup visits. Runs in the caller's write transaction."""
     before = segment_count(conn)
     if before <= max(above, 1):
-        return before, before
+        return MergeStep(before, before, False)
+    raw: Any = conn.connection.driver_connection  # sqlite3: its total_changes counts the merge's writes
+    worked = False
     have = installed(conn)
     for table, on in ((WORD_TABLE, have["word"]), (CJK_TABLE, have["cjk"])):
         if not on:
             continue
         if int(conn.exec_driver_sql(f"SELECT COUNT(DISTINCT segid) FROM {table}_idx").scalar() or 0) > 1:
+            changes = raw.total_changes
             conn.exec_driver_sql(f"INSERT INTO {table}({table}, rank) VALUES ('merge', ?)", (-int(pages),))
-    return before, segment_count(conn)
+            worked = worked or raw.total_changes - changes > 1  # the command itself counts one
+    return MergeStep(before, segment_count(conn), worked)
 
 
 #: The schema version that creates the index (listed in ``memviewer.store.migrations``).

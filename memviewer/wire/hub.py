@@ -521,10 +521,10 @@ class Hub:
         above = 1
         while True:
             try:
-                before, left = await self.writes.run(merge, None, above)
+                _, left, worked = await self.writes.run(merge, None, above)
                 steps = 0
-                while left > 1 and left != before and steps < KEYWORD_MERGE_STEPS:
-                    before, left = await self.writes.run(merge, None, 1)
+                while worked and left > 1 and steps < KEYWORD_MERGE_STEPS:
+                    _, left, worked = await self.writes.run(merge, None, 1)
                     steps += 1
                 self.keyword_segments = left
             except asyncio.CancelledError:
