@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -223,7 +224,14 @@ class MemoryService:
 
         if not self.store.is_sqlite or self.readonly:
             return 0, 0, False
+        db = paths.db_path(self.home)
         with self.store.write() as tx:
+            # The last merge rewrites the whole index: leave it on a disk without that much room
+            # (the database's size, more than the index needs), so publishes never run out of it.
+            if db.exists() and shutil.disk_usage(db.parent).free < db.stat().st_size:
+                n = fts.segment_count(tx.conn)
+                log.info("keyword index not merged (%d segments): less free disk than the store's size", n)
+                return n, n, False
             return fts.merge_step(tx.conn, fts.MERGE_PAGES if pages is None else pages, above)
 
     def prune_idle(self, cutoff: float) -> list[str]:

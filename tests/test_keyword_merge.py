@@ -89,3 +89,20 @@ def test_the_hub_merges_at_start_and_again_when_segments_pile_up(service: Memory
     finally:
         ks.close()
     assert got["results"][0]["session_id"] == "s-105"
+
+
+def test_no_merge_on_a_disk_without_room_for_the_rewrite(service: MemoryService, monkeypatch) -> None:  # noqa: ANN001
+    """The final merge rewrites the whole index; with less free disk than the store's size the
+    index is left as it is, so a publish never finds the disk filled by a merge."""
+    import shutil
+    from collections import namedtuple
+
+    _fragment(service, 10)
+    before = _segments(service)
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda _path: usage(10**9, 10**9 - 1000, 1000))
+    n = sum(before.values())
+    assert service.merge_keyword_index() == (n, n, False)
+    assert _segments(service) == before
+    monkeypatch.undo()
+    assert service.merge_keyword_index()[2]  # with room it merges

@@ -529,8 +529,8 @@ class Hub:
                 self.keyword_segments = left
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.exception("merging the keyword index failed")
+            except Exception as exc:  # a full disk, a locked store: the next pass tries again
+                log.warning("merging the keyword index failed: %s", exc)
             above = KEYWORD_SEGMENTS_MAX
             await asyncio.sleep(self.keyword_upkeep_interval)
 
