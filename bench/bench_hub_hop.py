@@ -7,6 +7,11 @@ query that matches nothing (the hop with no search and a tiny answer) and the ra
 again with its recall log entry written (``record`` absent, as a CLI search). 2 ms between
 requests. p50 ms per engine and the ratio this tree / base.
 
+``--after`` adds two kinds that show what the recall log write costs the *next* search:
+a planted phrase (``record: false``) sent at once after another search of the same hub
+was answered, that search logged ("after a logged search": its recall log entry is being
+written by the hub's writer thread meanwhile) or not ("after an unlogged search").
+
     cd /tmp && .venv/bin/python bench/bench_hub_hop.py --work DIR --baseline BASE_TREE
 
 Run from outside this tree (the script changes to ``--work`` itself): a hub runs
@@ -36,6 +41,7 @@ def main() -> None:
     ap.add_argument("--baseline", type=Path, required=True)
     ap.add_argument("--size", type=int, default=2000)
     ap.add_argument("--rounds", type=int, default=8)
+    ap.add_argument("--after", action="store_true", help="also time searches sent right after another")
     args = ap.parse_args()
     work, base_tree = args.work.resolve(), args.baseline.resolve()
     os.chdir(work)
@@ -52,7 +58,9 @@ def main() -> None:
         for c in conns.values():
             c.call(protocol.HELLO, {"protocol": protocol.PROTOCOL_VERSION, "role": "reader"})
         times: dict[tuple[str, str], list[float]] = {}
-        kinds = ("rare phrase", "matches nothing", "rare phrase, logged")
+        kinds: tuple[str, ...] = ("rare phrase", "matches nothing", "rare phrase, logged")
+        if args.after:
+            kinds += ("after a logged search", "after an unlogged search")
         for rnd in range(args.rounds):
             for i, q in enumerate(planted):
                 for kind in kinds:
@@ -65,6 +73,11 @@ def main() -> None:
                     if (rnd + i) % 2:
                         order.reverse()
                     for name, conn in order:
+                        if kind.startswith("after"):
+                            before = {"query": planted[i - 1], "limit": 5, "window": 5}
+                            if kind == "after an unlogged search":
+                                before["record"] = False
+                            conn.call(protocol.SEARCH, before)
                         t = time.perf_counter()
                         conn.call(protocol.SEARCH, params)
                         times.setdefault((kind, name), []).append((time.perf_counter() - t) * 1000)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -213,6 +214,25 @@ class MemoryService:
 
     def apply_batch(self, commands: list[Any]) -> list[dict[str, Any]]:
         return self.manager.apply_batch(commands)
+
+    def merge_keyword_index(self, pages: int | None = None, above: int = 1) -> tuple[int, int, bool]:
+        """One bounded merge step of the keyword index's segments when it holds more than
+        ``above`` (``store.fts.merge_step``: answers stay the same, lookups get cheaper);
+        returns the segments before and after and whether anything merged ((0, 0, False)
+        without an FTS5 index). The hub runs it on its writer thread."""
+        from memviewer.store import fts
+
+        if not self.store.is_sqlite or self.readonly:
+            return 0, 0, False
+        db = paths.db_path(self.home)
+        with self.store.write() as tx:
+            # The last merge rewrites the whole index: leave it on a disk without that much room
+            # (the database's size, more than the index needs), so publishes never run out of it.
+            if db.exists() and shutil.disk_usage(db.parent).free < db.stat().st_size:
+                n = fts.segment_count(tx.conn)
+                log.info("keyword index not merged (%d segments): less free disk than the store's size", n)
+                return n, n, False
+            return fts.merge_step(tx.conn, fts.MERGE_PAGES if pages is None else pages, above)
 
     def prune_idle(self, cutoff: float) -> list[str]:
         return self.manager.prune_idle(cutoff)

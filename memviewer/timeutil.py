@@ -42,10 +42,32 @@ def invalid_marker(ts: object) -> str:
     return f"<invalid time {_show(ts)}>"
 
 
+_DAY_PREFIX: dict[int, str] = {}  # days since 1970 -> "2023-05-30T" (a few thousand at most)
+
+
 def iso(ts: float | None) -> str | None:
     """``2023-05-30T21:24:00Z`` (microseconds only when present); never raises."""
     if ts is None:
         return None
+    if (type(ts) is float or type(ts) is int) and EARLIEST <= ts < LATEST:
+        # The text ``datetime.fromtimestamp(ts, UTC).isoformat()`` gives, built from the day's
+        # date (formatted once per day) and integer arithmetic: a search formats ~80 stamps.
+        # Microseconds are rounded as ``fromtimestamp`` rounds them (half to even).
+        frac, whole = math.modf(ts)
+        us = round(frac * 1e6)
+        secs = int(whole)
+        if us >= 1_000_000:
+            us -= 1_000_000
+            secs += 1
+        day, sec = divmod(secs, 86400)
+        prefix = _DAY_PREFIX.get(day)
+        if prefix is None:
+            if len(_DAY_PREFIX) > 100_000:
+                _DAY_PREFIX.clear()
+            prefix = _DAY_PREFIX[day] = time.strftime("%Y-%m-%dT", time.gmtime(day * 86400))
+        if us:
+            return f"{prefix}{sec // 3600:02d}:{sec // 60 % 60:02d}:{sec % 60:02d}.{us:06d}Z"
+        return f"{prefix}{sec // 3600:02d}:{sec // 60 % 60:02d}:{sec % 60:02d}Z"
     dt = to_datetime(ts)
     if dt is None:
         return invalid_marker(ts)

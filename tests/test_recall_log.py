@@ -101,6 +101,88 @@ def test_retention_by_count_and_age(settings: Settings) -> None:
         svc.close()
 
 
+def test_retention_by_count_keeps_exactly_the_newest_with_a_hole_in_the_numbers(settings: Settings) -> None:
+    """An agent may report a recall with an old time: it goes by age out of the middle of the
+    log, leaving a hole in the insertion numbers. Retention by count still keeps exactly the
+    newest ``recall_log_max`` entries (by insertion), not fewer."""
+    from memviewer.index.embedder import HashEmbedder
+
+    svc = MemoryService(settings.with_overrides(recall_log_max=4), embedder=HashEmbedder())
+    try:
+        now = time.time()
+        svc.apply_batch([_cmd(recall_id="r-0", ts=now), _cmd(recall_id="r-late", ts=now - 3 * 86400)])
+        svc.apply_batch([_cmd(recall_id="r-1", ts=now + 1)])
+        svc.manager.recall_log_days = 1.0  # r-late goes by age on the next write: a hole
+        svc.apply_batch([_cmd(recall_id="r-2", ts=now + 2)])
+        assert [r["recall_id"] for r in svc.recalls()["recalls"]] == ["r-2", "r-1", "r-0"]
+        svc.apply_batch([_cmd(recall_id="r-3", ts=now + 3)])  # four entries, four numbers over five
+        assert [r["recall_id"] for r in svc.recalls()["recalls"]] == ["r-3", "r-2", "r-1", "r-0"]
+        svc.apply_batch([_cmd(recall_id="r-4", ts=now + 4)])
+        assert [r["recall_id"] for r in svc.recalls()["recalls"]] == ["r-4", "r-3", "r-2", "r-1"]
+    finally:
+        svc.close()
+
+
+def test_the_sqlite_entry_writer_stores_what_the_portable_statements_store(service: MemoryService) -> None:
+    """``store.recall_log.write_entry`` writes plain statements on SQLite: the row and the
+    event must hold the same text as the SQLAlchemy statements (the portable path) write."""
+    import sqlite3
+
+    from memviewer.store import recall_log as rows
+
+    def values(rid: str) -> dict:
+        return {
+            "id": rid,
+            "ts": 1_700_000_000.25,
+            "source": "hub",
+            "kind": "search",
+            "session_id": None,
+            "episode_id": "ep-1",
+            "query": "billing “migration” 数据库",
+            "params": None,
+            "results": [{"rank": 1, "text": "we chose Adyen\n", "score": 0.5, "index": None}],
+            "diagnostics": {"mode": "discovery", "total_found": 3},
+        }
+
+    payload = {"recall_id": "x", "query": "billing “migration”", "top": [{"score": 1.5}], "n": None}
+    with service.store.write() as tx:
+        rows.insert_record(tx.conn, values("r-portable"))
+        tx.append_event("recall.performed", None, "ep-1", payload, ts=1_700_000_000.25)
+        assert rows.write_entry(
+            tx,
+            values("r-raw"),
+            max_rows=100,
+            max_age_s=None,
+            now=time.time(),
+            event_kind="recall.performed",
+            event_payload=payload,
+        )
+        assert not rows.write_entry(  # a replay of the same id writes nothing
+            tx,
+            values("r-raw"),
+            max_rows=100,
+            max_age_s=None,
+            now=time.time(),
+            event_kind="recall.performed",
+            event_payload=payload,
+        )
+    db = sqlite3.connect(service.home / "memviewer.db")
+    try:
+        logged = db.execute(
+            "SELECT ts, source, kind, session_id, episode_id, query, params, results, diagnostics "
+            "FROM recall_log WHERE id IN ('r-portable', 'r-raw') ORDER BY num"
+        ).fetchall()
+        events = db.execute(
+            "SELECT kind, ts, session_id, episode_id, payload FROM events "
+            "WHERE kind = 'recall.performed' ORDER BY seq DESC LIMIT 3"
+        ).fetchall()
+    finally:
+        db.close()
+    assert len(logged) == 2 and logged[0] == logged[1]
+    assert len(events) == 2 and events[0] == events[1]  # the replay appended no event
+    assert service.recall_entry("r-raw")["results"] == values("r-raw")["results"]
+
+
 def test_logging_off_records_nothing(settings: Settings) -> None:
     from memviewer.index.embedder import HashEmbedder
 

@@ -488,34 +488,28 @@ class SessionManager:
         rid = values["id"]
         if self.recall_log_max <= 0:
             return {"recall_id": rid, "recorded": False}
+        top = [
+            {k: item[k] for k in ("turn_id", "session_id", "index", "score") if item.get(k) is not None}
+            for item in values["results"][:3]
+        ]
+        payload = {
+            "recall_id": rid,
+            "source": values["source"],
+            "kind": values["kind"],
+            "query": values["query"][:500],
+            "result_count": len(values["results"]),
+            "top": top,
+        }
+        days = self.recall_log_days
         with self.store.write() as tx:
-            if rows.get(tx.conn, rid) is not None:
-                return {"recall_id": rid}
-            rows.insert_record(tx.conn, {**values, "ts": t})
-            days = self.recall_log_days
-            rows.prune(
-                tx.conn,
+            rows.write_entry(
+                tx,
+                {**values, "ts": t},
                 max_rows=self.recall_log_max,
                 max_age_s=days * 86400.0 if days > 0 else None,
                 now=now(),
-            )
-            top = [
-                {k: item[k] for k in ("turn_id", "session_id", "index", "score") if item.get(k) is not None}
-                for item in values["results"][:3]
-            ]
-            tx.append_event(
-                "recall.performed",
-                values["session_id"],
-                values["episode_id"],
-                {
-                    "recall_id": rid,
-                    "source": values["source"],
-                    "kind": values["kind"],
-                    "query": values["query"][:500],
-                    "result_count": len(values["results"]),
-                    "top": top,
-                },
-                ts=t,
+                event_kind="recall.performed",
+                event_payload=payload,
             )
         return {"recall_id": rid}
 

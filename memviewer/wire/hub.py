@@ -35,7 +35,7 @@ from typing import Any
 from memviewer import __version__, locks, paths
 from memviewer.errors import MemviewerError
 from memviewer.store.events import EventRecord
-from memviewer.wire import group_commit, protocol, spool, trust
+from memviewer.wire import group_commit, protocol, recall_buffer, spool, trust
 from memviewer.wire.connection import AfterAnswer, Connection, Deferred, HeldRecords, event_frame
 from memviewer.wire.fanout import FanOut
 from memviewer.wire.group_commit import GroupCommitWriter, Results
@@ -75,6 +75,11 @@ Handler = Callable[[Connection, dict[str, Any]], Awaitable[Any]]
 
 
 # -- the hub -------------------------------------------------------------------------
+KEYWORD_UPKEEP_INTERVAL_S = 30.0  # how often an idle hub looks at the keyword index's segments
+KEYWORD_SEGMENTS_MAX = 8  # ...and merges them down to one when more have piled up
+KEYWORD_MERGE_STEPS = 1000  # at most this many merge steps in one go
+
+
 class Hub:
     """JSON-RPC server over ``service``; ``await start()`` inside any running loop.
 
@@ -108,6 +113,9 @@ class Hub:
         foreign_poll_interval: float = 0.5,
         abandon_on_stop: bool = False,
         sources: list[Any] | None = None,
+        recall_log_quiet_s: float = recall_buffer.QUIET_S,
+        recall_log_max_wait_s: float = recall_buffer.MAX_WAIT_S,
+        keyword_upkeep_interval: float = KEYWORD_UPKEEP_INTERVAL_S,
     ) -> None:
         if abandon_on_stop:
             raise ValueError(
@@ -191,6 +199,11 @@ class Hub:
         self._handler_table: dict[str, tuple[bool, Handler]] | None = None
         self._read_table: dict[str, Callable[[dict[str, Any]], Any]] | None = None
         self._records_closed = False  # set on close once answered reads have queued their entries
+        self.recall_log_quiet_s = recall_log_quiet_s
+        self.keyword_upkeep_interval = keyword_upkeep_interval
+        self.keyword_segments: int | None = None  # the keyword index's segments, last seen
+        self.recall_log_max_wait_s = recall_log_max_wait_s
+        self.recall_log: recall_buffer.RecallLogBuffer | None = None  # entries waiting (on the loop)
         self._held = threading.local()  # a reader thread's HeldRecords while it serves a request
 
     @property
@@ -217,6 +230,12 @@ class Hub:
         self._prepare_socket()
         try:
             self.writes.open(self._loop)
+            self.recall_log = recall_buffer.RecallLogBuffer(
+                self._loop,
+                self._write_records,
+                quiet_s=self.recall_log_quiet_s,
+                max_wait_s=self.recall_log_max_wait_s,
+            )
             self._reader_pool = ThreadPoolExecutor(self.readers, thread_name_prefix="memviewer-reader")
             if self.threaded_connections > 0:
                 self.threads = ThreadedReads(self, self.threaded_connections, self.readers)
@@ -244,6 +263,7 @@ class Hub:
         self._tasks.append(self.writes.start_pump())
         self._tasks.append(asyncio.create_task(self._spool_scanner(), name="memviewer-hub-spool"))
         self._tasks.append(asyncio.create_task(self.fanout.watch_foreign(), name="memviewer-hub-foreign"))
+        self._tasks.append(asyncio.create_task(self._keyword_upkeep(), name="memviewer-hub-keyword-upkeep"))
         if self.start_indexer:
             threading.Thread(target=self._start_indexer, name="memviewer-indexer-start", daemon=True).start()
         for source in self.sources:
@@ -306,6 +326,8 @@ class Hub:
         while self.threads is not None and self.threads.busy() and loop.time() < waited:
             await asyncio.sleep(0.005)
         self._records_closed = True
+        if self.recall_log is not None:
+            self.recall_log.flush()  # what waits for a quiet moment goes now, before the writer stops
         await self.writes.drain_and_stop()
         if self.writes.executor is not None:
             try:
@@ -486,6 +508,31 @@ class Hub:
         results = self.service.apply_batch(commands)
         self.writes.count_refusals(commands, results, where="spool")
         return results
+
+    async def _keyword_upkeep(self) -> None:
+        """Merge the keyword index's segments (``store.fts.merge_step``) on the writer thread:
+        down to one at start, then whenever more than ``KEYWORD_SEGMENTS_MAX`` have piled up
+        (checked every ``keyword_upkeep_interval``). One bounded step per writer job, so a
+        publish queued meanwhile is applied between two steps; a failure is logged and the
+        hub serves on."""
+        merge = getattr(self.service, "merge_keyword_index", None)
+        if merge is None:
+            return
+        above = 1
+        while True:
+            try:
+                _, left, worked = await self.writes.run(merge, None, above)
+                steps = 0
+                while worked and left > 1 and steps < KEYWORD_MERGE_STEPS:
+                    _, left, worked = await self.writes.run(merge, None, 1)
+                    steps += 1
+                self.keyword_segments = left
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # a full disk, a locked store: the next pass tries again
+                log.warning("merging the keyword index failed: %s", exc)
+            above = KEYWORD_SEGMENTS_MAX
+            await asyncio.sleep(self.keyword_upkeep_interval)
 
     async def _spool_scanner(self) -> None:
         while True:
@@ -796,25 +843,36 @@ class Hub:
         loop.call_soon_threadsafe(self._queue_record, command)
 
     def _queue_record(self, command: dict[str, Any]) -> None:
+        """Loop thread: the entry waits in ``recall_log`` for a quiet moment (``recall_buffer``)."""
         assert self._loop is not None
-        if self._records_closed or not self.writes.ready:
+        if self._records_closed or not self.writes.ready or self.recall_log is None:
             self.counters["recall_log_failed"] += 1
             log.warning("recall log entry %s not written: the hub is stopping", command.get("recall_id"))
             return
-        fut = self.writes.enqueue([command], bounded=False)  # one small entry per search
-        fut.add_done_callback(functools.partial(self._record_done, command.get("recall_id")))
+        self.recall_log.add(command)
 
-    def _record_done(self, recall_id: Any, fut: asyncio.Future[list[dict[str, Any]]]) -> None:
+    def _write_records(self, commands: list[dict[str, Any]]) -> None:
+        """Loop thread: the waiting entries to the one writer, one request (one transaction)."""
+        fut = self.writes.enqueue(commands, bounded=False)  # the hub's own small writes
+        ids = [c.get("recall_id") for c in commands]
+        fut.add_done_callback(functools.partial(self._records_done, ids))
+
+    def _records_done(self, recall_ids: list[Any], fut: asyncio.Future[list[dict[str, Any]]]) -> None:
         if fut.cancelled() or fut.exception() is not None:
-            self.counters["recall_log_failed"] += 1
-            log.warning("recall log entry %s not written: %s", recall_id, fut.exception() or "cancelled")
+            self.counters["recall_log_failed"] += len(recall_ids)
+            log.warning(
+                "%d recall log entries (%s…) not written: %s",
+                len(recall_ids),
+                recall_ids[0],
+                fut.exception() or "cancelled",
+            )
             return
-        (answer,) = fut.result()
-        if "error" in answer:
-            self.counters["recall_log_failed"] += 1
-            log.warning("recall log entry %s refused: %s", recall_id, answer["error"])
-        else:
-            self.counters["recall_log_written"] += 1
+        for recall_id, answer in zip(recall_ids, fut.result(), strict=True):
+            if "error" in answer:
+                self.counters["recall_log_failed"] += 1
+                log.warning("recall log entry %s refused: %s", recall_id, answer["error"])
+            else:
+                self.counters["recall_log_written"] += 1
 
     def _reader(self, fn: Callable[[dict[str, Any]], Any]) -> Handler:
         """A read method on the reader pool; the recall log entries it makes wait for its answer.
@@ -999,6 +1057,8 @@ class Hub:
             **self.fanout.info(),
             "write_queue": self.writes.queued(),
             "write_pending": self.writes.info(),
+            "recall_log_waiting": len(self.recall_log) if self.recall_log is not None else 0,
+            "keyword_segments": self.keyword_segments,
             "dispatched_seq": self.fanout.dispatched,
             "pending_reorder": len(self.fanout.pending),
             "frame_limit": self.frame_limit,

@@ -29,6 +29,8 @@ class HubService(Protocol):
 
     def apply_batch(self, commands: list[Any]) -> list[dict[str, Any]]: ...
 
+    def merge_keyword_index(self, pages: int | None = None, above: int = 1) -> tuple[int, int, bool]: ...
+
     def events(
         self,
         from_seq: int = 0,
