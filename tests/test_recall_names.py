@@ -241,3 +241,11 @@ def test_a_chat_is_blended_with_the_chat_dense_share_an_agent_session_is_not(ser
             assert abs(r["score"] - (dense_w * b["dense"] + (1 - dense_w) * b["keyword"])) < 1e-5
     off = service.recall(q, scope="conv", scope_id="c1", mode="flat", tuning={**alone, "chat_dense_share": 0})
     assert off["diagnostics"]["params"]["w_dense"] == 0.5
+
+
+def test_a_chosen_blend_is_kept_in_a_chat(service: Any) -> None:
+    _chat(service, "s6", [("Ann", "user", "I bake sourdough bread"), ("Bob", "assistant", "Bread!")])
+    service.sync_index()
+    for given, dense_w in (({"dense": 0.0}, 0.0), ({"keyword": 0.0}, 1.0), ({"dense": 0.5}, 0.5)):
+        out = service.recall("sourdough bread", scope="conv", scope_id="c1", mode="flat", weights=given)
+        assert out["diagnostics"]["params"]["w_dense"] == dense_w

@@ -178,6 +178,8 @@ def recall(
         w = scoring.Weights.from_settings(parts.settings, **(weights or {}))
     except ValueError as exc:
         raise MemviewerError(INVALID_ARGUMENT, str(exc)) from None
+    if _own_blend(weights, w):  # a blend the caller or the configuration chose is kept in chats too
+        tune["chat_dense_share"] = 0.0
     if rerank is False:  # the caller switched reranking off (TUI toggle, --no-rerank)
         reranker = None
 
@@ -673,6 +675,14 @@ def _post_filter(
             if c["turn_id"] not in ids
         )
     return pool, kept, dropped, capped
+
+
+def _own_blend(weights: dict[str, float] | None, w: scoring.Weights) -> bool:
+    """The dense / keyword weights were chosen: given to this recall, or configured away from
+    the defaults (``w_dense`` / ``w_keyword``)."""
+    given = any((weights or {}).get(k) is not None for k in ("dense", "keyword"))
+    default = scoring.Weights()
+    return given or (w.dense, w.keyword) != (default.dense, default.keyword)
 
 
 def _chat_weights(w: scoring.Weights, tune: dict[str, float]) -> scoring.Weights:
