@@ -26,7 +26,8 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-K, M, PRIOR, TURN_W, TIME_W = 5, 10, 0.2, 0.4, 0.1
+K, M, PRIOR, TURN_W, TIME_W = 5, 10, 0.2, 0.6, 0.1
+CHAT_DENSE = 0.7  # recall.hierarchical TUNING_DEFAULTS["chat_dense_share"]: a chat's summary blend
 
 
 def dump(file: str, home: str, cache_dir: str, out: str) -> None:
@@ -85,7 +86,7 @@ def turn_part(r: dict[str, Any], top_n: int = 1) -> dict[str, float]:
     return {s: x / top if top > 0 else 0.0 for s, x in v.items()}
 
 
-def blend_rule(turn_w: float = TURN_W, dense_share: float = 0.5, top_n: int = 1) -> Rule:
+def blend_rule(turn_w: float = TURN_W, dense_share: float = CHAT_DENSE, top_n: int = 1) -> Rule:
     def rule(r: dict[str, Any]) -> dict[str, float]:
         mx = max((b["bm25"] for _, b in r["ranked"]), default=0.0)
         tp = turn_part(r, top_n)
@@ -193,8 +194,8 @@ def adaptive_k(aggregate_k: int, other_k: int) -> Select:
 
 
 RULES: dict[str, tuple[Rule, Select]] = {
-    "default (turn share 0.4)": (blend_rule(), select_top),
-    **{f"turn share {w}": (blend_rule(turn_w=w), select_top) for w in (0.3, 0.5, 0.6, 1.0)},
+    "default (turn share 0.6)": (blend_rule(), select_top),
+    **{f"turn share {w}": (blend_rule(turn_w=w), select_top) for w in (0.3, 0.4, 0.5, 1.0)},
     "best 2 turns, halving": (blend_rule(top_n=2), select_top),
     "best 3 turns, halving": (blend_rule(top_n=3), select_top),
     "summary dense share 0.25": (blend_rule(dense_share=0.25), select_top),
@@ -215,7 +216,7 @@ RULES: dict[str, tuple[Rule, Select]] = {
 def replay(path: str, half: str, split: int) -> None:
     with gzip.open(path, "rt") as f:
         rows = json.load(f)
-    default = RULES["default (turn share 0.4)"][0]
+    default = RULES["default (turn share 0.6)"][0]
     bad = [r["question"] for r in rows if top_sessions(default(r)) != r["stage1"]]
     bad += [r["question"] for r in rows if final_turns(r, top_sessions(s := default(r)), s) != r["results"]]
     if bad:

@@ -76,7 +76,7 @@ TUNING_DEFAULTS: dict[str, float] = {
     "echo_penalty": 0.0,  # share taken off a turn that is itself a question echoing the query
     "neighbour_share": 0.0,  # share of the best adjacent candidate's score in a turn's score
     "chat_neighbour_share": 0.2,  # neighbour_share for chats between named people (both modes)
-    "chat_session_turn_weight": 0.4,  # session_turn_weight for chats between named people (REALTALK)
+    "chat_session_turn_weight": 0.6,  # session_turn_weight for chats between named people (REALTALK)
     "adaptive_k": 0.0,  # r > 0: up to K more sessions whose Stage-1 score is ≥ r × the best one
     "flat_pool": 0.0,  # N > 0: the best N Stage-2 turns join the pool whatever their session
     "session_prior": 0.0,  # γ: a pooled turn's score = (1 - γ) score + γ (its session's Stage-1 score / best)
@@ -555,7 +555,7 @@ def _rank_sessions(
         w = _chat_weights(w, tune)
     if turn_w <= 0 and chat:
         # a chat between named people: its summary cannot hold a day of talk, so the session's
-        # best turn takes a share (REALTALK tune half +0.014 turn R@10; docs/benchmarks.md)
+        # best turn takes a share (0.4, then 0.6 once names left the query; docs/benchmarks.md)
         turn_w = float(tune["chat_session_turn_weight"])
     wanted = [sid for sid in best_turn if sid not in rows] if turn_w > 0 else []
     if window is not None:  # sessions with a turn in the window join the candidates
