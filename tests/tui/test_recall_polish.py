@@ -72,6 +72,22 @@ def test_trace_names_the_speaker_hint() -> None:
     assert "rerank       not reranked" in trace("deploy token") and "False" not in trace("x")
 
 
+def test_trace_says_what_a_chat_was_searched_as_and_that_a_name_is_favoured() -> None:
+    q = "What are Fahim's hobbies?"
+    named = {
+        "query": q,
+        "results": [{"score_breakdown": {"dense": 0.5, "speaker": 1.0}}],
+        "diagnostics": {"search_query": "What are hobbies?", "params": {"w_speaker": 0.2}},
+    }
+    text = trace_text(named).plain
+    assert "searched     “What are hobbies?”" in text
+    assert (
+        "speaker      names a person of this chat: the turns they wrote are favoured (w_speaker 0.2)" in text
+    )
+    plain = trace_text({"query": q, "results": [], "diagnostics": {"search_query": q}}).plain
+    assert "searched" not in plain and "the query names no speaker" in plain
+
+
 def test_narrow_results_keep_a_readable_content_column(indexed, make_app) -> None:
     async def scenario() -> None:
         app = make_app()

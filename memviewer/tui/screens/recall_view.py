@@ -67,6 +67,13 @@ def trace_text(
         out.append("none", style="green")
     out.append("\nmode         ", style="bold")
     out.append(printable(diag.get("mode", "hierarchical")))
+    searched = diag.get("search_query")
+    if isinstance(searched, str) and searched != result.get("query"):
+        out.append("\nsearched     ", style="bold")
+        out.append(printable(f"“{searched}”"))
+        out.append(
+            "  (the names of this chat's people taken out; the name prior reads the question)", style="dim"
+        )
     stage1 = diag.get("stage1") or []
     out.append("\nstages       ", style="bold")
     out.append(
@@ -122,7 +129,12 @@ def _speaker_line(result: dict[str, Any], diag: dict[str, Any]) -> Text:
     out = Text("\nspeaker      ", style="bold")
     whose = addressed_speaker(str(result.get("query") or ""))
     share = (diag.get("params") or {}).get("w_speaker")
-    if whose is None:
+    named = any("speaker" in (r.get("score_breakdown") or {}) for r in result.get("results") or [])
+    if whose is None and named:
+        out.append("names a person of this chat: the turns they wrote are favoured")
+        if share is not None:
+            out.append(f" (w_speaker {share})", style="dim")
+    elif whose is None:
         out.append("the query names no speaker", style="dim")
     elif share == 0:
         out.append(f"asks about the {whose}'s words (w_speaker is 0: ignored)", style="dim")
