@@ -170,19 +170,24 @@ def test_scope_authors_are_read_per_scope_and_brought_up_to_date(service: Any) -
     assert authors.of("conv", "other") == {"Cleo"}
 
 
-def test_recall_searches_a_chat_without_its_own_names(service: Any) -> None:
-    """Bob greets Ann by name; Ann's own turn answers. With the names taken out of the search
-    text, the greeting no longer matches on the name, so Ann's answer ranks above it."""
+def _greeted_by_name(svc: Any, sid: str) -> None:
+    """Bob greets Ann by name (turn 0); Ann says where she went kayaking (turn 1)."""
     _chat(
-        service,
-        "s3",
+        svc,
+        sid,
         [
             ("Bob", "assistant", "Ann, Ann, how are you doing today Ann?"),
             ("Ann", "user", "I went kayaking on the lake with my sister"),
             ("Bob", "assistant", "Nice weather for it"),
         ],
     )
-    service.sync_index()
+    svc.sync_index()
+
+
+def test_recall_searches_a_chat_without_its_own_names(service: Any) -> None:
+    """Bob greets Ann by name; Ann's own turn answers. With the names taken out of the search
+    text, the greeting no longer matches on the name, so Ann's answer ranks above it."""
+    _greeted_by_name(service, "s3")
     q = "Where did Ann go kayaking?"
     alone = {"name_prior": 0, "chat_neighbour_share": 0}
     on = service.recall(q, scope="conv", scope_id="c1", mode="flat", tuning=alone)
@@ -202,15 +207,7 @@ def test_recall_searches_a_chat_without_its_own_names(service: Any) -> None:
 def test_why_not_ranks_bm25_on_the_text_recall_searched(service: Any) -> None:
     from memviewer.recall.why import why_not
 
-    _chat(
-        service,
-        "s4",
-        [
-            ("Bob", "assistant", "Ann, Ann, how are you doing today Ann?"),
-            ("Ann", "user", "I went kayaking on the lake with my sister"),
-        ],
-    )
-    service.sync_index()
+    _greeted_by_name(service, "s4")
     params = {"scope": "conv", "scope_id": "c1", "mode": "flat"}
     q = "Where did Ann go kayaking?"
     _, why = why_not(service.parts, q, "s4-0", params, reranker=None)
