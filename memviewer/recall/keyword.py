@@ -741,12 +741,14 @@ def fts_status(settings: Settings) -> dict[str, Any]:
                     "detail": f"keyword index missing: the next write command installs it ({caps})",
                 }
             n = fts.counts(conn)
+            segments = fts.segment_count(conn)
     finally:
         store.close()
     parts = [f"{n['word']}/{n['turns']} turns indexed ({fts.WORD_TOKENIZER})"]
     if have["cjk"]:
         parts.append(f"{n['cjk']} CJK turns (trigram)")
+    parts.append(f"{segments} segment{'' if segments == 1 else 's'}")
     ok = n["word"] == n["turns"]
     if not ok:
         parts.append("index out of step with turns: run `memviewer reindex`")
-    return {"ok": ok, "detail": "; ".join(parts) + f" ({caps})"}
+    return {"ok": ok, "detail": "; ".join(parts) + f" ({caps})", "segments": segments}
