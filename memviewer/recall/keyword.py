@@ -469,7 +469,10 @@ def _common_candidates(
         rows = rows[:COMMON_TURNS]
     if not rows:
         return []
-    session_of = kc.session_rows(db, list(dict.fromkeys(r[4] for r in rows)))
+    session_of = {
+        sid: dict(zip(kc.SESSION_COLS, row, strict=True))
+        for sid, row in kc.session_rows(db, list(dict.fromkeys(r[4] for r in rows))).items()
+    }
     texts = [(r[3] or "").lower() for r in rows]
     lengths = [max(len(t.split()), 1) for t in texts]
     stats = kc.word_index_averages(db)
@@ -489,7 +492,6 @@ def _common_candidates(
     n_units = len(pq.units)
     n_words = sum(1 for u in pq.units if u.kind == "word")
     others = [p for (p, u) in zip(pq.probes, pq.units, strict=True) if u.kind != "word"]
-    seen: dict[Any, dict[str, Any]] = {}
     out: list[tuple[int, _Candidate]] = []
     for r, low, dl in zip(rows, texts, lengths, strict=True):
         norm = BM25_K1 * (1.0 - BM25_B + BM25_B * dl / avg)
@@ -518,7 +520,7 @@ def _common_candidates(
                 else:
                     hits += probe in low
             coverage = max(hits, 1) / n_units
-        out.append((int(r[0]), _candidate(score * coverage, r[1], r[2], session_of[r[4]], seen)))
+        out.append((int(r[0]), _Candidate(score * coverage, int(r[1]), bool(r[2]), session_of[r[4]])))
     return out
 
 
