@@ -234,6 +234,27 @@ class MemoryService:
                 return n, n, False
             return fts.merge_step(tx.conn, fts.MERGE_PAGES if pages is None else pages, above)
 
+    def merge_keyword_index_fully(self, max_steps: int = 1000) -> tuple[int, int]:
+        """The bounded ``merge_keyword_index`` steps run until one segment is left (or nothing
+        merges, or ``max_steps``): what an import does when no hub serves the home. Each step
+        is its own write transaction, so another writer waits at most one step. Returns the
+        segments before and after ((0, 0) without an FTS5 index)."""
+        before, left, worked = self.merge_keyword_index(None, 1)
+        steps = 0
+        while worked and left > 1 and steps < max_steps:
+            _, left, worked = self.merge_keyword_index(None, 1)
+            steps += 1
+        return before, left
+
+    def keyword_segments(self) -> int:
+        """The keyword index's segments (b-trees), summed over both indexes; 0 without FTS5."""
+        from memviewer.store import fts
+
+        if not self.store.is_sqlite:
+            return 0
+        with self.store.read() as conn:
+            return fts.segment_count(conn)
+
     def prune_idle(self, cutoff: float) -> list[str]:
         return self.manager.prune_idle(cutoff)
 

@@ -166,3 +166,25 @@ def test_window_honours_scope_and_session_filters(
     assert [h["session_id"] for h in r["results"]] == ["s-alice"]
     r = ks.search("heron plan", session_id="s-bob")
     assert [h["session_id"] for h in r["results"]] == ["s-bob"]
+
+
+def test_the_kept_word_counts_follow_every_write(
+    store: Store, manager: SessionManager, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The per-word match counts are kept between searches (``kc.MatchCounts``) only while the
+    word index is unchanged: a word that becomes common takes the window at the next search,
+    and back when its turns are deleted, on the same ``KeywordSearch``."""
+    monkeypatch.setattr(keyword, "COMMON_DF", 3)
+    for i in range(3):
+        seed(manager, f"s-{i}", [f"the narwhal report {i}"], T0 + i)
+    ks = KeywordSearch(store)
+    first = ks.search("narwhal", limit=10)
+    assert first["total_found"] == 3 and "ranked_window" not in first
+    assert "ranked_window" not in ks.search("narwhal", limit=10)  # counts kept: same plan
+    seed(manager, "s-3", ["narwhal again"], T0 + 10)  # 4 > COMMON_DF: common now
+    again = ks.search("narwhal", limit=10)
+    assert again["ranked_window"] == keyword.COMMON_TURNS and again["total_found"] == 4
+    manager.delete_session("s-3")
+    manager.delete_session("s-2")
+    back = ks.search("narwhal", limit=10)
+    assert back["total_found"] == 2 and "ranked_window" not in back

@@ -102,6 +102,9 @@ def test_a_big_watched_file_is_stored_in_chunks_and_reconciled(service, settings
         assert meta["agent_histories"] == {"child_sessions": ["big-1.agent.helper"]}
         c = counters()
         assert (c["chunked_files"], c["chunks_stored"], c["turns_added"]) == (1, 3, n + 1)
+        # the chunks' segments merged right after the file, not at the next upkeep pass (a
+        # few segments: the hub's own upkeep would leave them until more than 8 piled up)
+        wait_for(lambda: remote.stats()["hub"]["keyword_segments"] == 1, 60.0, "the keyword index merged")
 
         # the same bytes again: hashed, found unchanged, nothing read or written
         seq = remote.last_seq

@@ -17,6 +17,7 @@ from memviewer.commands.common import (
     settings_of,
     short,
 )
+from memviewer.commands.keyword_merge import merge_after_import
 
 
 @click.command("sessions")
@@ -125,12 +126,15 @@ def import_praisonai(ctx: click.Context, paths, no_index, wait, as_json, replace
         finally:
             close_reading()
             close()
+        merged = merge_after_import(ctx, svc) if report.imported else None
         if not wait and not no_index and report.imported:
             from memviewer.commands.background_index import catch_up_in_background
 
             pending = catch_up_in_background(ctx, svc)
     if as_json:
         out = report.to_dict()
+        if merged is not None:
+            out["keyword_index"] = merged
         if pending is not None:
             out["index"] = pending
         emit_json(out)
@@ -231,10 +235,18 @@ def import_json(
                 continue
             imported += report["imported"]
             failed += report["failed"]
+        merged = merge_after_import(ctx, svc) if imported else None
         if not no_index and imported:
             svc.sync_index([r["session_id"] for r in imported])
     if as_json:
-        emit_json({"imported": imported, "failed": failed, "turns": sum(r["turns"] for r in imported)})
+        out: dict[str, Any] = {
+            "imported": imported,
+            "failed": failed,
+            "turns": sum(r["turns"] for r in imported),
+        }
+        if merged is not None:
+            out["keyword_index"] = merged
+        emit_json(out)
     else:
         new = sum(r["new_turns"] for r in imported)
         removed = sum(r.get("removed_turns", 0) for r in imported)

@@ -142,6 +142,7 @@ class KeywordSearch:
         self._use_fts = use_fts
         self._broad_bm25 = broad_bm25
         self._tables: dict[str, bool] | None = None
+        self._counts = kc.MatchCounts()  # per-word match counts while the index is unchanged
         self._local = threading.local()
         self._raw: list[sqlite3.Connection] = []
         self._raw_lock = threading.Lock()
@@ -267,7 +268,7 @@ class KeywordSearch:
         tables = self.tables()
         with self._reader() as db:
             candidates: dict[int, _Candidate] = {}
-            if tables["word"] and (plan := _word_match(db, pq)):
+            if tables["word"] and (plan := _word_match(db, pq, self._counts)):
                 if not plan.windowed:
                     _add(candidates, _fts_candidates(db, fts.WORD_TABLE, plan.match, pq, filters))
                 elif self._broad_bm25:
@@ -452,20 +453,26 @@ def _common_candidates(
     with FTS5's constants (k1 1.2, b 0.75; length in words against the index's average
     tokens per turn, read from FTS5's own record; IDF from the capped match counts over the
     indexed turns, the whole-query phrase taking its rarest word's),
-    summed over the units and the phrase and scaled by ``coverage`` like the ranked path.
+    summed over the units and the phrase and scaled by ``coverage`` like the ranked path
+    (computed here from the same probes, the text lowered once). The turns come without
+    their session's columns, which are read once per distinct session (``kc.session_rows``).
     Cost is bounded by the window, not by how many turns match.
     """
     occurring = [u for u in pq.word_units if u.text in plan.counts]
     rows: list[Any] = []
     if len(occurring) > 1:
         every = " AND ".join(fts_query.fts_string(u.text) for u in occurring)
-        rows = kc.newest_rows(db, every, filters, COMMON_TURNS)
+        rows = kc.newest_turns(db, every, filters, COMMON_TURNS)
     if len(rows) < COMMON_TURNS:
         have = {r[0] for r in rows}
-        rows += [r for r in kc.newest_rows(db, plan.match, filters, COMMON_TURNS) if r[0] not in have]
+        rows += [r for r in kc.newest_turns(db, plan.match, filters, COMMON_TURNS) if r[0] not in have]
         rows = rows[:COMMON_TURNS]
     if not rows:
         return []
+    session_of = {
+        sid: dict(zip(kc.SESSION_COLS, row, strict=True))
+        for sid, row in kc.session_rows(db, list(dict.fromkeys(r[4] for r in rows))).items()
+    }
     texts = [(r[3] or "").lower() for r in rows]
     lengths = [max(len(t.split()), 1) for t in texts]
     stats = kc.word_index_averages(db)
@@ -480,13 +487,18 @@ def _common_candidates(
     if pq.phrase:
         phrase = " ".join(_NON_WORD.sub(" ", pq.phrase.lower()).split())
         probes.append((phrase, phrase != " ".join(pq.phrase.lower().split()), max(idf.values())))
-    seen: dict[Any, dict[str, Any]] = {}
+    # ``pq.coverage``: the word units' probes are the first ``len(words)`` of ``probes`` (a
+    # probe found is a term frequency above 0); the other units' are checked as it does.
+    n_units = len(pq.units)
+    n_words = sum(1 for u in pq.units if u.kind == "word")
+    others = [p for (p, u) in zip(pq.probes, pq.units, strict=True) if u.kind != "word"]
     out: list[tuple[int, _Candidate]] = []
     for r, low, dl in zip(rows, texts, lengths, strict=True):
         norm = BM25_K1 * (1.0 - BM25_B + BM25_B * dl / avg)
         flat: str | None = None
         score = 0.0
-        for probe, needs_flat, weight in probes:
+        hits = 0
+        for k, (probe, needs_flat, weight) in enumerate(probes):
             if needs_flat:
                 if flat is None:
                     flat = " ".join(_NON_WORD.sub(" ", low).split())
@@ -495,7 +507,20 @@ def _common_candidates(
                 tf = low.count(probe)
             if tf:
                 score += weight * tf * (BM25_K1 + 1.0) / (tf + norm)
-        out.append((int(r[0]), _candidate(score * pq.coverage(r[3] or ""), r[1], r[2], r[4:], seen)))
+                if k < n_words:
+                    hits += 1
+        if n_units < 2:
+            coverage = 1.0
+        else:
+            for probe, needs_flat in others:
+                if needs_flat:
+                    if flat is None:
+                        flat = " ".join(_NON_WORD.sub(" ", low).split())
+                    hits += probe in flat
+                else:
+                    hits += probe in low
+            coverage = max(hits, 1) / n_units
+        out.append((int(r[0]), _Candidate(score * coverage, int(r[1]), bool(r[2]), session_of[r[4]])))
     return out
 
 
@@ -511,7 +536,7 @@ class _WordPlan:
     windowed: bool  # too many matches to rank them all: ``_common_candidates``
 
 
-def _word_match(db: _Db, pq: ParsedQuery) -> _WordPlan | None:
+def _word_match(db: _Db, pq: ParsedQuery, known: kc.MatchCounts | None = None) -> _WordPlan | None:
     """``fts_query.word_match``, restricted to turns with at least one uncommon unit, and
     whether the turns it matches are few enough to rank them all with FTS5's BM25.
 
@@ -529,7 +554,8 @@ def _word_match(db: _Db, pq: ParsedQuery) -> _WordPlan | None:
     units = pq.word_units
     if base is None:
         return None
-    counts = kc.unit_match_counts(db, [fts_query.fts_string(u.text) for u in units], COMMON_DF + 1)
+    literals = [fts_query.fts_string(u.text) for u in units]
+    counts = (known.get if known is not None else kc.unit_match_counts)(db, literals, COMMON_DF + 1)
     found = {u.text: n for u, n in zip(units, counts, strict=True) if n > 0}
     rare = [u for u, n in zip(units, counts, strict=True) if 0 < n <= COMMON_DF]
     if not found:
@@ -741,12 +767,14 @@ def fts_status(settings: Settings) -> dict[str, Any]:
                     "detail": f"keyword index missing: the next write command installs it ({caps})",
                 }
             n = fts.counts(conn)
+            segments = fts.segment_count(conn)
     finally:
         store.close()
     parts = [f"{n['word']}/{n['turns']} turns indexed ({fts.WORD_TOKENIZER})"]
     if have["cjk"]:
         parts.append(f"{n['cjk']} CJK turns (trigram)")
+    parts.append(f"{segments} segment{'' if segments == 1 else 's'}")
     ok = n["word"] == n["turns"]
     if not ok:
         parts.append("index out of step with turns: run `memviewer reindex`")
-    return {"ok": ok, "detail": "; ".join(parts) + f" ({caps})"}
+    return {"ok": ok, "detail": "; ".join(parts) + f" ({caps})", "segments": segments}

@@ -358,6 +358,7 @@ class PraisonAIWatcher:
             if children:
                 results += await self._hub.write(_import_all, service, children, origin, 1)
             self._account(path, digest, results)
+            await self._merge_keyword_index()
         finally:
             if pending is not None and not pending.done():  # cancelled mid-read: stop it, then close
                 if big is not None:
@@ -365,6 +366,20 @@ class PraisonAIWatcher:
                 pending.add_done_callback(lambda _f: fh.close())
             else:
                 fh.close()
+
+    async def _merge_keyword_index(self) -> None:
+        """After a big file: its chunks left a segment each; merge them now (bounded writer
+        jobs, ``Hub.merge_keyword_index``) rather than at the hub's next upkeep pass. A
+        failure (a full disk) is logged; the import is stored and upkeep tries again."""
+        merge = getattr(self._hub, "merge_keyword_index", None)
+        if merge is None:
+            return
+        try:
+            await merge(1)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.warning("keyword index not merged after a big PraisonAI file: %s", exc)
 
     def _account(self, path: Path, digest: str, results: list[dict[str, Any]]) -> None:
         refused = [r for r in results if "error" in r]

@@ -515,24 +515,34 @@ class Hub:
         (checked every ``keyword_upkeep_interval``). One bounded step per writer job, so a
         publish queued meanwhile is applied between two steps; a failure is logged and the
         hub serves on."""
-        merge = getattr(self.service, "merge_keyword_index", None)
-        if merge is None:
+        if getattr(self.service, "merge_keyword_index", None) is None:
             return
         above = 1
         while True:
             try:
-                _, left, worked = await self.writes.run(merge, None, above)
-                steps = 0
-                while worked and left > 1 and steps < KEYWORD_MERGE_STEPS:
-                    _, left, worked = await self.writes.run(merge, None, 1)
-                    steps += 1
-                self.keyword_segments = left
+                await self.merge_keyword_index(above)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # a full disk, a locked store: the next pass tries again
                 log.warning("merging the keyword index failed: %s", exc)
             above = KEYWORD_SEGMENTS_MAX
             await asyncio.sleep(self.keyword_upkeep_interval)
+
+    async def merge_keyword_index(self, above: int = 1) -> int | None:
+        """When the keyword index holds more than ``above`` segments: bounded merge steps
+        (``service.merge_keyword_index``), each its own writer job, until one is left; the
+        segments left (None for a service without the method). The upkeep loop and the
+        folder watcher's big-file import call it."""
+        merge = getattr(self.service, "merge_keyword_index", None)
+        if merge is None:
+            return None
+        _, left, worked = await self.writes.run(merge, None, above)
+        steps = 0
+        while worked and left > 1 and steps < KEYWORD_MERGE_STEPS:
+            _, left, worked = await self.writes.run(merge, None, 1)
+            steps += 1
+        self.keyword_segments = left
+        return int(left)
 
     async def _spool_scanner(self) -> None:
         while True:
