@@ -21,6 +21,7 @@ error is a query with nothing searchable in it (``***``), or one too long.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from memviewer.errors import INVALID_ARGUMENT, MemviewerError
@@ -58,6 +59,25 @@ class Unit:
     quoted: bool = False
 
 
+def flatten(low: str) -> str:
+    """Lowered text with punctuation as single spaces: what a probe made of words is matched in."""
+    return " ".join(_NON_WORD.sub(" ", low).split())
+
+
+def probe_hits(probes: Iterable[tuple[str, bool]], low: str, flat: str | None = None) -> int:
+    """How many ``(probe, needs_flat)`` pairs occur in the lowered text ``low`` (``flat``: its
+    ``flatten``, computed here once if a probe needs it and not given)."""
+    hits = 0
+    for probe, needs_flat in probes:
+        if needs_flat:
+            if flat is None:
+                flat = flatten(low)
+            hits += probe in flat
+        else:
+            hits += probe in low
+    return hits
+
+
 @dataclass
 class ParsedQuery:
     text: str
@@ -77,17 +97,7 @@ class ParsedQuery:
         """
         if len(self.units) < 2:
             return 1.0
-        low = content.lower()
-        flat: str | None = None
-        hits = 0
-        for probe, needs_flat in self.probes:
-            if needs_flat:
-                if flat is None:
-                    flat = " ".join(_NON_WORD.sub(" ", low).split())
-                hits += probe in flat
-            else:
-                hits += probe in low
-        return max(hits, 1) / len(self.units)
+        return max(probe_hits(self.probes, content.lower()), 1) / len(self.units)
 
     @property
     def probes(self) -> list[tuple[str, bool]]:

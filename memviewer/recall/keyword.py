@@ -485,7 +485,7 @@ def _common_candidates(
         if u.kind == "word"
     ]
     if pq.phrase:
-        phrase = " ".join(_NON_WORD.sub(" ", pq.phrase.lower()).split())
+        phrase = fts_query.flatten(pq.phrase.lower())
         probes.append((phrase, phrase != " ".join(pq.phrase.lower().split()), max(idf.values())))
     # ``pq.coverage``: the word units' probes are the first ``len(words)`` of ``probes`` (a
     # probe found is a term frequency above 0); the other units' are checked as it does.
@@ -501,7 +501,7 @@ def _common_candidates(
         for k, (probe, needs_flat, weight) in enumerate(probes):
             if needs_flat:
                 if flat is None:
-                    flat = " ".join(_NON_WORD.sub(" ", low).split())
+                    flat = fts_query.flatten(low)
                 tf = flat.count(probe)
             else:
                 tf = low.count(probe)
@@ -509,22 +509,9 @@ def _common_candidates(
                 score += weight * tf * (BM25_K1 + 1.0) / (tf + norm)
                 if k < n_words:
                     hits += 1
-        if n_units < 2:
-            coverage = 1.0
-        else:
-            for probe, needs_flat in others:
-                if needs_flat:
-                    if flat is None:
-                        flat = " ".join(_NON_WORD.sub(" ", low).split())
-                    hits += probe in flat
-                else:
-                    hits += probe in low
-            coverage = max(hits, 1) / n_units
+        coverage = 1.0 if n_units < 2 else max(hits + fts_query.probe_hits(others, low, flat), 1) / n_units
         out.append((int(r[0]), _Candidate(score * coverage, int(r[1]), bool(r[2]), session_of[r[4]])))
     return out
-
-
-_NON_WORD = re.compile(r"[^\w]+")
 
 
 @dataclass(frozen=True)
