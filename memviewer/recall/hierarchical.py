@@ -85,7 +85,7 @@ TUNING_DEFAULTS: dict[str, float] = {
     "chat_session_prior": 0.2,  # session_prior for chats between named people (REALTALK)
     "session_turn_top": 1.0,  # n: Stage 1's turn part sums a session's best n turns, halving each
     "chat_dense_share": 0.7,  # in a chat, dense / (dense + keyword) weight (0: the configured weights)
-    "strip_names": 1.0,  # 0: a query naming the candidates' authors is searched with the names kept
+    "strip_names": 1.0,  # 0: a query naming the scope's authors is searched with the names kept
 }
 
 TURN_COLUMNS = ["turn_id", "session_id", "role", "archived", "timestamp", "text", "vector"]
