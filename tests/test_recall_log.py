@@ -148,24 +148,20 @@ def test_the_sqlite_entry_writer_stores_what_the_portable_statements_store(servi
     with service.store.write() as tx:
         rows.insert_record(tx.conn, values("r-portable"))
         tx.append_event("recall.performed", None, "ep-1", payload, ts=1_700_000_000.25)
-        assert rows.write_entry(
-            tx,
-            values("r-raw"),
-            max_rows=100,
-            max_age_s=None,
-            now=time.time(),
-            event_kind="recall.performed",
-            event_payload=payload,
-        )
-        assert not rows.write_entry(  # a replay of the same id writes nothing
-            tx,
-            values("r-raw"),
-            max_rows=100,
-            max_age_s=None,
-            now=time.time(),
-            event_kind="recall.performed",
-            event_payload=payload,
-        )
+
+        def raw() -> bool:
+            return rows.write_entry(
+                tx,
+                values("r-raw"),
+                max_rows=100,
+                max_age_s=None,
+                now=time.time(),
+                event_kind="recall.performed",
+                event_payload=payload,
+            )
+
+        assert raw()
+        assert not raw()  # a replay of the same id writes nothing
     db = sqlite3.connect(service.home / "memviewer.db")
     try:
         logged = db.execute(

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from memviewer import paths
-from memviewer.store.authors import ScopeAuthors
 
 if TYPE_CHECKING:
     from memviewer.config import Settings
@@ -22,6 +21,7 @@ if TYPE_CHECKING:
     from memviewer.index.lance import LanceIndex
     from memviewer.index.summarizer import Summarizer
     from memviewer.llm import LlmEndpoint
+    from memviewer.store.authors import ScopeAuthors
     from memviewer.store.db import Store
 
 
@@ -45,8 +45,10 @@ class IndexParts:
         self._lance: LanceIndex | None = None
         self._summarizer: Summarizer | None = None
         self._lock = threading.Lock()
+        from memviewer.store.authors import ScopeAuthors  # this module stays import-light
+
         #: Each scope's turn authors, for recall to know a chat's names before it searches.
-        self.authors = ScopeAuthors(store)
+        self.authors: ScopeAuthors = ScopeAuthors(store)
 
     def with_embedder(self, embedder: Embedder) -> IndexParts:
         """The same parts (one store, one LanceDB handle) with another embedder, e.g. one
