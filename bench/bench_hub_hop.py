@@ -34,6 +34,11 @@ from memviewer.wire import protocol  # noqa: E402
 from memviewer.wire.syncclient import RpcConnection  # noqa: E402
 from memviewer.wire.testing import HubProcess  # noqa: E402
 
+try:  # this tree's CLI reads answers through orjson (wire/fastjson.py); the base's did not
+    from memviewer.wire.fastjson import decode_answer as _decode_answer
+except ImportError:  # pragma: no cover - an older tree
+    _decode_answer = protocol.decode_answer
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -54,7 +59,12 @@ def main() -> None:
     }
     load0 = " ".join(f"{x:.1f}" for x in os.getloadavg())
     try:
-        conns = {k: RpcConnection(h.socket_path) for k, h in hubs.items()}
+        conns = {
+            k: RpcConnection(
+                h.socket_path, decode=_decode_answer if k == "this tree" else protocol.decode_answer
+            )
+            for k, h in hubs.items()
+        }
         for c in conns.values():
             c.call(protocol.HELLO, {"protocol": protocol.PROTOCOL_VERSION, "role": "reader"})
         times: dict[tuple[str, str], list[float]] = {}

@@ -88,7 +88,11 @@ def hub_main(out_path: str) -> None:
     timed(annotations, "_matches", "ann")
     timed(service_mod.MemoryService, "record_recall", "rec")
     timed(recall_log, "search_command", "sc")
-    response = protocol.response
+    try:  # a tree whose hub encodes answers through orjson (wire/fastjson.py)
+        from memviewer.wire import fastjson as encoder
+    except ImportError:
+        encoder = protocol  # type: ignore[assignment]
+    response = encoder.response
 
     def on_response(rid: Any, result: Any) -> bytes:
         c = cur
@@ -97,7 +101,7 @@ def hub_main(out_path: str) -> None:
         c["enc1"] = ns()
         return r
 
-    protocol.response = on_response  # type: ignore[assignment]
+    encoder.response = on_response  # type: ignore[assignment]
     send = connection.Connection.send
 
     async def on_send(self: Any, data: bytes) -> None:
@@ -182,6 +186,10 @@ def client_main(args: argparse.Namespace) -> None:
                 raise SystemExit("the hub did not start")
             time.sleep(0.05)
         decode = protocol.decode if base and args.base_client == "decode" else protocol.decode_answer
+        if not base:  # this tree's CLI reads answers through orjson (wire/fastjson.py)
+            from memviewer.wire import fastjson
+
+            decode = fastjson.decode_answer
         stamps: list[dict[str, int]] = []
         with socket.socket(socket.AF_UNIX) as s:
             s.connect(str(sock))
