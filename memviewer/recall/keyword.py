@@ -395,12 +395,13 @@ def _add(into: dict[int, _Candidate], found: Iterable[tuple[int, _Candidate]]) -
 
 
 def _candidate(
-    score: float, idx: int, summary: Any, session_row: Sequence[Any], seen: dict[Any, dict[str, Any]]
+    score: float, idx: int, summary: Any, row: Sequence[Any], at: int, seen: dict[Any, dict[str, Any]]
 ) -> _Candidate:
-    """One candidate turn; the session's columns become one dict per session (``seen``)."""
-    session = seen.get(session_row[0])
+    """One candidate turn; the session's columns (``row[at:]``) become one dict per session
+    (``seen``)."""
+    session = seen.get(row[at])
     if session is None:
-        session = seen[session_row[0]] = dict(zip(kc.SESSION_COLS, session_row, strict=True))
+        session = seen[row[at]] = kc.session_dict(row, at)
     return _Candidate(score, int(idx), bool(summary), session)
 
 
@@ -433,8 +434,18 @@ def _fts_candidates(
             ) from None
         raise
     seen: dict[Any, dict[str, Any]] = {}
+    if len(pq.units) < 2:  # ``pq.coverage`` is 1 for every turn
+        return [(int(r[0]), _candidate(-float(r[1]), r[2], r[3], r, 5, seen)) for r in rows]
+    # ``pq.coverage``, inlined: the share of the units a turn contains.
+    probes, n_units, hits = pq.probes, len(pq.units), fts_query.probe_hits
     return [
-        (int(r[0]), _candidate(-float(r[1]) * pq.coverage(r[4] or ""), r[2], r[3], r[5:], seen)) for r in rows
+        (
+            int(r[0]),
+            _candidate(
+                -float(r[1]) * (max(hits(probes, (r[4] or "").lower()), 1) / n_units), r[2], r[3], r, 5, seen
+            ),
+        )
+        for r in rows
     ]
 
 
@@ -470,7 +481,7 @@ def _common_candidates(
     if not rows:
         return []
     session_of = {
-        sid: dict(zip(kc.SESSION_COLS, row, strict=True))
+        sid: kc.session_dict(row)
         for sid, row in kc.session_rows(db, list(dict.fromkeys(r[4] for r in rows))).items()
     }
     texts = [(r[3] or "").lower() for r in rows]
@@ -581,7 +592,7 @@ def _scan_candidates(
         low = (r[1] or "").lower()
         score = sum(1.0 for n in lowered if n in low) + (2.0 if whole_low and whole_low in low else 0.0)
         if score > 0:
-            out.append((int(r[0]), _candidate(score, r[2], r[3], r[4:], seen)))
+            out.append((int(r[0]), _candidate(score, r[2], r[3], r, 4, seen)))
     return out
 
 

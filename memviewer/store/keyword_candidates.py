@@ -38,6 +38,26 @@ SESSION_COLS = (
     "meta",
 )
 _S_SELECT = ", ".join(f"s.{c}" for c in SESSION_COLS)
+
+
+def session_dict(row: Sequence[Any], at: int = 0) -> dict[str, Any]:
+    """``dict(zip(SESSION_COLS, row[at:]))``, as a dict display: a search builds one per
+    candidate session (30 for a rare phrase), and ``dict(zip(…))`` of a slice costs twice as
+    much (``tests/test_keyword_candidates_rows.py`` keeps the two equal)."""
+    return {
+        "id": row[at],
+        "title": row[at + 1],
+        "agent": row[at + 2],
+        "started_at": row[at + 3],
+        "last_seen_at": row[at + 4],
+        "source": row[at + 5],
+        "lineage_id": row[at + 6],
+        "root_session_id": row[at + 7],
+        "thread_id": row[at + 8],
+        "meta": row[at + 9],
+    }
+
+
 #: The message columns of windows and bookends, in this order.
 MSG_COLS = "idx, role, content, timestamp, archived"
 #: Parts of the compound hits statement (``hit_rows``).
