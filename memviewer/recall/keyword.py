@@ -503,25 +503,32 @@ def _common_candidates(
     n_units = len(pq.units)
     n_words = sum(1 for u in pq.units if u.kind == "word")
     others = [p for (p, u) in zip(pq.probes, pq.units, strict=True) if u.kind != "word"]
-    out: list[tuple[int, _Candidate]] = []
-    for r, low, dl in zip(rows, texts, lengths, strict=True):
-        norm = BM25_K1 * (1.0 - BM25_B + BM25_B * dl / avg)
-        flat: str | None = None
-        score = 0.0
-        hits = 0
-        for k, (probe, needs_flat, weight) in enumerate(probes):
-            if needs_flat:
-                if flat is None:
-                    flat = fts_query.flatten(low)
-                tf = flat.count(probe)
-            else:
-                tf = low.count(probe)
+    # Probe by probe over all turns (one ``str.count`` comprehension each), adding each turn's
+    # terms in probe order: the same float operations in the same order as turn by turn.
+    norms = [BM25_K1 * (1.0 - BM25_B + BM25_B * dl / avg) for dl in lengths]
+    flats = [fts_query.flatten(low) for low in texts] if any(f for _, f, _ in probes) else None
+    scores = [0.0] * len(rows)
+    hits = [0] * len(rows)
+    for k, (probe, needs_flat, weight) in enumerate(probes):
+        word = k < n_words
+        source = flats if needs_flat and flats is not None else texts
+        for i, tf in enumerate([t.count(probe) for t in source]):
             if tf:
-                score += weight * tf * (BM25_K1 + 1.0) / (tf + norm)
-                if k < n_words:
-                    hits += 1
-        coverage = 1.0 if n_units < 2 else max(hits + fts_query.probe_hits(others, low, flat), 1) / n_units
-        out.append((int(r[0]), _Candidate(score * coverage, int(r[1]), bool(r[2]), session_of[r[4]])))
+                scores[i] += weight * tf * (BM25_K1 + 1.0) / (tf + norms[i])
+                if word:
+                    hits[i] += 1
+    out: list[tuple[int, _Candidate]] = []
+    for i, r in enumerate(rows):
+        if n_units < 2:
+            coverage = 1.0
+        else:
+            extra = (
+                fts_query.probe_hits(others, texts[i], flats[i] if flats is not None else None)
+                if others
+                else 0
+            )
+            coverage = max(hits[i] + extra, 1) / n_units
+        out.append((int(r[0]), _Candidate(scores[i] * coverage, int(r[1]), bool(r[2]), session_of[r[4]])))
     return out
 
 

@@ -73,6 +73,9 @@ class KeywordDb:
         self.conn = conn
         self.raw = raw
         self.style = conn.dialect.paramstyle if conn is not None else "qmark"
+        # The word index's ``%_data`` blocks read in this snapshot (``_index_version``), by
+        # id, so ``word_index_averages`` need not read row 1 again.
+        self.data_blocks: dict[int, Any] = {}
 
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         if self.raw is not None:
@@ -179,6 +182,7 @@ def _index_version(db: KeywordDb) -> tuple[Any, ...] | None:
         rows = db.all(f"SELECT id, block FROM {fts.WORD_TABLE}_data WHERE id IN (1, 10) ORDER BY id")
     except sqlite3.Error:
         return None
+    db.data_blocks.update((int(i), b) for i, b in rows)
     return tuple(bytes(b) if b is not None else None for _, b in rows) if len(rows) == 2 else None
 
 
@@ -328,7 +332,10 @@ def word_index_averages(db: KeywordDb) -> tuple[int, float] | None:
     them: FTS5 keeps both in its "averages" record (``%_data`` row 1: the row count, then
     the token total of each column, as varints). None when the record cannot be read."""
     try:
-        rows = db.all(f"SELECT block FROM {fts.WORD_TABLE}_data WHERE id = 1")
+        if 1 in db.data_blocks:  # read in this snapshot already (``_index_version``)
+            rows = [(db.data_blocks[1],)]
+        else:
+            rows = db.all(f"SELECT block FROM {fts.WORD_TABLE}_data WHERE id = 1")
         blob = bytes(rows[0][0]) if rows and rows[0][0] else b""
         if not blob:
             return None
