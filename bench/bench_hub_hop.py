@@ -7,6 +7,9 @@ query that matches nothing (the hop with no search and a tiny answer) and the ra
 again with its recall log entry written (``record`` absent, as a CLI search). 2 ms between
 requests. p50 ms per engine and the ratio this tree / base.
 
+``--common`` adds the common-word queries of ``bench/search_corpus.py`` (logged, as a CLI
+search), each sent with every planted phrase's turn: "common words, logged".
+
 ``--after`` adds two kinds that show what the recall log write costs the *next* search:
 a planted phrase (``record: false``) sent at once after another search of the same hub
 was answered, that search logged ("after a logged search": its recall log entry is being
@@ -34,6 +37,11 @@ from memviewer.wire import protocol  # noqa: E402
 from memviewer.wire.syncclient import RpcConnection  # noqa: E402
 from memviewer.wire.testing import HubProcess  # noqa: E402
 
+try:  # this tree's CLI reads answers through orjson (wire/fastjson.py); the base's did not
+    from memviewer.wire.fastjson import decode_answer as _decode_answer
+except ImportError:  # pragma: no cover - an older tree
+    _decode_answer = protocol.decode_answer
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
@@ -42,6 +50,7 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=2000)
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--after", action="store_true", help="also time searches sent right after another")
+    ap.add_argument("--common", action="store_true", help="also time the common-word queries (logged)")
     args = ap.parse_args()
     work, base_tree = args.work.resolve(), args.baseline.resolve()
     os.chdir(work)
@@ -54,20 +63,34 @@ def main() -> None:
     }
     load0 = " ".join(f"{x:.1f}" for x in os.getloadavg())
     try:
-        conns = {k: RpcConnection(h.socket_path) for k, h in hubs.items()}
+        conns = {
+            k: RpcConnection(
+                h.socket_path, decode=_decode_answer if k == "this tree" else protocol.decode_answer
+            )
+            for k, h in hubs.items()
+        }
         for c in conns.values():
             c.call(protocol.HELLO, {"protocol": protocol.PROTOCOL_VERSION, "role": "reader"})
         times: dict[tuple[str, str], list[float]] = {}
         kinds: tuple[str, ...] = ("rare phrase", "matches nothing", "rare phrase, logged")
         if args.after:
             kinds += ("after a logged search", "after an unlogged search")
+        common: list[str] = []
+        if args.common:
+            sys.path.insert(0, str(Path(__file__).resolve().parent))
+            import search_corpus
+
+            common = [q for q in search_corpus.COMMON_QUERIES if q.isascii()]
+            kinds += ("common words, logged",)
         for rnd in range(args.rounds):
             for i, q in enumerate(planted):
                 for kind in kinds:
                     params: dict[str, object] = {"query": q, "limit": 5, "window": 5}
                     if kind == "matches nothing":
                         params["query"] = f"zzqx{i}nothing"
-                    if kind != "rare phrase, logged":
+                    if kind == "common words, logged":
+                        params["query"] = common[i % len(common)]
+                    elif kind != "rare phrase, logged":
                         params["record"] = False
                     order = list(conns.items())
                     if (rnd + i) % 2:

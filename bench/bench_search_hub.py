@@ -14,7 +14,9 @@ the new top-1 equals the old one and the overlap of the top 5.
 ``--baseline DIR`` also starts a second hub from another source tree (``DIR`` holding a
 ``memviewer`` package, e.g. ``git archive MERGE_BASE memviewer | tar -x -C DIR``) on a copy
 of the same home (one home, one hub), read with that tree's frame check
-(``protocol.decode``), and times it in the same loop: the branch against its base, side
+(``protocol.decode``, or with ``--base-client same`` the standard library's
+``protocol.decode_answer``; this tree's hub is read as its CLI reads it, through
+``wire/fastjson.py``), and times it in the same loop: the branch against its base, side
 by side. Every hub search is also written to the recall log, as a CLI search is.
 
 Setup: ``pip install -e '.[dev,bench]'`` (``praisonaiagents`` 1.7.17, no torch).
@@ -54,6 +56,11 @@ from memviewer.store.db import Store  # noqa: E402
 from memviewer.wire import protocol  # noqa: E402
 from memviewer.wire.syncclient import HubUnavailable, RpcConnection  # noqa: E402
 from memviewer.wire.testing import HubProcess  # noqa: E402
+
+try:  # this tree's CLI reads answers through orjson (wire/fastjson.py); a base tree's did not
+    from memviewer.wire.fastjson import decode_answer as _decode_answer
+except ImportError:  # pragma: no cover - an older tree
+    _decode_answer = protocol.decode_answer
 
 
 def _corpus(work: Path, n: int, planted: int) -> tuple[Path, list[dict]]:
@@ -184,7 +191,7 @@ def main() -> None:
                 extra_env={"PYTHONPATH": str(args.baseline.resolve())},
             ).start()
         with HubProcess(home, sock, args=("--no-index",)) as _hub:
-            conn = RpcConnection(sock)
+            conn = RpcConnection(sock, decode=_decode_answer)
             conn.call(protocol.HELLO, {"protocol": protocol.PROTOCOL_VERSION, "role": "reader"})
 
             def hub(q: str, conn: RpcConnection = conn) -> str | None:

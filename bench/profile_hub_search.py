@@ -88,7 +88,11 @@ def hub_main(out_path: str) -> None:
     timed(annotations, "_matches", "ann")
     timed(service_mod.MemoryService, "record_recall", "rec")
     timed(recall_log, "search_command", "sc")
-    response = protocol.response
+    try:  # a tree whose hub encodes answers through orjson (wire/fastjson.py)
+        from memviewer.wire import fastjson as encoder
+    except ImportError:
+        encoder = protocol  # type: ignore[assignment]
+    response = encoder.response
 
     def on_response(rid: Any, result: Any) -> bytes:
         c = cur
@@ -97,7 +101,7 @@ def hub_main(out_path: str) -> None:
         c["enc1"] = ns()
         return r
 
-    protocol.response = on_response  # type: ignore[assignment]
+    encoder.response = on_response  # type: ignore[assignment]
     send = connection.Connection.send
 
     async def on_send(self: Any, data: bytes) -> None:
@@ -126,6 +130,29 @@ def hub_main(out_path: str) -> None:
             return one(self, conn, line)
 
         threaded.ThreadedReads._one = on_one  # type: ignore[method-assign]
+        check = threaded.check_params
+
+        def on_check(method: str, params: Any) -> None:
+            cur["check0"] = ns()
+            check(method, params)
+
+        threaded.check_params = on_check  # type: ignore[assignment]
+        holding = hub_mod.Hub._holding
+
+        def on_holding(self: Any, held: Any, fn: Any, params: Any) -> Any:
+            cur["hold0"] = ns()
+            return holding(self, held, fn, params)
+
+        hub_mod.Hub._holding = on_holding  # type: ignore[method-assign]
+        service_search = service_mod.MemoryService.search
+
+        def on_service_search(self: Any, *a: Any, **k: Any) -> Any:
+            cur["svc0"] = ns()
+            r = service_search(self, *a, **k)
+            cur["svc1"] = ns()
+            return r
+
+        service_mod.MemoryService.search = on_service_search  # type: ignore[method-assign]
         direct = connection.Connection.send_direct
 
         def on_direct(self: Any, data: bytes) -> bool:
@@ -146,11 +173,20 @@ STRETCHES = [
     ("total (client)", lambda c, h: c["c3"] - c["c0"]),
     ("client send → hub has the frame (loop, or the connection's thread)", lambda c, h: h["frame"] - c["c0"]),
     ("frame → reader thread starts the search", lambda c, h: h["exec0"] - h["frame"]),
+    (
+        "  of it: frame → params checked (decode, parse)",
+        lambda c, h: h.get("check0", h["frame"]) - h["frame"],
+    ),
+    ("  of it: params checked → run starts (read slot)", lambda c, h: h.get("hold0", 0) - h.get("check0", 0)),
+    ("  of it: run starts → search starts", lambda c, h: h["exec0"] - h.get("hold0", h["exec0"])),
     ("reader: KeywordSearch.search", lambda c, h: h.get("ks", 0)),
     ("reader: annotation matching", lambda c, h: h.get("ann", 0)),
     ("reader: recall log entry built", lambda c, h: h.get("sc", 0)),
     ("reader: recall log entry handed over", lambda c, h: h.get("rec", 0)),
     ("reader: whole call", lambda c, h: h["exec1"] - h["exec0"]),
+    ("  of it: MemoryService.search", lambda c, h: h.get("svc1", 0) - h.get("svc0", 0)),
+    ("  of it: before MemoryService.search", lambda c, h: h.get("svc0", h["exec0"]) - h["exec0"]),
+    ("  of it: after MemoryService.search", lambda c, h: h["exec1"] - h.get("svc1", h["exec1"])),
     ("reader done → encoding starts (loop, or the same thread)", lambda c, h: h["enc0"] - h["exec1"]),
     ("JSON encoding", lambda c, h: h["enc1"] - h["enc0"]),
     ("write (+ drain on the loop)", lambda c, h: h["send1"] - h["send0"]),
@@ -182,6 +218,10 @@ def client_main(args: argparse.Namespace) -> None:
                 raise SystemExit("the hub did not start")
             time.sleep(0.05)
         decode = protocol.decode if base and args.base_client == "decode" else protocol.decode_answer
+        if not base:  # this tree's CLI reads answers through orjson (wire/fastjson.py)
+            from memviewer.wire import fastjson
+
+            decode = fastjson.decode_answer
         stamps: list[dict[str, int]] = []
         with socket.socket(socket.AF_UNIX) as s:
             s.connect(str(sock))

@@ -43,6 +43,11 @@ def invalid_marker(ts: object) -> str:
 
 
 _DAY_PREFIX: dict[int, str] = {}  # days since 1970 -> "2023-05-30T" (a few thousand at most)
+# "HH:MM:" per minute of the day and "SS" per second: joining table entries is a third of the
+# cost of four ``:02d`` format specs (a search formats ~80 stamps: ~1.2 against ~3 µs each).
+_HOUR_MINUTE = [f"{h:02d}:{m:02d}:" for h in range(24) for m in range(60)]
+_SECOND = [f"{s:02d}" for s in range(60)]
+_modf = math.modf
 
 
 def iso(ts: float | None) -> str | None:
@@ -53,7 +58,7 @@ def iso(ts: float | None) -> str | None:
         # The text ``datetime.fromtimestamp(ts, UTC).isoformat()`` gives, built from the day's
         # date (formatted once per day) and integer arithmetic: a search formats ~80 stamps.
         # Microseconds are rounded as ``fromtimestamp`` rounds them (half to even).
-        frac, whole = math.modf(ts)
+        frac, whole = _modf(ts)
         us = round(frac * 1e6)
         secs = int(whole)
         if us >= 1_000_000:
@@ -65,9 +70,10 @@ def iso(ts: float | None) -> str | None:
             if len(_DAY_PREFIX) > 100_000:
                 _DAY_PREFIX.clear()
             prefix = _DAY_PREFIX[day] = time.strftime("%Y-%m-%dT", time.gmtime(day * 86400))
-        if us:
-            return f"{prefix}{sec // 3600:02d}:{sec // 60 % 60:02d}:{sec % 60:02d}.{us:06d}Z"
-        return f"{prefix}{sec // 3600:02d}:{sec // 60 % 60:02d}:{sec % 60:02d}Z"
+        minute, second = divmod(sec, 60)
+        if us:  # str(us + 10**6)[1:]: the six digits, zero-padded
+            return prefix + _HOUR_MINUTE[minute] + _SECOND[second] + "." + str(us + 1_000_000)[1:] + "Z"
+        return prefix + _HOUR_MINUTE[minute] + _SECOND[second] + "Z"
     dt = to_datetime(ts)
     if dt is None:
         return invalid_marker(ts)

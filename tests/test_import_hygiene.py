@@ -50,6 +50,9 @@ def test_the_publisher_needs_only_the_standard_library() -> None:
     )
     result = _run(code)
     assert result["bad"] == []
+    # The hub and the CLI encode and decode answers with orjson (wire/fastjson.py); the
+    # publisher must not need it.
+    assert "memviewer.wire.fastjson" not in result["memviewer"]
     allowed = {
         "memviewer",
         "memviewer.client",

@@ -395,12 +395,13 @@ def _add(into: dict[int, _Candidate], found: Iterable[tuple[int, _Candidate]]) -
 
 
 def _candidate(
-    score: float, idx: int, summary: Any, session_row: Sequence[Any], seen: dict[Any, dict[str, Any]]
+    score: float, idx: int, summary: Any, row: Sequence[Any], at: int, seen: dict[Any, dict[str, Any]]
 ) -> _Candidate:
-    """One candidate turn; the session's columns become one dict per session (``seen``)."""
-    session = seen.get(session_row[0])
+    """One candidate turn; the session's columns (``row[at:]``) become one dict per session
+    (``seen``)."""
+    session = seen.get(row[at])
     if session is None:
-        session = seen[session_row[0]] = dict(zip(kc.SESSION_COLS, session_row, strict=True))
+        session = seen[row[at]] = kc.session_dict(row, at)
     return _Candidate(score, int(idx), bool(summary), session)
 
 
@@ -433,8 +434,18 @@ def _fts_candidates(
             ) from None
         raise
     seen: dict[Any, dict[str, Any]] = {}
+    if len(pq.units) < 2:  # ``pq.coverage`` is 1 for every turn
+        return [(int(r[0]), _candidate(-float(r[1]), r[2], r[3], r, 5, seen)) for r in rows]
+    # ``pq.coverage``, inlined: the share of the units a turn contains.
+    probes, n_units, hits = pq.probes, len(pq.units), fts_query.probe_hits
     return [
-        (int(r[0]), _candidate(-float(r[1]) * pq.coverage(r[4] or ""), r[2], r[3], r[5:], seen)) for r in rows
+        (
+            int(r[0]),
+            _candidate(
+                -float(r[1]) * (max(hits(probes, (r[4] or "").lower()), 1) / n_units), r[2], r[3], r, 5, seen
+            ),
+        )
+        for r in rows
     ]
 
 
@@ -470,7 +481,7 @@ def _common_candidates(
     if not rows:
         return []
     session_of = {
-        sid: dict(zip(kc.SESSION_COLS, row, strict=True))
+        sid: kc.session_dict(row)
         for sid, row in kc.session_rows(db, list(dict.fromkeys(r[4] for r in rows))).items()
     }
     texts = [(r[3] or "").lower() for r in rows]
@@ -492,25 +503,32 @@ def _common_candidates(
     n_units = len(pq.units)
     n_words = sum(1 for u in pq.units if u.kind == "word")
     others = [p for (p, u) in zip(pq.probes, pq.units, strict=True) if u.kind != "word"]
-    out: list[tuple[int, _Candidate]] = []
-    for r, low, dl in zip(rows, texts, lengths, strict=True):
-        norm = BM25_K1 * (1.0 - BM25_B + BM25_B * dl / avg)
-        flat: str | None = None
-        score = 0.0
-        hits = 0
-        for k, (probe, needs_flat, weight) in enumerate(probes):
-            if needs_flat:
-                if flat is None:
-                    flat = fts_query.flatten(low)
-                tf = flat.count(probe)
-            else:
-                tf = low.count(probe)
+    # Probe by probe over all turns (one ``str.count`` comprehension each), adding each turn's
+    # terms in probe order: the same float operations in the same order as turn by turn.
+    norms = [BM25_K1 * (1.0 - BM25_B + BM25_B * dl / avg) for dl in lengths]
+    flats = [fts_query.flatten(low) for low in texts] if any(f for _, f, _ in probes) else None
+    scores = [0.0] * len(rows)
+    hits = [0] * len(rows)
+    for k, (probe, needs_flat, weight) in enumerate(probes):
+        word = k < n_words
+        source = flats if needs_flat and flats is not None else texts
+        for i, tf in enumerate([t.count(probe) for t in source]):
             if tf:
-                score += weight * tf * (BM25_K1 + 1.0) / (tf + norm)
-                if k < n_words:
-                    hits += 1
-        coverage = 1.0 if n_units < 2 else max(hits + fts_query.probe_hits(others, low, flat), 1) / n_units
-        out.append((int(r[0]), _Candidate(score * coverage, int(r[1]), bool(r[2]), session_of[r[4]])))
+                scores[i] += weight * tf * (BM25_K1 + 1.0) / (tf + norms[i])
+                if word:
+                    hits[i] += 1
+    out: list[tuple[int, _Candidate]] = []
+    for i, r in enumerate(rows):
+        if n_units < 2:
+            coverage = 1.0
+        else:
+            extra = (
+                fts_query.probe_hits(others, texts[i], flats[i] if flats is not None else None)
+                if others
+                else 0
+            )
+            coverage = max(hits[i] + extra, 1) / n_units
+        out.append((int(r[0]), _Candidate(scores[i] * coverage, int(r[1]), bool(r[2]), session_of[r[4]])))
     return out
 
 
@@ -581,7 +599,7 @@ def _scan_candidates(
         low = (r[1] or "").lower()
         score = sum(1.0 for n in lowered if n in low) + (2.0 if whole_low and whole_low in low else 0.0)
         if score > 0:
-            out.append((int(r[0]), _candidate(score, r[2], r[3], r[4:], seen)))
+            out.append((int(r[0]), _candidate(score, r[2], r[3], r, 4, seen)))
     return out
 
 

@@ -38,6 +38,26 @@ SESSION_COLS = (
     "meta",
 )
 _S_SELECT = ", ".join(f"s.{c}" for c in SESSION_COLS)
+
+
+def session_dict(row: Sequence[Any], at: int = 0) -> dict[str, Any]:
+    """``dict(zip(SESSION_COLS, row[at:]))``, as a dict display: a search builds one per
+    candidate session (30 for a rare phrase), and ``dict(zip(…))`` of a slice costs twice as
+    much (``tests/test_keyword_candidates_rows.py`` keeps the two equal)."""
+    return {
+        "id": row[at],
+        "title": row[at + 1],
+        "agent": row[at + 2],
+        "started_at": row[at + 3],
+        "last_seen_at": row[at + 4],
+        "source": row[at + 5],
+        "lineage_id": row[at + 6],
+        "root_session_id": row[at + 7],
+        "thread_id": row[at + 8],
+        "meta": row[at + 9],
+    }
+
+
 #: The message columns of windows and bookends, in this order.
 MSG_COLS = "idx, role, content, timestamp, archived"
 #: Parts of the compound hits statement (``hit_rows``).
@@ -53,6 +73,9 @@ class KeywordDb:
         self.conn = conn
         self.raw = raw
         self.style = conn.dialect.paramstyle if conn is not None else "qmark"
+        # The word index's ``%_data`` blocks read in this snapshot (``_index_version``), by
+        # id, so ``word_index_averages`` need not read row 1 again.
+        self.data_blocks: dict[int, Any] = {}
 
     def all(self, sql: str, params: Sequence[Any] = ()) -> list[Any]:
         if self.raw is not None:
@@ -159,6 +182,7 @@ def _index_version(db: KeywordDb) -> tuple[Any, ...] | None:
         rows = db.all(f"SELECT id, block FROM {fts.WORD_TABLE}_data WHERE id IN (1, 10) ORDER BY id")
     except sqlite3.Error:
         return None
+    db.data_blocks.update((int(i), b) for i, b in rows)
     return tuple(bytes(b) if b is not None else None for _, b in rows) if len(rows) == 2 else None
 
 
@@ -308,7 +332,10 @@ def word_index_averages(db: KeywordDb) -> tuple[int, float] | None:
     them: FTS5 keeps both in its "averages" record (``%_data`` row 1: the row count, then
     the token total of each column, as varints). None when the record cannot be read."""
     try:
-        rows = db.all(f"SELECT block FROM {fts.WORD_TABLE}_data WHERE id = 1")
+        if 1 in db.data_blocks:  # read in this snapshot already (``_index_version``)
+            rows = [(db.data_blocks[1],)]
+        else:
+            rows = db.all(f"SELECT block FROM {fts.WORD_TABLE}_data WHERE id = 1")
         blob = bytes(rows[0][0]) if rows and rows[0][0] else b""
         if not blob:
             return None

@@ -35,7 +35,7 @@ from typing import Any
 from memviewer import __version__, locks, paths
 from memviewer.errors import MemviewerError
 from memviewer.store.events import EventRecord
-from memviewer.wire import group_commit, protocol, recall_buffer, spool, trust
+from memviewer.wire import fastjson, group_commit, protocol, recall_buffer, spool, trust
 from memviewer.wire.connection import AfterAnswer, Connection, Deferred, HeldRecords, event_frame
 from memviewer.wire.fanout import FanOut
 from memviewer.wire.group_commit import GroupCommitWriter, Results
@@ -777,7 +777,7 @@ class Hub:
     def _result_answer(req_id: Any, result: Any) -> bytes:
         """The response carrying ``result``; one that cannot be encoded still gets an answer."""
         try:
-            return protocol.response(req_id, result)
+            return fastjson.response(req_id, result)
         except (RecursionError, ValueError, TypeError) as exc:
             log.error("the answer to request %r cannot be encoded: %s", req_id, exc)
             return protocol.error_response(

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from memviewer.errors import INTERNAL, MemviewerError
 from memviewer.store.events import EventRecord
-from memviewer.wire import protocol
+from memviewer.wire import fastjson, protocol
 from memviewer.wire.syncclient import HubUnavailable, RpcConnection
 
 if TYPE_CHECKING:
@@ -38,7 +38,7 @@ class RemoteService:
         self._lock = threading.Lock()
 
     def _connect(self) -> RpcConnection:
-        conn = RpcConnection(self.socket_path, timeout=self.timeout)
+        conn = RpcConnection(self.socket_path, timeout=self.timeout, decode=fastjson.decode_answer)
         try:
             self._hello = conn.call(
                 protocol.HELLO,

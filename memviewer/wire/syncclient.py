@@ -27,9 +27,13 @@ class RpcConnection:
         *,
         timeout: float | None = 30.0,
         on_notification: Callable[[str, dict[str, Any]], None] | None = None,
+        decode: Callable[[bytes], Any] = protocol.decode_answer,
     ) -> None:
+        """``decode`` reads each frame from the hub (``protocol.decode_answer``, or
+        ``fastjson.decode_answer`` where orjson may be imported: not in the publisher)."""
         self.socket_path = str(socket_path)
         self.on_notification = on_notification
+        self._decode = decode
         self._ids = itertools.count(1)
         check_socket(socket_path)  # raises UntrustedPath: never talk to another user's socket
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -59,7 +63,7 @@ class RpcConnection:
         if not line:
             raise HubUnavailable(None, "hub closed the connection")
         try:
-            msg = protocol.decode_answer(line)
+            msg = self._decode(line)
         except protocol.RpcError as exc:
             raise HubUnavailable(None, f"unreadable frame from the hub: {exc.message}") from None
         if not isinstance(msg, dict):
