@@ -575,6 +575,7 @@ class Indexer:
                 elif ev.kind == "session.deleted":  # no rows in SQLite: its index rows go too
                     self._reconcile(ev.session_id, None, embedder, state["turn_num"], contexts)
                     self.index.delete_where(f"session_id = {_lit(ev.session_id)}", "session_summaries")
+                    self.index.delete_where(f"session_id = {_lit(ev.session_id)}", "session_windows")
                     deleted.add(ev.session_id)
                     settled.add(ev.session_id)
                 elif ev.kind == "session.imported":
@@ -830,7 +831,7 @@ class Indexer:
         return done
 
     def _summarise_chunk(self, ids: list[str], forced: set[str], contexts: dict[str, str]) -> int:
-        from memviewer.index.summarizer import needs_refresh
+        from memviewer.index.summarizer import WINDOW_STEP, needs_refresh
 
         if not ids:
             return 0
@@ -844,6 +845,7 @@ class Indexer:
         }
         out_rows: list[dict[str, Any]] = []
         texts: list[str] = []
+        windows: list[tuple[str, int, str]] = []  # (session, start, text) of the chats among them
         with self.store.read() as conn:
             counts: dict[str, int] = dict(
                 conn.execute(
@@ -898,6 +900,7 @@ class Indexer:
                 result = self.summarizer.summarize(turns, session.get("title") or "")
                 contexts[sid] = result.summary[:CONTEXT_CHARS]
                 texts.append(result.summary or session.get("title") or sid)
+                windows += [(sid, i, text) for i, text in enumerate(result.windows)]
                 out_rows.append(
                     {
                         "session_id": sid,
@@ -912,9 +915,24 @@ class Indexer:
                     }
                 )
         if out_rows:
-            vectors = self._embedder().embed(texts)
-            for row, vec in zip(out_rows, vectors, strict=True):
+            vectors = self._embedder().embed(texts + [w[2] for w in windows])
+            for row, vec in zip(out_rows, vectors[: len(out_rows)], strict=True):
                 row["vector"] = vec
+            scopes = {r["session_id"]: (r["scope"], r["scope_id"]) for r in out_rows}
+            self.index.replace_windows(
+                list(scopes),
+                [
+                    {
+                        "window_id": f"{sid}#{i}",
+                        "session_id": sid,
+                        "scope": scopes[sid][0],
+                        "scope_id": scopes[sid][1],
+                        "start": i * WINDOW_STEP,
+                        "vector": vec,
+                    }
+                    for (sid, i, _text), vec in zip(windows, vectors[len(out_rows) :], strict=True)
+                ],
+            )
             self.index.upsert_summaries(out_rows)
             self.embedded_summaries += len(out_rows)
         return len(out_rows)

@@ -86,6 +86,8 @@ TUNING_DEFAULTS: dict[str, float] = {
     "session_turn_top": 1.0,  # n: Stage 1's turn part sums a session's best n turns, halving each
     "chat_dense_share": 0.7,  # in a chat, dense / (dense + keyword) weight (0: the configured weights)
     "strip_names": 1.0,  # 0: a query naming the scope's authors is searched with the names kept
+    "chat_window_share": 0.4,  # in a chat, Stage 1's share of the session's best window (0: off)
+    "window_depth": 100,  # windows fetched by similarity in Stage 1 of a chat
 }
 
 TURN_COLUMNS = ["turn_id", "session_id", "role", "archived", "timestamp", "text", "vector"]
@@ -570,6 +572,11 @@ def _rank_sessions(
     cos = np.asarray([rows[s]["vector"] for s in ids], dtype=np.float32) @ np.asarray(qvec, np.float32)
     max_bm25 = scoring.max_of(bm25.values())
     max_turn = scoring.max_of(best_turn.values())
+    win_w = float(tune["chat_window_share"]) if chat else 0.0
+    best_window = _best_windows(index, qvec, where, int(tune["window_depth"])) if win_w > 0 else {}
+    if not best_window:
+        win_w = 0.0  # a home indexed before windows existed, or no window in this scope yet
+    max_window = scoring.max_of(best_window.values())
     out = []
     for i, sid in enumerate(ids):
         summary_score = w.dense * max(0.0, float(cos[i])) + (w.keyword + w.recency) * (
@@ -582,6 +589,10 @@ def _rank_sessions(
             "bm25": round(bm25.get(sid, 0.0), 4),
             "best_turn": round(best_turn.get(sid, 0.0), 6),
         }
+        if win_w > 0:  # a chat: its best window of consecutive turns (index/summarizer.py)
+            window_part = best_window.get(sid, 0.0) / max_window if max_window > 0 else 0.0
+            score = (1.0 - win_w) * score + win_w * window_part
+            breakdown["window"] = round(best_window.get(sid, 0.0), 6)
         if window is not None:
             breakdown["time"] = round(closeness.get(sid, 0.0), 6)
             score = scoring.with_priors(score, [(w.time, closeness.get(sid, 0.0))])
@@ -597,6 +608,19 @@ def _rank_sessions(
     if trace is not None:
         trace.sessions_ranked = out
     return out[:k]
+
+
+def _best_windows(index: Any, qvec: Any, where: str | None, depth: int) -> dict[str, float]:
+    """``{session: cosine of its best window}`` among the ``depth`` windows nearest the query
+    (a session with none among them scores 0 here)."""
+    from memviewer.index.lance import WINDOWS
+
+    best: dict[str, float] = {}
+    for r in index.dense(WINDOWS, qvec, where, depth, ("session_id",)):
+        sim = max(0.0, 1.0 - float(r["_distance"]))
+        if sim > best.get(r["session_id"], -1.0):
+            best[r["session_id"]] = sim
+    return best
 
 
 WINDOW_SESSIONS = 200  # at most this many sessions with a turn in the window join Stage 1
