@@ -113,3 +113,16 @@ def test_stage1_scores_a_chat_session_by_its_best_window_and_an_agent_session_no
     assert {k: v["score"] for k, v in agent.items()} == {
         k: v["score"] for k, v in _stage1(service, q, "agent", chat_window_share=0).items()
     }
+
+
+def test_stage1_sees_windows_written_after_its_first_recall(service: Any) -> None:
+    spread = [("Ann", "we planted tomatoes"), ("Bob", "beside the basil"), ("Ann", "in raised beds")]
+    _chat(service, "w-a", [*_talk(4, "weather"), *spread])
+    _chat(service, "w-b", _talk(5, "films"))
+    service.sync_index()
+    q = "Where did they plant tomatoes beside the basil in raised beds?"
+    before = _stage1(service, q, "c1")["w-b"]["score_breakdown"]["window"]
+    _chat(service, "w-b", [*_talk(5, "films"), *spread])  # re-imported: new windows
+    service.sync_index()
+    after = _stage1(service, q, "c1")["w-b"]["score_breakdown"]["window"]
+    assert after > before

@@ -613,6 +613,11 @@ class LanceIndex:
                     out[r[key]] = np.asarray(r["vector"], dtype=np.float32)
         return out
 
+    def table_version(self, name: str) -> int | None:
+        """The version of ``name`` this handle reads (None: no such table)."""
+        tbl = self.table(name)
+        return None if tbl is None else int(tbl.version)
+
     def versions(self) -> dict[str, int]:
         out = {}
         for name in TABLES:

@@ -56,6 +56,7 @@ from memviewer.recall.trace import RecallTrace
 
 if TYPE_CHECKING:
     from memviewer.index.parts import IndexParts
+    from memviewer.index.window_cache import WindowVectors
     from memviewer.store.db import Store
 
 STAGE1_EMPTY = "session-retriever:stage1-empty"
@@ -87,7 +88,7 @@ TUNING_DEFAULTS: dict[str, float] = {
     "chat_dense_share": 0.7,  # in a chat, dense / (dense + keyword) weight (0: the configured weights)
     "strip_names": 1.0,  # 0: a query naming the scope's authors is searched with the names kept
     "chat_window_share": 0.4,  # in a chat, Stage 1's share of the session's best window (0: off)
-    "window_depth": 100,  # windows fetched by similarity in Stage 1 of a chat
+    "window_depth": 100,  # windows fetched by similarity when a scope has too many to keep
 }
 
 TURN_COLUMNS = ["turn_id", "session_id", "role", "archived", "timestamp", "text", "vector"]
@@ -286,6 +287,7 @@ def recall(
                 candidates,
                 window,
                 trace,
+                windows=parts.windows,
             )
             if extra_k > 0:  # sessions beyond K that score close to the best one join
                 top = sessions[0]["score"] if sessions else 0.0
@@ -525,9 +527,11 @@ def _rank_sessions(
     candidates: list[dict[str, Any]],
     window: timeref.TimeWindow | None = None,
     trace: RecallTrace | None = None,
+    *,
+    windows: WindowVectors | None = None,
 ) -> list[dict[str, Any]]:
     """Stage 1: sessions by summary similarity + summary BM25 (+ their best candidate turn,
-    + closeness to a date the query names)."""
+    + in a chat their best window, + closeness to a date the query names)."""
     import numpy as np
 
     from memviewer.index.lance import SUMMARIES, in_filter
@@ -572,8 +576,8 @@ def _rank_sessions(
     cos = np.asarray([rows[s]["vector"] for s in ids], dtype=np.float32) @ np.asarray(qvec, np.float32)
     max_bm25 = scoring.max_of(bm25.values())
     max_turn = scoring.max_of(best_turn.values())
-    win_w = float(tune["chat_window_share"]) if chat else 0.0
-    best_window = _best_windows(index, qvec, where, int(tune["window_depth"])) if win_w > 0 else {}
+    win_w = float(tune["chat_window_share"]) if chat and windows is not None else 0.0
+    best_window = windows.best(index, where, qvec, int(tune["window_depth"])) if windows and win_w > 0 else {}
     if not best_window:
         win_w = 0.0  # a home indexed before windows existed, or no window in this scope yet
     max_window = scoring.max_of(best_window.values())
@@ -608,19 +612,6 @@ def _rank_sessions(
     if trace is not None:
         trace.sessions_ranked = out
     return out[:k]
-
-
-def _best_windows(index: Any, qvec: Any, where: str | None, depth: int) -> dict[str, float]:
-    """``{session: cosine of its best window}`` among the ``depth`` windows nearest the query
-    (a session with none among them scores 0 here)."""
-    from memviewer.index.lance import WINDOWS
-
-    best: dict[str, float] = {}
-    for r in index.dense(WINDOWS, qvec, where, depth, ("session_id",)):
-        sim = max(0.0, 1.0 - float(r["_distance"]))
-        if sim > best.get(r["session_id"], -1.0):
-            best[r["session_id"]] = sim
-    return best
 
 
 WINDOW_SESSIONS = 200  # at most this many sessions with a turn in the window join Stage 1
