@@ -126,3 +126,30 @@ def test_stage1_sees_windows_written_after_its_first_recall(service: Any) -> Non
     service.sync_index()
     after = _stage1(service, q, "c1")["w-b"]["score_breakdown"]["window"]
     assert after > before
+
+
+def test_a_growing_chat_embeds_only_its_new_windows(settings: Any) -> None:
+    from memviewer.index.embedder import HashEmbedder
+    from memviewer.service import MemoryService
+
+    class Counting(HashEmbedder):
+        windows = 0
+
+        def embed(self, texts: Any) -> Any:
+            Counting.windows += sum(1 for t in texts if "\n" in t)  # a window joins lines
+            return super().embed(texts)
+
+    svc = MemoryService(settings, embedder=Counting())
+    try:
+        _chat(svc, "g1", _talk(11, "gardening"))
+        svc.sync_index()
+        assert Counting.windows == 3
+        _chat(svc, "g1", _talk(20, "gardening"))  # the first 11 turns unchanged
+        svc.sync_index()
+        assert _windows(settings, "g1") == 6
+        assert Counting.windows == 3 + 3  # windows at 0, 3, 6 kept their vectors
+        _chat(svc, "g1", [("Ann", "a different opening"), *_talk(20, "gardening")[1:]])
+        svc.sync_index()
+        assert Counting.windows == 6 + 1  # only the window holding the changed turn
+    finally:
+        svc.close()

@@ -185,6 +185,7 @@ def _window_schema(dim: int) -> Any:
             ("scope", pa.string()),
             ("scope_id", pa.string()),
             ("start", pa.int64()),
+            ("text_hash", pa.string()),
             ("vector", pa.list_(pa.float32(), dim)),
         ]
     )
@@ -538,6 +539,18 @@ class LanceIndex:
                     tbl.delete(in_filter("session_id", session_ids[i : i + 500]))
             if rows:
                 tbl.add(rows)
+
+    def window_vectors(self, session_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """``{text hash: vector}`` of the windows ``session_ids`` have now (to reuse)."""
+        import numpy as np
+
+        out: dict[str, np.ndarray] = {}
+        for i in range(0, len(session_ids), 500):
+            chunk = session_ids[i : i + 500]
+            if chunk:
+                for r in self.rows(WINDOWS, in_filter("session_id", chunk), ("text_hash", "vector")):
+                    out[str(r["text_hash"])] = np.asarray(r["vector"], dtype=np.float32)
+        return out
 
     def _require(self, name: str) -> Any:
         tbl = self.table(name)

@@ -289,6 +289,12 @@ def chat_windows(turns: Sequence[dict[str, Any]]) -> list[str]:
     return ["\n".join(lines[a : a + WINDOW_TURNS]) for a in starts if lines[a : a + WINDOW_TURNS]]
 
 
+def window_hash(text: str) -> str:
+    """The key of what a window's vector was embedded from: an unchanged window (same text)
+    keeps its vector when its session is summarised again."""
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
 def extractive(turns: Sequence[dict[str, Any]], title: str = "") -> tuple[str, str]:
     """``(summary, search_text)`` from the session's turns, no model needed.
 
