@@ -161,6 +161,7 @@ class Indexer:
         self._last_error: str | None = None
         self.embedded_turns = 0
         self.embedded_summaries = 0
+        self.embedded_windows = 0  # chat windows embedded (unchanged ones are reused)
         self._tail_checked = False
         self._last_state: dict[str, Any] | None = None  # what this process last saved
         self._next_verify = 0.0  # monotonic time of the next integrity check (0: the first pass)
@@ -575,6 +576,7 @@ class Indexer:
                 elif ev.kind == "session.deleted":  # no rows in SQLite: its index rows go too
                     self._reconcile(ev.session_id, None, embedder, state["turn_num"], contexts)
                     self.index.delete_where(f"session_id = {_lit(ev.session_id)}", "session_summaries")
+                    self.index.delete_where(f"session_id = {_lit(ev.session_id)}", "session_windows")
                     deleted.add(ev.session_id)
                     settled.add(ev.session_id)
                 elif ev.kind == "session.imported":
@@ -830,7 +832,7 @@ class Indexer:
         return done
 
     def _summarise_chunk(self, ids: list[str], forced: set[str], contexts: dict[str, str]) -> int:
-        from memviewer.index.summarizer import needs_refresh
+        from memviewer.index.summarizer import WINDOW_STEP, needs_refresh, window_hash
 
         if not ids:
             return 0
@@ -844,6 +846,7 @@ class Indexer:
         }
         out_rows: list[dict[str, Any]] = []
         texts: list[str] = []
+        windows: list[tuple[str, int, str]] = []  # (session, start, text) of the chats among them
         with self.store.read() as conn:
             counts: dict[str, int] = dict(
                 conn.execute(
@@ -898,6 +901,7 @@ class Indexer:
                 result = self.summarizer.summarize(turns, session.get("title") or "")
                 contexts[sid] = result.summary[:CONTEXT_CHARS]
                 texts.append(result.summary or session.get("title") or sid)
+                windows += [(sid, i, text) for i, text in enumerate(result.windows)]
                 out_rows.append(
                     {
                         "session_id": sid,
@@ -912,9 +916,32 @@ class Indexer:
                     }
                 )
         if out_rows:
-            vectors = self._embedder().embed(texts)
-            for row, vec in zip(out_rows, vectors, strict=True):
+            # a window whose text is unchanged keeps its vector: a growing chat embeds only
+            # its new windows (they start at fixed offsets, so the earlier ones stay the same)
+            kept = self.index.window_vectors([r["session_id"] for r in out_rows]) if windows else {}
+            hashes = [window_hash(w[2]) for w in windows]
+            fresh = [i for i, h in enumerate(hashes) if h not in kept]
+            vectors = self._embedder().embed(texts + [windows[i][2] for i in fresh])
+            for row, vec in zip(out_rows, vectors[: len(out_rows)], strict=True):
                 row["vector"] = vec
+            new = dict(zip((hashes[i] for i in fresh), vectors[len(out_rows) :], strict=True))
+            scopes = {r["session_id"]: (r["scope"], r["scope_id"]) for r in out_rows}
+            self.index.replace_windows(
+                list(scopes),
+                [
+                    {
+                        "window_id": f"{sid}#{i}",
+                        "session_id": sid,
+                        "scope": scopes[sid][0],
+                        "scope_id": scopes[sid][1],
+                        "start": i * WINDOW_STEP,
+                        "text_hash": h,
+                        "vector": new[h] if h in new else kept[h],
+                    }
+                    for (sid, i, _text), h in zip(windows, hashes, strict=True)
+                ],
+            )
+            self.embedded_windows += len(fresh)
             self.index.upsert_summaries(out_rows)
             self.embedded_summaries += len(out_rows)
         return len(out_rows)

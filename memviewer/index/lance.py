@@ -10,9 +10,12 @@ Two tables live under ``paths.lance_dir(home)``:
   explain trace, the text its keyword index covers, its vector, and the turn
   count/hash it was computed from (so re-indexing an unchanged session is a
   no-op).
+* ``session_windows`` — a chat's overlapping windows of consecutive turns (only sessions whose
+  turns name their authors): session, scope and vector, rewritten with the session's summary.
+  Stage 1 of hierarchical recall scores a chat session by its best window too.
 
-Both have B-tree indexes on the filter columns and a native (Lance) BM25
-full-text index with the ICU tokenizer, so CJK text is segmented into words.
+Each has B-tree indexes on the filter columns and a native (Lance) BM25
+full-text index with the ICU tokenizer (the windows need none), so CJK text is segmented into words.
 Rows added after an index was built are still searched (flat) until
 ``optimize()`` folds them in. Vector search is brute force while a scope is
 small and uses an IVF_PQ index with a refine step beyond ``ann_threshold``
@@ -55,6 +58,7 @@ log = logging.getLogger("memviewer.index")
 
 TURNS = "turns"
 SUMMARIES = "session_summaries"
+WINDOWS = "session_windows"
 STATE_FILE = "state.json"
 WRITE_LOCK = ".write.lock"
 OWNER_LOCK = ".indexer.lock"
@@ -77,10 +81,13 @@ ANN_REFINE = 10
 
 #: The indexes each table must have: B-tree filter columns and the full-text column.
 #: ``ensure_tables`` builds them; ``index_problems`` / ``repair_indexes`` check and rebuild them.
-TABLE_INDEXES: dict[str, tuple[tuple[str, ...], str]] = {
+TABLE_INDEXES: dict[str, tuple[tuple[str, ...], str | None]] = {
     TURNS: (("turn_id", "session_id", "scope", "scope_id"), "text"),
     SUMMARIES: (("session_id", "scope", "scope_id"), "search_text"),
+    WINDOWS: (("session_id", "scope", "scope_id"), None),
 }
+#: Every table, in the order they are created, dropped and swapped in.
+TABLES = (TURNS, SUMMARIES, WINDOWS)
 
 TURN_COLUMNS = (
     "turn_id",
@@ -163,6 +170,22 @@ def _summary_schema(dim: int) -> Any:
             ("source_hash", pa.string()),
             ("method", pa.string()),
             ("updated", pa.float64()),
+            ("vector", pa.list_(pa.float32(), dim)),
+        ]
+    )
+
+
+def _window_schema(dim: int) -> Any:
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            ("window_id", pa.string()),
+            ("session_id", pa.string()),
+            ("scope", pa.string()),
+            ("scope_id", pa.string()),
+            ("start", pa.int64()),
+            ("text_hash", pa.string()),
             ("vector", pa.list_(pa.float32(), dim)),
         ]
     )
@@ -349,26 +372,32 @@ class LanceIndex:
         return tbl
 
     def ensure_tables(self, dim: int) -> None:
-        """Create both tables with their scalar and full-text indexes."""
+        """Create the tables that are missing, with their scalar and full-text indexes (a home
+        from before the windows table gets it here; its rows come with the next summaries)."""
         from lancedb.index import FTS, BTree
 
         with self.lock:
             db = self.db()
-            for name, schema in ((TURNS, _turn_schema(dim)), (SUMMARIES, _summary_schema(dim))):
+            for name, schema in (
+                (TURNS, _turn_schema(dim)),
+                (SUMMARIES, _summary_schema(dim)),
+                (WINDOWS, _window_schema(dim)),
+            ):
                 keys, text_col = TABLE_INDEXES[name]
                 if self.table(name) is not None:
                     continue
                 tbl = db.create_table(name, schema=schema)
                 for col in keys:
                     tbl.create_index(col, config=BTree(), replace=True)
-                tbl.create_index(text_col, config=FTS(base_tokenizer="icu"), replace=True)
+                if text_col is not None:
+                    tbl.create_index(text_col, config=FTS(base_tokenizer="icu"), replace=True)
                 self._tables[name] = tbl
 
     def drop(self) -> None:
         """Remove every table and the state file (``reindex``)."""
         with self.lock:
             db = self.db()
-            for name in (TURNS, SUMMARIES):
+            for name in TABLES:
                 path = self.folder / f"{name}.lance"
                 if path.exists():
                     try:
@@ -412,11 +441,12 @@ class LanceIndex:
             self.reopen()
             with contextlib.suppress(FileNotFoundError):
                 (self.folder / STATE_FILE).unlink()
-            for name in (TURNS, SUMMARIES):
+            for name in TABLES:
                 path = self.folder / f"{name}.lance"
                 if path.exists():
                     path.rename(trash / path.name)
-                (staged.folder / path.name).rename(path)
+                if (staged.folder / path.name).exists():
+                    (staged.folder / path.name).rename(path)
             (staged.folder / STATE_FILE).replace(self.folder / STATE_FILE)
             shutil.rmtree(trash, ignore_errors=True)
             shutil.rmtree(staged.folder, ignore_errors=True)
@@ -500,6 +530,28 @@ class LanceIndex:
                     .execute(rows)
                 )
 
+    def replace_windows(self, session_ids: Sequence[str], rows: list[dict[str, Any]]) -> None:
+        """The windows of ``session_ids`` become ``rows`` (all of them, none when empty)."""
+        with self.lock:
+            tbl = self._require(WINDOWS)
+            for i in range(0, len(session_ids), 500):
+                if session_ids[i : i + 500]:
+                    tbl.delete(in_filter("session_id", session_ids[i : i + 500]))
+            if rows:
+                tbl.add(rows)
+
+    def window_vectors(self, session_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """``{text hash: vector}`` of the windows ``session_ids`` have now (to reuse)."""
+        import numpy as np
+
+        out: dict[str, np.ndarray] = {}
+        for i in range(0, len(session_ids), 500):
+            chunk = session_ids[i : i + 500]
+            if chunk:
+                for r in self.rows(WINDOWS, in_filter("session_id", chunk), ("text_hash", "vector")):
+                    out[str(r["text_hash"])] = np.asarray(r["vector"], dtype=np.float32)
+        return out
+
     def _require(self, name: str) -> Any:
         tbl = self.table(name)
         if tbl is None:
@@ -574,9 +626,14 @@ class LanceIndex:
                     out[r[key]] = np.asarray(r["vector"], dtype=np.float32)
         return out
 
+    def table_version(self, name: str) -> int | None:
+        """The version of ``name`` this handle reads (None: no such table)."""
+        tbl = self.table(name)
+        return None if tbl is None else int(tbl.version)
+
     def versions(self) -> dict[str, int]:
         out = {}
-        for name in (TURNS, SUMMARIES):
+        for name in TABLES:
             tbl = self.table(name)
             if tbl is not None:
                 out[name] = int(tbl.version)
@@ -639,7 +696,7 @@ class LanceIndex:
                 continue
             configs = tbl.list_indices()
             have = {tuple(getattr(ix, "columns", None) or ()): ix for ix in configs}
-            for col in (*keys, text_col):
+            for col in (*keys, *([text_col] if text_col else [])):
                 if (col,) not in have:
                     problems.append(
                         f"{name}: no {'full-text' if col == text_col else 'B-tree'} index on {col}"
@@ -673,7 +730,7 @@ class LanceIndex:
                 have = {tuple(getattr(ix, "columns", None) or ()): ix for ix in configs}
                 folder = self.folder / f"{name}.lance" / "_indices"
                 vector_broken = False
-                for col in (*keys, text_col, "vector"):
+                for col in (*keys, *([text_col] if text_col else []), "vector"):
                     ix = have.get((col,))
                     if col == "vector":
                         uuid = getattr(ix, "index_uuid", None) if ix is not None else None
@@ -718,7 +775,7 @@ class LanceIndex:
             log.info("built IVF_PQ index over %d turns (%d partitions)", n, partitions)
             return True
 
-    def optimize(self, keep_versions_s: float = 600.0, tables: Sequence[str] = (TURNS, SUMMARIES)) -> None:
+    def optimize(self, keep_versions_s: float = 600.0, tables: Sequence[str] = TABLES) -> None:
         """Fold new rows into the indexes, compact small fragments, drop old versions.
 
         Versions younger than ``keep_versions_s`` survive so that readers in

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from memviewer.index.embedder import Embedder
     from memviewer.index.lance import LanceIndex
     from memviewer.index.summarizer import Summarizer
+    from memviewer.index.window_cache import WindowVectors
     from memviewer.llm import LlmEndpoint
     from memviewer.store.authors import ScopeAuthors
     from memviewer.store.db import Store
@@ -45,10 +46,13 @@ class IndexParts:
         self._lance: LanceIndex | None = None
         self._summarizer: Summarizer | None = None
         self._lock = threading.Lock()
+        from memviewer.index.window_cache import WindowVectors
         from memviewer.store.authors import ScopeAuthors  # this module stays import-light
 
         #: Each scope's turn authors, for recall to know a chat's names before it searches.
         self.authors: ScopeAuthors = ScopeAuthors(store)
+        #: Each scope's chat-window vectors, for Stage 1 (index/window_cache.py).
+        self.windows: WindowVectors = WindowVectors()
 
     def with_embedder(self, embedder: Embedder) -> IndexParts:
         """The same parts (one store, one LanceDB handle) with another embedder, e.g. one
@@ -58,6 +62,7 @@ class IndexParts:
         )
         other._lance, other._summarizer = self.lance, self._summarizer
         other.authors = self.authors
+        other.windows = self.windows
         return other
 
     @property

@@ -46,7 +46,7 @@ from typing import Any
 log = logging.getLogger("memviewer.index")
 
 TEMPLATE_VERSION = "session-summary-v1"
-EXTRACTIVE_VERSION = "extractive-v2"  # v2: the informative sentence of each user turn
+EXTRACTIVE_VERSION = "extractive-v3"  # v2: the informative sentence of each user turn; v3: chat windows
 REFRESH_MIN_TURNS = 8
 REFRESH_FRACTION = 0.25
 SUMMARY_CHARS = 900
@@ -107,6 +107,9 @@ class SessionSummary:
     method: str  # "extractive" | "llm:<model>" | "extractive (llm failed: …)"
     source_hash: str
     turn_count: int
+    #: A chat's windows of consecutive turns (``chat_windows``), embedded for Stage 1; none
+    #: for an agent session.
+    windows: tuple[str, ...] = ()
 
 
 def words(text: str) -> list[str]:
@@ -259,6 +262,39 @@ def conversation_extractive(real: Sequence[dict[str, Any]], authors: Sequence[st
     return summary, search[:SEARCH_TEXT_CHARS]
 
 
+#: A chat's windows: this many consecutive turns each, a new one every ``WINDOW_STEP`` turns
+#: (windows overlap, so an exchange is never cut in two). Five short messages fit the
+#: embedder's 256 tokens; 5 / 3 ranked REALTALK's tune-half sessions best of 3 / 1, 5 / 3,
+#: 8 / 4 and 12 / 6 (docs/benchmarks.md).
+WINDOW_TURNS = 5
+WINDOW_STEP = 3
+WINDOW_TURN_CHARS = 600  # of one turn in a window: the embedder reads ~256 tokens of the whole
+
+
+def chat_windows(turns: Sequence[dict[str, Any]]) -> list[str]:
+    """The texts of a chat's overlapping windows of consecutive turns, each line "author:
+    text"; empty for an agent session. A day of chat covers many topics, which one summary
+    vector cannot hold and one short message rarely states whole; a few turns together
+    usually do (Stage 1 of hierarchical recall scores a session by its best window too)."""
+    real = [t for t in turns if not t.get("is_compaction_summary")]
+    authors = [_author(t) for t in real]
+    if not real or sum(1 for a in authors if a) * 2 < len(real):
+        return []
+    lines = [
+        f"{who or t['role']}: {str(t['content'])[:WINDOW_TURN_CHARS]}"
+        for t, who in zip(real, authors, strict=True)
+        if str(t["content"]).strip()
+    ]
+    starts = range(0, max(1, len(lines) - WINDOW_TURNS + WINDOW_STEP), WINDOW_STEP)
+    return ["\n".join(lines[a : a + WINDOW_TURNS]) for a in starts if lines[a : a + WINDOW_TURNS]]
+
+
+def window_hash(text: str) -> str:
+    """The key of what a window's vector was embedded from: an unchanged window (same text)
+    keeps its vector when its session is summarised again."""
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
 def extractive(turns: Sequence[dict[str, Any]], title: str = "") -> tuple[str, str]:
     """``(summary, search_text)`` from the session's turns, no model needed.
 
@@ -383,7 +419,12 @@ class Summarizer:
                     summary, method = llm[: SUMMARY_CHARS * 2], f"llm:{self.endpoint.model}"
         salt = f"llm:{self.endpoint.model}" if self.endpoint is not None else ""
         return SessionSummary(
-            summary, search[:SEARCH_TEXT_CHARS], method, _source_hash(turns, salt), len(turns)
+            summary,
+            search[:SEARCH_TEXT_CHARS],
+            method,
+            _source_hash(turns, salt),
+            len(turns),
+            tuple(chat_windows(turns)),
         )
 
     def source_hash(self, turns: Sequence[dict[str, Any]]) -> str:

@@ -56,6 +56,7 @@ from memviewer.recall.trace import RecallTrace
 
 if TYPE_CHECKING:
     from memviewer.index.parts import IndexParts
+    from memviewer.index.window_cache import WindowVectors
     from memviewer.store.db import Store
 
 STAGE1_EMPTY = "session-retriever:stage1-empty"
@@ -86,6 +87,8 @@ TUNING_DEFAULTS: dict[str, float] = {
     "session_turn_top": 1.0,  # n: Stage 1's turn part sums a session's best n turns, halving each
     "chat_dense_share": 0.7,  # in a chat, dense / (dense + keyword) weight (0: the configured weights)
     "strip_names": 1.0,  # 0: a query naming the scope's authors is searched with the names kept
+    "chat_window_share": 0.4,  # in a chat, Stage 1's share of the session's best window (0: off)
+    "window_depth": 100,  # windows fetched by similarity when a scope has too many to keep
 }
 
 TURN_COLUMNS = ["turn_id", "session_id", "role", "archived", "timestamp", "text", "vector"]
@@ -284,6 +287,7 @@ def recall(
                 candidates,
                 window,
                 trace,
+                windows=parts.windows,
             )
             if extra_k > 0:  # sessions beyond K that score close to the best one join
                 top = sessions[0]["score"] if sessions else 0.0
@@ -523,9 +527,11 @@ def _rank_sessions(
     candidates: list[dict[str, Any]],
     window: timeref.TimeWindow | None = None,
     trace: RecallTrace | None = None,
+    *,
+    windows: WindowVectors | None = None,
 ) -> list[dict[str, Any]]:
     """Stage 1: sessions by summary similarity + summary BM25 (+ their best candidate turn,
-    + closeness to a date the query names)."""
+    + in a chat their best window, + closeness to a date the query names)."""
     import numpy as np
 
     from memviewer.index.lance import SUMMARIES, in_filter
@@ -570,6 +576,11 @@ def _rank_sessions(
     cos = np.asarray([rows[s]["vector"] for s in ids], dtype=np.float32) @ np.asarray(qvec, np.float32)
     max_bm25 = scoring.max_of(bm25.values())
     max_turn = scoring.max_of(best_turn.values())
+    win_w = float(tune["chat_window_share"]) if chat and windows is not None else 0.0
+    best_window = windows.best(index, where, qvec, int(tune["window_depth"])) if windows and win_w > 0 else {}
+    if not best_window:
+        win_w = 0.0  # a home indexed before windows existed, or no window in this scope yet
+    max_window = scoring.max_of(best_window.values())
     out = []
     for i, sid in enumerate(ids):
         summary_score = w.dense * max(0.0, float(cos[i])) + (w.keyword + w.recency) * (
@@ -582,6 +593,10 @@ def _rank_sessions(
             "bm25": round(bm25.get(sid, 0.0), 4),
             "best_turn": round(best_turn.get(sid, 0.0), 6),
         }
+        if win_w > 0:  # a chat: its best window of consecutive turns (index/summarizer.py)
+            window_part = best_window.get(sid, 0.0) / max_window if max_window > 0 else 0.0
+            score = (1.0 - win_w) * score + win_w * window_part
+            breakdown["window"] = round(best_window.get(sid, 0.0), 6)
         if window is not None:
             breakdown["time"] = round(closeness.get(sid, 0.0), 6)
             score = scoring.with_priors(score, [(w.time, closeness.get(sid, 0.0))])

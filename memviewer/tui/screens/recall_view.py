@@ -11,7 +11,17 @@ from memviewer.recall.snippets import text_or_tool_calls
 from memviewer.timeutil import utc_minutes
 from memviewer.tui.formatting import json_text, long_time, one_line, printable
 
-BREAKDOWN_ORDER = ("dense", "keyword", "recency", "bm25", "coverage", "rerank", "pre_rerank", "best_turn")
+BREAKDOWN_ORDER = (
+    "dense",
+    "keyword",
+    "recency",
+    "bm25",
+    "coverage",
+    "rerank",
+    "pre_rerank",
+    "best_turn",
+    "window",
+)
 
 
 def breakdown_text(breakdown: dict[str, Any] | None, score: float | None = None) -> Text:

@@ -1,0 +1,70 @@
+"""What Stage 1's chat windows cost a recall: the same questions with and without them,
+interleaved in one process on one evaluation home (``eval realtalk --keep-home``).
+
+    python bench/ab_chat_windows.py FILE HOME --cache-dir DIR [--questions 200] [--rounds 3]
+
+Each question runs twice per round, once with the default ``chat_window_share`` and once with
+it at 0 (which skips the windows query), alternating which goes first. Latency is the recall's
+own ``timings_ms.total`` (the query embedding, answered by the cache, excluded); the table
+gives p50 / p99 of each and the ratio of the p50s, hierarchical mode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("file")
+    ap.add_argument("home")
+    ap.add_argument("--cache-dir", required=True)
+    ap.add_argument("--questions", type=int, default=200)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+
+    from memviewer.config import load_settings
+    from memviewer.eval import conversations as ev
+    from memviewer.eval.embed_cache import CachedEmbedder
+    from memviewer.index.embedder import OnnxEmbedder
+    from memviewer.service import MemoryService
+
+    settings = load_settings(env={}, home=args.home, retention="keep_all")
+    cache = CachedEmbedder(OnnxEmbedder(settings.model_dir), args.cache_dir)
+    service = MemoryService(settings, embedder=cache)
+    asks = [(c.id, q.question) for c in ev.load_conversations(args.file) for q in c.questions]
+    asks = asks[:: max(1, len(asks) // args.questions)][: args.questions]
+    times: dict[str, list[float]] = {"windows": [], "off": []}
+    stage1: dict[str, list[float]] = {"windows": [], "off": []}
+    try:
+        for r in range(args.rounds):
+            for i, (cid, q) in enumerate(asks):
+                order = ("windows", "off") if (i + r) % 2 == 0 else ("off", "windows")
+                for name in order:
+                    tuning = None if name == "windows" else {"chat_window_share": 0}
+                    out = service.recall(q, scope=ev.SCOPE, scope_id=cid, tuning=tuning)
+                    t = out["diagnostics"]["timings_ms"]
+                    times[name].append(float(t["total"]))
+                    stage1[name].append(float(t.get("stage1", 0.0)))
+    finally:
+        cache.save()
+        service.close()
+    load = os.getloadavg()
+    print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {load[0]:.1f} / {load[1]:.1f}")
+    print(f"{len(asks)} questions x {args.rounds} rounds per arm, hierarchical")
+    for name in ("windows", "off"):
+        v = sorted(times[name])
+        print(
+            f"{name:8s} total p50 {statistics.median(v):.2f} ms p99 {v[int(0.99 * (len(v) - 1))]:.2f} ms"
+            f"  stage1 p50 {statistics.median(stage1[name]):.2f} ms"
+        )
+    ratio = statistics.median(times["windows"]) / statistics.median(times["off"])
+    print(f"ratio of p50s windows/off: {ratio:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
