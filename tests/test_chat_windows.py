@@ -153,3 +153,18 @@ def test_a_growing_chat_embeds_only_its_new_windows(settings: Any) -> None:
         assert Counting.windows == 6 + 1  # only the window holding the changed turn
     finally:
         svc.close()
+
+
+def test_no_window_share_while_a_candidate_sessions_windows_are_not_written(
+    service: Any, settings: Any
+) -> None:
+    spread = [("Ann", "we planted tomatoes"), ("Bob", "beside the basil"), ("Ann", "in raised beds")]
+    _chat(service, "w-a", [*_talk(4, "weather"), *spread])
+    _chat(service, "w-b", [*_talk(4, "films"), ("Bob", "tomatoes and basil again")])
+    service.sync_index()
+    q = "Where did they plant tomatoes beside the basil in raised beds?"
+    assert "window" in _stage1(service, q, "c1")["w-a"]["score_breakdown"]
+    # as between a session's turns and its windows, written through the service's own index
+    service.parts.lance.replace_windows(["w-b"], [])
+    waiting = _stage1(service, q, "c1")
+    assert all("window" not in s["score_breakdown"] for s in waiting.values())

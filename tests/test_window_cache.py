@@ -59,15 +59,16 @@ def test_best_equals_each_sessions_best_window_and_reads_once_per_version() -> N
     for _ in range(3):
         q = rng.normal(size=8).astype(np.float32)
         q /= np.linalg.norm(q)
-        got = cache.best(index, "scope = 'a'", q, depth=100)
+        got, complete = cache.best(index, "scope = 'a'", q, depth=100)
+        assert complete
         assert got.keys() == _brute(rows, q).keys()
         assert all(abs(got[k] - v) < 1e-6 for k, v in _brute(rows, q).items())
     assert index.reads == 1
     index.version = 2  # a write: the rows are read again, and the new ones count
     index.by_scope["scope = 'a'"] = rows + _rows(rng, 1, 2, "new")
-    assert "new0" in cache.best(index, "scope = 'a'", q, depth=100)
+    assert "new0" in cache.best(index, "scope = 'a'", q, depth=100)[0]
     assert index.reads == 2
-    assert cache.best(index, "scope = 'none'", q, depth=100) == {}
+    assert cache.best(index, "scope = 'none'", q, depth=100) == ({}, True)
 
 
 def test_rows_are_bounded_and_a_scope_too_big_to_keep_is_queried() -> None:
@@ -85,8 +86,8 @@ def test_rows_are_bounded_and_a_scope_too_big_to_keep_is_queried() -> None:
     cache.best(index, "s0", q, depth=100)  # ...the oldest was let go
     assert index.reads == 6
     big = FakeIndex({"big": _rows(rng, 20, 5, "b")})  # 100 rows > 50
-    got = cache.best(big, "big", q, depth=7)
-    assert big.dense_calls == 1 and 0 < len(got) <= 7
+    got, complete = cache.best(big, "big", q, depth=7)
+    assert big.dense_calls == 1 and 0 < len(got) <= 7 and not complete
     top = sorted(_brute(big.by_scope["big"], q).items(), key=lambda kv: -kv[1])[0]
     assert abs(got[top[0]] - top[1]) < 1e-6  # the best session is among the nearest windows
     cache.best(big, "big", q, depth=7)
@@ -98,4 +99,4 @@ def test_no_windows_table_means_no_window_scores() -> None:
         def table_version(self, name: str) -> int | None:
             return None
 
-    assert WindowVectors().best(NoTable({}), None, np.ones(8, dtype=np.float32), depth=10) == {}
+    assert WindowVectors().best(NoTable({}), None, np.ones(8, dtype=np.float32), depth=10) == ({}, True)

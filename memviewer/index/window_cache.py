@@ -32,7 +32,8 @@ class _Scope:
 
 
 class WindowVectors:
-    """``best(index, where, qvec)``: each session's best window cosine in a scope."""
+    """``best(index, where, qvec, depth)``: each session's best window cosine in a scope, and
+    whether every window of the scope was scored (False for a scope too big to keep)."""
 
     def __init__(self, max_rows: int = MAX_ROWS) -> None:
         self.max_rows = max_rows
@@ -40,16 +41,17 @@ class WindowVectors:
         self._rows = 0
         self._lock = threading.Lock()
 
-    def best(self, index: Any, where: str | None, qvec: Any, depth: int) -> dict[str, float]:
-        """``{session: cosine of its best window, floored at 0}`` for the sessions of ``where``
-        that have windows (none on a home indexed before windows existed)."""
+    def best(self, index: Any, where: str | None, qvec: Any, depth: int) -> tuple[dict[str, float], bool]:
+        """``({session: cosine of its best window, floored at 0}, complete)`` for the sessions
+        of ``where`` that have windows (none on a home indexed before windows existed);
+        ``complete``: every session with windows is in it."""
         import numpy as np
 
         from memviewer.index.lance import WINDOWS
 
         version = index.table_version(WINDOWS)
         if version is None:
-            return {}
+            return {}, True
         scope = self._get(where, version)
         if scope is None:
             rows = index.rows(WINDOWS, where, ("session_id", "vector"))
@@ -58,9 +60,9 @@ class WindowVectors:
                 for r in index.dense(WINDOWS, qvec, where, depth, ("session_id",)):
                     sim = max(0.0, 1.0 - float(r["_distance"]))
                     out[r["session_id"]] = max(out.get(r["session_id"], 0.0), sim)
-                return out
+                return out, False
             if not rows:
-                return {}
+                return {}, True
             rows.sort(key=lambda r: r["session_id"])
             ids = [r["session_id"] for r in rows]
             starts = [i for i in range(len(ids)) if i == 0 or ids[i] != ids[i - 1]]
@@ -72,7 +74,7 @@ class WindowVectors:
             )
             self._put(where, scope)
         sims = np.maximum.reduceat(scope.vectors @ np.asarray(qvec, dtype=np.float32), scope.starts)
-        return {sid: max(0.0, float(s)) for sid, s in zip(scope.sessions, sims, strict=True)}
+        return {sid: max(0.0, float(s)) for sid, s in zip(scope.sessions, sims, strict=True)}, True
 
     def _get(self, where: str | None, version: int) -> _Scope | None:
         with self._lock:

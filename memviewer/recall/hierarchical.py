@@ -577,9 +577,17 @@ def _rank_sessions(
     max_bm25 = scoring.max_of(bm25.values())
     max_turn = scoring.max_of(best_turn.values())
     win_w = float(tune["chat_window_share"]) if chat and windows is not None else 0.0
-    best_window = windows.best(index, where, qvec, int(tune["window_depth"])) if windows and win_w > 0 else {}
+    best_window, complete = (
+        windows.best(index, where, qvec, int(tune["window_depth"])) if windows and win_w > 0 else ({}, True)
+    )
+    if best_window and complete:
+        # a session holding a candidate message of a named author has windows once they are
+        # written: one without them is still waiting, and the share would favour the others
+        expected = {c["session_id"] for c in candidates if c.get("_authored") and str(c["text"]).strip()}
+        if any(sid not in best_window for sid in expected):
+            best_window = {}
     if not best_window:
-        win_w = 0.0  # a home indexed before windows existed, or no window in this scope yet
+        win_w = 0.0  # no windows (a home indexed before them), or some not written yet
     max_window = scoring.max_of(best_window.values())
     out = []
     for i, sid in enumerate(ids):
