@@ -161,7 +161,6 @@ class Indexer:
         self._last_error: str | None = None
         self.embedded_turns = 0
         self.embedded_summaries = 0
-        self.embedded_windows = 0  # chat windows embedded (unchanged ones are reused)
         self._tail_checked = False
         self._last_state: dict[str, Any] | None = None  # what this process last saved
         self._next_verify = 0.0  # monotonic time of the next integrity check (0: the first pass)
@@ -941,7 +940,6 @@ class Indexer:
                     for (sid, i, _text), h in zip(windows, hashes, strict=True)
                 ],
             )
-            self.embedded_windows += len(fresh)
             self.index.upsert_summaries(out_rows)
             self.embedded_summaries += len(out_rows)
         return len(out_rows)
