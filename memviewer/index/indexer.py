@@ -831,7 +831,8 @@ class Indexer:
         return done
 
     def _summarise_chunk(self, ids: list[str], forced: set[str], contexts: dict[str, str]) -> int:
-        from memviewer.index.summarizer import WINDOW_STEP, needs_refresh, window_hash
+        from memviewer.index.lance import WINDOWS
+        from memviewer.index.summarizer import needs_refresh, window_hash
 
         if not ids:
             return 0
@@ -917,7 +918,11 @@ class Indexer:
         if out_rows:
             # a window whose text is unchanged keeps its vector: a growing chat embeds only
             # its new windows (they start at fixed offsets, so the earlier ones stay the same)
-            kept = self.index.window_vectors([r["session_id"] for r in out_rows]) if windows else {}
+            kept = (
+                self.index.vectors(WINDOWS, "session_id", [r["session_id"] for r in out_rows], by="text_hash")
+                if windows
+                else {}
+            )
             hashes = [window_hash(w[2]) for w in windows]
             fresh = [i for i, h in enumerate(hashes) if h not in kept]
             vectors = self._embedder().embed(texts + [windows[i][2] for i in fresh])
@@ -933,7 +938,6 @@ class Indexer:
                         "session_id": sid,
                         "scope": scopes[sid][0],
                         "scope_id": scopes[sid][1],
-                        "start": i * WINDOW_STEP,
                         "text_hash": h,
                         "vector": new[h] if h in new else kept[h],
                     }

@@ -1,6 +1,6 @@
 """The LanceDB side of memory: a derived, rebuildable copy of SQLite's turns.
 
-Two tables live under ``paths.lance_dir(home)``:
+Three tables live under ``paths.lance_dir(home)``:
 
 * ``turns`` — one row per SQLite turn: ids, scope, role, archived flag,
   timestamp, text, a hash of the embedded text and its vector. ``idx`` is
@@ -11,11 +11,12 @@ Two tables live under ``paths.lance_dir(home)``:
   count/hash it was computed from (so re-indexing an unchanged session is a
   no-op).
 * ``session_windows`` — a chat's overlapping windows of consecutive turns (only sessions whose
-  turns name their authors): session, scope and vector, rewritten with the session's summary.
-  Stage 1 of hierarchical recall scores a chat session by its best window too.
+  turns name their authors): session, scope, a hash of the window's text and its vector,
+  rewritten with the session's summary. Stage 1 of hierarchical recall scores a chat session by
+  its best window too.
 
-Each has B-tree indexes on the filter columns and a native (Lance) BM25
-full-text index with the ICU tokenizer (the windows need none), so CJK text is segmented into words.
+Each has B-tree indexes on the filter columns; turns and summaries also have a native (Lance)
+BM25 full-text index with the ICU tokenizer, so CJK text is segmented into words.
 Rows added after an index was built are still searched (flat) until
 ``optimize()`` folds them in. Vector search is brute force while a scope is
 small and uses an IVF_PQ index with a refine step beyond ``ann_threshold``
@@ -184,7 +185,6 @@ def _window_schema(dim: int) -> Any:
             ("session_id", pa.string()),
             ("scope", pa.string()),
             ("scope_id", pa.string()),
-            ("start", pa.int64()),
             ("text_hash", pa.string()),
             ("vector", pa.list_(pa.float32(), dim)),
         ]
@@ -540,18 +540,6 @@ class LanceIndex:
             if rows:
                 tbl.add(rows)
 
-    def window_vectors(self, session_ids: Sequence[str]) -> dict[str, np.ndarray]:
-        """``{text hash: vector}`` of the windows ``session_ids`` have now (to reuse)."""
-        import numpy as np
-
-        out: dict[str, np.ndarray] = {}
-        for i in range(0, len(session_ids), 500):
-            chunk = session_ids[i : i + 500]
-            if chunk:
-                for r in self.rows(WINDOWS, in_filter("session_id", chunk), ("text_hash", "vector")):
-                    out[str(r["text_hash"])] = np.asarray(r["vector"], dtype=np.float32)
-        return out
-
     def _require(self, name: str) -> Any:
         tbl = self.table(name)
         if tbl is None:
@@ -615,15 +603,20 @@ class LanceIndex:
             q = q.where(where, prefilter=True)
         return q.select([*columns, "_score"]).limit(limit).to_list()
 
-    def vectors(self, name: str, key: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
+    def vectors(
+        self, name: str, key: str, ids: Sequence[str], *, by: str | None = None
+    ) -> dict[str, np.ndarray]:
+        """The vectors of the rows whose ``key`` is in ``ids``, by that key (or by ``by``: a
+        chat's windows by their text hash, to reuse)."""
         import numpy as np
 
+        by = by or key
         out: dict[str, np.ndarray] = {}
         for i in range(0, len(ids), 500):
             chunk = ids[i : i + 500]
             if chunk:
-                for r in self.rows(name, in_filter(key, chunk), [key, "vector"]):
-                    out[r[key]] = np.asarray(r["vector"], dtype=np.float32)
+                for r in self.rows(name, in_filter(key, chunk), list(dict.fromkeys([key, by, "vector"]))):
+                    out[r[by]] = np.asarray(r["vector"], dtype=np.float32)
         return out
 
     def table_version(self, name: str) -> int | None:

@@ -219,6 +219,11 @@ def speaker_of(meta: object) -> str | None:
     return value.strip() if isinstance(value, str) and value.strip() else None
 
 
+def _names_authors(authors: Sequence[str | None]) -> bool:
+    """A chat between named people: at least half of the session's turns name their author."""
+    return sum(1 for a in authors if a) * 2 >= len(authors) > 0
+
+
 MAX_PEOPLE_SENTENCES = 10
 
 
@@ -278,7 +283,7 @@ def chat_windows(turns: Sequence[dict[str, Any]]) -> list[str]:
     usually do (Stage 1 of hierarchical recall scores a session by its best window too)."""
     real = [t for t in turns if not t.get("is_compaction_summary")]
     authors = [_author(t) for t in real]
-    if not real or sum(1 for a in authors if a) * 2 < len(real):
+    if not _names_authors(authors):
         return []
     lines = [
         f"{who or t['role']}: {str(t['content'])[:WINDOW_TURN_CHARS]}"
@@ -303,7 +308,7 @@ def extractive(turns: Sequence[dict[str, Any]], title: str = "") -> tuple[str, s
     """
     real = [t for t in turns if not t.get("is_compaction_summary")]
     authors = [_author(t) for t in real]
-    if sum(1 for a in authors if a) * 2 >= len(real) > 0:
+    if _names_authors(authors):
         return conversation_extractive(real, authors)
     user = [str(t["content"]) for t in real if t["role"] == "user" and str(t["content"]).strip()]
     other = [str(t["content"]) for t in real if t["role"] != "user" and str(t["content"]).strip()]

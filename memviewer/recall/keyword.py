@@ -434,18 +434,8 @@ def _fts_candidates(
             ) from None
         raise
     seen: dict[Any, dict[str, Any]] = {}
-    if len(pq.units) < 2:  # ``pq.coverage`` is 1 for every turn
-        return [(int(r[0]), _candidate(-float(r[1]), r[2], r[3], r, 5, seen)) for r in rows]
-    # ``pq.coverage``, inlined: the share of the units a turn contains.
-    probes, n_units, hits = pq.probes, len(pq.units), fts_query.probe_hits
     return [
-        (
-            int(r[0]),
-            _candidate(
-                -float(r[1]) * (max(hits(probes, (r[4] or "").lower()), 1) / n_units), r[2], r[3], r, 5, seen
-            ),
-        )
-        for r in rows
+        (int(r[0]), _candidate(-float(r[1]) * pq.coverage(r[4] or ""), r[2], r[3], r, 5, seen)) for r in rows
     ]
 
 
