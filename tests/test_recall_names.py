@@ -246,3 +246,59 @@ def test_a_chosen_blend_is_kept_in_a_chat(service: Any) -> None:
     for given, dense_w in (({"dense": 0.0}, 0.0), ({"keyword": 0.0}, 1.0), ({"dense": 0.5}, 0.5)):
         out = service.recall("sourdough bread", scope="conv", scope_id="c1", mode="flat", weights=given)
         assert out["diagnostics"]["params"]["w_dense"] == dense_w
+
+
+def test_only_questions_every_sentence_asks() -> None:
+    assert scoring.only_questions("Where are you going skiing?")
+    assert scoring.only_questions("Really?! Which one?")  # "?" among the closing marks
+    assert scoring.only_questions("How are you? 😊")  # a sentence without a letter does not count
+    assert scoring.only_questions("你去哪里了？")
+    assert not scoring.only_questions("Wow! Where did you go?")  # a statement before the question
+    assert not scoring.only_questions("I went to Rome. Have you been?")
+    assert not scoring.only_questions("Where? [shares a photo of a beach]")
+    assert not scoring.only_questions("I went to Rome.")
+    assert not scoring.only_questions("")
+    assert not scoring.only_questions("...")
+
+
+def test_chat_question_turns_lose_a_share_answers_and_agent_turns_do_not(service: Any) -> None:
+    _chat(
+        service,
+        "s3",
+        [
+            ("Bob", "assistant", "Where did you go skiing last winter?"),
+            ("Ann", "user", "We went skiing in Whistler last winter, the snow was great"),
+            ("Bob", "assistant", "Nice. I stayed home last winter."),
+        ],
+    )
+    service.import_session(
+        {"id": "g3", "agent": "a", "scope": "conv", "scope_id": "agent", "started_at": 1_700_000_000.0},
+        [
+            {
+                "id": "g3-0",
+                "role": "user",
+                "content": "Where did you go skiing last winter?",
+                "timestamp": 1.7e9,
+            },
+            {"id": "g3-1", "role": "assistant", "content": "Whistler, last winter.", "timestamp": 1.7e9 + 1},
+        ],
+    )
+    service.sync_index()
+    q = "Where did Ann go skiing last winter?"
+    for mode in ("flat", "hierarchical"):
+        on = service.recall(q, scope="conv", scope_id="c1", mode=mode)
+        off = service.recall(q, scope="conv", scope_id="c1", mode=mode, tuning={"chat_question_penalty": 0})
+        a = {r["turn_id"]: r for r in on["results"]}
+        b = {r["turn_id"]: r for r in off["results"]}
+        assert a["s3-0"]["score_breakdown"]["question"] == 1.0
+        assert "question" not in b["s3-0"]["score_breakdown"]
+        assert (
+            "question" not in a["s3-1"]["score_breakdown"] and "question" not in a["s3-2"]["score_breakdown"]
+        )
+        if mode == "flat":  # hierarchical adds the session prior after the penalty
+            assert abs(a["s3-0"]["score"] - 0.5 * b["s3-0"]["score"]) < 1e-6
+        # the answer's neighbour share still reads the question's score before the penalty
+        assert abs(a["s3-1"]["score"] - b["s3-1"]["score"]) < 1e-6
+        assert a["s3-1"]["score_breakdown"]["neighbour"] == b["s3-1"]["score_breakdown"]["neighbour"]
+    agent = service.recall(q, scope="conv", scope_id="agent", mode="flat")
+    assert agent["results"] and all("question" not in r["score_breakdown"] for r in agent["results"])

@@ -89,6 +89,7 @@ TUNING_DEFAULTS: dict[str, float] = {
     "strip_names": 1.0,  # 0: a query naming the scope's authors is searched with the names kept
     "chat_window_share": 0.4,  # in a chat, Stage 1's share of the session's best window (0: off)
     "window_depth": 100,  # windows fetched by similarity when a scope has too many to keep
+    "chat_question_penalty": 0.5,  # in a chat, share taken off a turn whose every sentence asks
 }
 
 TURN_COLUMNS = ["turn_id", "session_id", "role", "archived", "timestamp", "text", "vector"]
@@ -482,10 +483,21 @@ def _turn_candidates(
         share = float(tune["chat_neighbour_share"])
     if share > 0 and store is not None:
         _with_neighbours(store, out, share)
+    ask = float(tune["chat_question_penalty"]) if chat else 0.0
+    if ask > 0:  # after the neighbour share: a question still points at the answer next to it
+        _question_penalty(out, ask)
     out.sort(key=lambda c: (-c["score"], c["turn_id"]))
     if trace is not None:
         trace.scored = out
     return out[:n]
+
+
+def _question_penalty(cands: list[dict[str, Any]], share: float) -> None:
+    """A chat turn that only asks (``scoring.only_questions``) loses ``share`` of its score."""
+    for c in cands:
+        if scoring.only_questions(str(c["text"])):
+            c["score_breakdown"]["question"] = 1.0
+            c["score"] *= 1.0 - share
 
 
 def _with_neighbours(store: Store, cands: list[dict[str, Any]], share: float) -> None:

@@ -225,5 +225,24 @@ def echoes_query(text: str, query_terms: set[str]) -> bool:
     return coverage(query_terms, last) >= ECHO_COVERAGE
 
 
+_SENTENCE = re.compile(r"[^.!?。！？]+[.!?。！？]*")
+
+
+def only_questions(text: str) -> bool:
+    """A turn whose every sentence is a question ("Where are you going skiing?").
+
+    In a chat such a turn asks for a fact and states none; the answer is in another
+    turn. A sentence is a question when its closing marks hold "?" or "？" ("Really?!");
+    a sentence without a letter or digit (an emoji, "...") does not count.
+    """
+    sentences = [m.strip() for m in _SENTENCE.findall(text) if _WORD.search(m)]
+    return bool(sentences) and all(_asks(m) for m in sentences)
+
+
+def _asks(sentence: str) -> bool:
+    body = sentence.rstrip(".!?。！？")
+    return "?" in sentence[len(body) :] or "？" in sentence[len(body) :]
+
+
 def max_of(values: Iterable[float]) -> float:
     return max(values, default=0.0)
