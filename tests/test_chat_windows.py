@@ -74,9 +74,13 @@ def test_windows_follow_the_session_replaced_on_reimport_and_deleted_with_it(
     _chat(service, "w1", _talk(20, "gardening"))  # re-imported, longer: rewritten, not added to
     service.sync_index()
     assert _windows(settings, "w1") == len(range(0, 20 - WINDOW_TURNS + WINDOW_STEP, WINDOW_STEP)) == 6
+    from memviewer.index.indexer import index_status
+
+    assert ", 6 chat windows," in index_status(settings)["detail"]  # `memviewer doctor` counts them
     service.delete_session("w1")
     service.sync_index()
     assert _windows(settings, "w1") == 0
+    assert ", 0 chat windows," in index_status(settings)["detail"]
 
 
 def _stage1(svc: Any, query: str, scope_id: str, **tuning: float) -> dict[str, dict[str, Any]]:

@@ -975,7 +975,7 @@ def _lance_flags(row: dict[str, Any]) -> dict[str, Any]:
 
 def index_status(settings: Settings) -> dict[str, Any]:
     """For ``memviewer doctor``: tables, model, row counts and lag, opened read-only."""
-    from memviewer.index.lance import SUMMARIES, TURNS, LanceIndex
+    from memviewer.index.lance import SUMMARIES, TURNS, WINDOWS, LanceIndex
     from memviewer.store.db import Store
 
     home = settings.home_path
@@ -1006,10 +1006,10 @@ def index_status(settings: Settings) -> dict[str, Any]:
         if not ok:
             detail += "; run `memviewer reindex`"
         return {"ok": ok, "detail": detail}
-    turns, summaries = index.count(TURNS), index.count(SUMMARIES)
+    turns, summaries, windows = index.count(TURNS), index.count(SUMMARIES), index.count(WINDOWS)
     ann = "IVF_PQ" if index.has_vector_index() else "brute force"
     detail = (
-        f"{folder}: {turns} turns, {summaries} session summaries, model "
+        f"{folder}: {turns} turns, {summaries} session summaries, {windows} chat windows, model "
         f"{state.get('model')} (dim {state.get('dim')}), vector search {ann}, "
         f"lag {behind} turns"
     )
