@@ -159,8 +159,6 @@ class Indexer:
         self._rows_since_optimize = 0
         self._optimized_versions = 0  # table versions after the last optimize (0: none yet)
         self._last_error: str | None = None
-        self.embedded_turns = 0
-        self.embedded_summaries = 0
         self._tail_checked = False
         self._last_state: dict[str, Any] | None = None  # what this process last saved
         self._next_verify = 0.0  # monotonic time of the next integrity check (0: the first pass)
@@ -622,7 +620,6 @@ class Indexer:
         state["appending"] = False
         self._save_state(state)
         self._last_sync = state["last_sync"]
-        self.embedded_turns += added
         self._rows_since_optimize += updated + (added if added < OPTIMIZE_AFTER_ROWS else 0)
         return {
             "added_turns": added,
@@ -945,7 +942,6 @@ class Indexer:
                 ],
             )
             self.index.upsert_summaries(out_rows)
-            self.embedded_summaries += len(out_rows)
         return len(out_rows)
 
 
