@@ -1,6 +1,7 @@
 """Hierarchical recall's pool rules for chats between named people: the flat safety net
 (the best Stage-2 turns join the pool whatever their session) and the session prior (a
-pooled turn takes a share of its session's Stage-1 score). Agent sessions keep the plain
+pooled turn takes a share of its session's Stage-1 score; a net turn from outside Stage 1
+the weakest Stage-1 session's). Agent sessions keep the plain
 post-filter. Real store and LanceDB, ``HashEmbedder``."""
 
 from __future__ import annotations
@@ -98,6 +99,26 @@ def test_session_prior_blends_the_sessions_stage1_score(service: Any) -> None:
     assert scores == sorted(scores, reverse=True)
 
 
+def test_safety_net_turns_outside_stage1_take_the_weakest_sessions_prior(service: Any) -> None:
+    _chats(service, "c1", named=True)
+    service.sync_index()
+    kw: dict[str, Any] = {"scope": "conv", "scope_id": "c1", "top_k": 30, "top_sessions": 2}
+    default = service.recall(Q, **kw)["diagnostics"]["pool_rules"]
+    assert default["flat_pool"] == 3 and default["session_prior"] == 0.2  # the chat defaults
+    out = service.recall(Q, tuning={"chat_flat_pool": 8}, **kw)  # deep enough to reach past Stage 1
+    rules = out["diagnostics"]["pool_rules"]
+    stage1 = {s["session_id"]: s["score"] for s in out["diagnostics"]["stage1"]}
+    top, weakest = max(stage1.values()), min(stage1.values())
+    assert weakest < top
+    outside = [r for r in out["results"] if r["session_id"] not in stage1]
+    assert outside and {r["turn_id"] for r in outside} <= set(rules["safety_net"])
+    for r in outside:
+        assert abs(r["score_breakdown"]["session"] - weakest / top) < 1e-5
+    inside = [r for r in out["results"] if r["session_id"] in stage1]
+    for r in inside:
+        assert abs(r["score_breakdown"]["session"] - stage1[r["session_id"]] / top) < 1e-5
+
+
 def test_agent_sessions_keep_the_plain_post_filter(service: Any) -> None:
     _chats(service, "agent", named=False)
     service.sync_index()
@@ -141,8 +162,9 @@ def test_chats_raise_m_agent_sessions_keep_it(service: Any) -> None:
         out = service.recall(Q, scope="conv", scope_id=scope_id, top_sessions=1, tuning=tuning or None)
         return len(out["results"]), out["diagnostics"]["params"]["chunks_per_session"]
 
-    assert per_session("c1") == (4, 10)  # all four turns of the one Stage-1 session
-    assert per_session("c1", chat_chunks_per_session=0) == (3, 3)
+    # all four turns of the one Stage-1 session (the safety net off: it would add others)
+    assert per_session("c1", chat_flat_pool=0) == (4, 10)
+    assert per_session("c1", chat_chunks_per_session=0, chat_flat_pool=0) == (3, 3)
     n, m = per_session("agent")
     assert n <= 3 and m == 3
 

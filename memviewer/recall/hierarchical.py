@@ -81,7 +81,7 @@ TUNING_DEFAULTS: dict[str, float] = {
     "adaptive_k": 0.0,  # r > 0: up to K more sessions whose Stage-1 score is ≥ r × the best one
     "flat_pool": 0.0,  # N > 0: the best N Stage-2 turns join the pool whatever their session
     "session_prior": 0.0,  # γ: a pooled turn's score = (1 - γ) score + γ (its session's Stage-1 score / best)
-    "chat_flat_pool": 0.0,  # flat_pool for chats between named people (measured: no gain over the prior)
+    "chat_flat_pool": 3.0,  # flat_pool for chats between named people
     "chat_chunks_per_session": 10.0,  # in a chat, M is at least this (0: off)
     "chat_session_prior": 0.2,  # session_prior for chats between named people (REALTALK)
     "session_turn_top": 1.0,  # n: Stage 1's turn part sums a session's best n turns, halving each
@@ -748,13 +748,15 @@ def _add_flat(pool: list[dict[str, Any]], candidates: list[dict[str, Any]], n: i
 
 
 def _session_prior(pool: list[dict[str, Any]], sessions: list[dict[str, Any]], share: float) -> None:
-    """``score = (1 - share) * score + share * session score / best session score`` (0 for a
-    turn whose session is not among the Stage-1 sessions)."""
+    """``score = (1 - share) * score + share * session score / best session score``. A turn the
+    safety net brought from a session outside Stage 1 takes the weakest Stage-1 session's part:
+    with none, the prior would push the net's turns below everything it is meant to rescue."""
     top = max((s["score"] for s in sessions), default=0.0)
     of = {s["session_id"]: s["score"] / top if top > 0 else 0.0 for s in sessions}
+    floor = min(of.values(), default=0.0)
     for i, c in enumerate(pool):
         c = pool[i] = {**c, "score_breakdown": dict(c["score_breakdown"])}
-        part = of.get(c["session_id"], 0.0)
+        part = of.get(c["session_id"], floor)
         c["score_breakdown"]["session"] = round(part, 6)
         c["score"] = (1.0 - share) * c["score"] + share * part
 
