@@ -181,7 +181,7 @@ STRETCHES = [
     ("  of it: run starts → search starts", lambda c, h: h["exec0"] - h.get("hold0", h["exec0"])),
     ("reader: KeywordSearch.search", lambda c, h: h.get("ks", 0)),
     ("reader: annotation matching", lambda c, h: h.get("ann", 0)),
-    ("reader: recall log entry built", lambda c, h: h.get("sc", 0)),
+    ("recall log entry built (this tree: on the loop, after the answer)", lambda c, h: h.get("sc", 0)),
     ("reader: recall log entry handed over", lambda c, h: h.get("rec", 0)),
     ("reader: whole call", lambda c, h: h["exec1"] - h["exec0"]),
     ("  of it: MemoryService.search", lambda c, h: h.get("svc1", 0) - h.get("svc0", 0)),
