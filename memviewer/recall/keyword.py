@@ -277,7 +277,10 @@ class KeywordSearch:
         tables = self.tables()
         with self._reader() as db:
             candidates: dict[int, _Candidate] = {}
-            if tables["word"] and (plan := _word_match(db, pq, self._counts)):
+            # ``plan.counts`` holds the units found in the index (in this snapshot): when none is,
+            # no turn can match and the ranked statement is skipped (a query matching nothing
+            # costs the count alone).
+            if tables["word"] and (plan := _word_match(db, pq, self._counts)) and plan.counts:
                 if not plan.windowed:
                     _add(candidates, _fts_candidates(db, fts.WORD_TABLE, plan.match, pq, filters))
                 elif self._broad_bm25:
