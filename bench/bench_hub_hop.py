@@ -51,6 +51,11 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--after", action="store_true", help="also time searches sent right after another")
     ap.add_argument("--common", action="store_true", help="also time the common-word queries (logged)")
+    ap.add_argument(
+        "--base-fastjson",
+        action="store_true",
+        help="read the base hub's answers through this tree's wire/fastjson.py too (a base that has it)",
+    )
     args = ap.parse_args()
     work, base_tree = args.work.resolve(), args.baseline.resolve()
     os.chdir(work)
@@ -65,7 +70,8 @@ def main() -> None:
     try:
         conns = {
             k: RpcConnection(
-                h.socket_path, decode=_decode_answer if k == "this tree" else protocol.decode_answer
+                h.socket_path,
+                decode=_decode_answer if k == "this tree" or args.base_fastjson else protocol.decode_answer,
             )
             for k, h in hubs.items()
         }

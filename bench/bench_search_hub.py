@@ -15,8 +15,9 @@ the new top-1 equals the old one and the overlap of the top 5.
 ``memviewer`` package, e.g. ``git archive MERGE_BASE memviewer | tar -x -C DIR``) on a copy
 of the same home (one home, one hub), read with that tree's frame check
 (``protocol.decode``, or with ``--base-client same`` the standard library's
-``protocol.decode_answer``; this tree's hub is read as its CLI reads it, through
-``wire/fastjson.py``), and times it in the same loop: the branch against its base, side
+``protocol.decode_answer``, or with ``--base-client fastjson`` this tree's
+``wire/fastjson.py``, as a base that has it reads its answers; this tree's hub is read as its
+CLI reads it, through ``wire/fastjson.py``), and times it in the same loop: the branch against its base, side
 by side. Every hub search is also written to the recall log, as a CLI search is.
 
 Setup: ``pip install -e '.[dev,bench]'`` (``praisonaiagents`` 1.7.17, no torch).
@@ -141,10 +142,11 @@ def main() -> None:
     ap.add_argument("--baseline", type=Path, help="a source tree holding the base's memviewer package")
     ap.add_argument(
         "--base-client",
-        choices=("same", "decode"),
+        choices=("same", "decode", "fastjson"),
         default="same",
-        help="read the base hub's answers with this tree's client (same) or through the full "
-        "frame check protocol.decode (decode: a base older than decode_answer)",
+        help="read the base hub's answers with the standard library's decode_answer (same), through "
+        "the full frame check protocol.decode (decode: a base older than decode_answer) or through "
+        "wire/fastjson.py like this tree's hub (fastjson: a base that has it)",
     )
     args = ap.parse_args()
     logging.disable(logging.WARNING)
@@ -200,8 +202,11 @@ def main() -> None:
 
             base_conn: RpcConnection | None = None
             if base_hub is not None:
-                client = _BaseConnection if args.base_client == "decode" else RpcConnection
-                base_conn = client(base_hub.socket_path)
+                if args.base_client == "fastjson":
+                    base_conn = RpcConnection(base_hub.socket_path, decode=_decode_answer)
+                else:
+                    client = _BaseConnection if args.base_client == "decode" else RpcConnection
+                    base_conn = client(base_hub.socket_path)
                 base_conn.call(protocol.HELLO, {"protocol": protocol.PROTOCOL_VERSION, "role": "reader"})
 
             def hub_base(q: str, bc: RpcConnection | None = base_conn) -> str | None:

@@ -8,6 +8,8 @@ request's recall log commit finishes before the next), stamps the client side, a
 prints the p50 of each stretch. ``time.perf_counter_ns`` is CLOCK_MONOTONIC, the same
 clock in both processes, so the gaps between them (thread and process wake-ups) show.
 
+``--nothing`` sends queries that match nothing instead: the hop's floor, stamped.
+
 ``--baseline DIR`` profiles a hub from another source tree instead (``DIR`` holding a
 ``memviewer`` package) on the copy of the home ``bench_search_hub.py --baseline`` made,
 read like this tree's client reads (``--base-client decode``: with ``protocol.decode``, as a
@@ -181,7 +183,7 @@ STRETCHES = [
     ("  of it: run starts → search starts", lambda c, h: h["exec0"] - h.get("hold0", h["exec0"])),
     ("reader: KeywordSearch.search", lambda c, h: h.get("ks", 0)),
     ("reader: annotation matching", lambda c, h: h.get("ann", 0)),
-    ("reader: recall log entry built", lambda c, h: h.get("sc", 0)),
+    ("recall log entry built (this tree: on the loop, after the answer)", lambda c, h: h.get("sc", 0)),
     ("reader: recall log entry handed over", lambda c, h: h.get("rec", 0)),
     ("reader: whole call", lambda c, h: h["exec1"] - h["exec0"]),
     ("  of it: MemoryService.search", lambda c, h: h.get("svc1", 0) - h.get("svc0", 0)),
@@ -218,7 +220,7 @@ def client_main(args: argparse.Namespace) -> None:
                 raise SystemExit("the hub did not start")
             time.sleep(0.05)
         decode = protocol.decode if base and args.base_client == "decode" else protocol.decode_answer
-        if not base:  # this tree's CLI reads answers through orjson (wire/fastjson.py)
+        if not base or args.base_client == "fastjson":  # read through orjson (wire/fastjson.py)
             from memviewer.wire import fastjson
 
             decode = fastjson.decode_answer
@@ -227,6 +229,8 @@ def client_main(args: argparse.Namespace) -> None:
             s.connect(str(sock))
             rf = s.makefile("rb")
             qs = [p["query"] for p in planted]
+            if args.nothing:  # the hop's floor: queries that match nothing (a 150-byte answer)
+                qs = [f"zzqx{i}nothing" for i in range(len(qs))]
             for i, q in enumerate(qs * args.rounds, 1):
                 data = protocol.request(protocol.SEARCH, {"query": q, "limit": 5, "window": 5}, i)
                 c0 = ns()
@@ -264,11 +268,13 @@ def main() -> None:
     ap.add_argument("--baseline", type=Path)
     ap.add_argument(
         "--base-client",
-        choices=("same", "decode"),
+        choices=("same", "decode", "fastjson"),
         default="same",
-        help="read the base's answers like this tree's client (same) or with protocol.decode (decode: "
-        "a base older than decode_answer)",
+        help="read the base's answers with the standard library's decode_answer (same), with "
+        "protocol.decode (decode: a base older than decode_answer) or through wire/fastjson.py like "
+        "this tree's (fastjson: a base that has it)",
     )
+    ap.add_argument("--nothing", action="store_true", help="send queries that match nothing (the floor)")
     client_main(ap.parse_args())
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -29,6 +29,16 @@ DIAG_TEXT_CHARS = 300  # strings inside stored diagnostics (Stage-1 summaries)
 MAX_RESULTS = 1000
 MAX_ID_CHARS = 200
 RESULT_KEYS = {"turn_id": str, "text": str, "session_id": str, "role": str, "title": str}
+
+#: A ``record_recall`` command, or a function that builds it. A search served by the hub
+#: hands over the function: the hub builds the entry after the answer is written
+#: (``MemoryService.record_recall``, ``wire.hub.Hub._submit_record``), off the request's path.
+Entry = dict[str, Any] | Callable[[], dict[str, Any]]
+
+
+def built(entry: Entry) -> dict[str, Any]:
+    """The command an ``Entry`` stands for (built now when it is a function)."""
+    return entry() if callable(entry) else entry
 
 
 @dataclass(frozen=True)
@@ -101,11 +111,12 @@ def _command(
     results: list[dict[str, Any]],
     diagnostics: dict[str, Any],
     record: RecordAs,
+    ts: float | None = None,
 ) -> dict[str, Any]:
     cmd: dict[str, Any] = {
         "op": "record_recall",
         "recall_id": new_id("r-"),
-        "ts": time.time(),
+        "ts": time.time() if ts is None else ts,
         "kind": kind,
         "query": query,
         "results": results,
@@ -142,9 +153,14 @@ def recall_command(
 
 
 def search_command(
-    query: str | None, params: dict[str, Any], out: dict[str, Any], record: RecordAs
+    query: str | None,
+    params: dict[str, Any],
+    out: dict[str, Any],
+    record: RecordAs,
+    ts: float | None = None,
 ) -> dict[str, Any]:
-    """The log entry of a keyword search (the ``search --json`` shape in ``out``), any mode."""
+    """The log entry of a keyword search (the ``search --json`` shape in ``out``), any mode;
+    ``ts`` is when the search ran (default: now)."""
     mode = out.get("mode")
     results: list[dict[str, Any]] = []
     if mode == "scroll":
@@ -179,7 +195,7 @@ def search_command(
     for key in ("total_found", "error", "hint", "around_message_id"):
         if key in out:
             diagnostics[key] = out[key]
-    return _command("search", query or "", params, results, diagnostics, record)
+    return _command("search", query or "", params, results, diagnostics, record, ts)
 
 
 def _number(value: Any) -> float | None:

@@ -11,14 +11,16 @@ socket.
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import shutil
+import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memviewer import __version__, paths
+from memviewer import __version__, paths, recall_log
 from memviewer.config import Settings
 from memviewer.errors import INTERNAL, INVALID_ARGUMENT, NOT_FOUND, MemviewerError
 from memviewer.index.parts import IndexParts
@@ -160,7 +162,7 @@ class MemoryService:
         self.manager.recall_log_days = settings.recall_log_days
         # Where recall log entries go when not written here directly: a hub running on this
         # service sets it to hand them to its one writer thread (see ``record_recall``).
-        self.record_sink: Callable[[dict[str, Any]], None] | None = None
+        self.record_sink: Callable[[recall_log.Entry], None] | None = None
         self._log_route: Any = None  # RemoteService or SessionManager for a read-only service
         self._lazy: dict[str, Any] = {}
         # An optional neural reranker that every recall blends in as
@@ -511,9 +513,9 @@ class MemoryService:
         keyword = self.keyword()
         out = annotation_rows.search(keyword.search, self.store, query, params, keyword.annotated)
         if record is not None and self.recall_log_enabled:
-            from memviewer import recall_log
-
-            self.record_recall(recall_log.search_command(query, params, out, record))
+            # Built where it is written: a hub builds it after the answer is on its way.
+            entry = functools.partial(recall_log.search_command, query, params, out, record, time.time())
+            self.record_recall(entry)
         return out
 
     def recall(self, query: str, *, record: RecordAs | None = None, **params: Any) -> dict[str, Any]:
@@ -530,8 +532,6 @@ class MemoryService:
         # a lagging, incomplete or damaged index escalates (keyword results), never a traceback
         out = guarded_recall(self.parts, self.home, self.search, query, params, run_recall)
         if record is not None and self.recall_log_enabled:
-            from memviewer import recall_log
-
             logged = {k: v for k, v in params.items() if k not in ("reranker", "with_tool_calls")}
             self.record_recall(recall_log.recall_command(query, logged, out, record))
         return out
@@ -541,8 +541,11 @@ class MemoryService:
     def recall_log_enabled(self) -> bool:
         return self.manager.recall_log_max > 0
 
-    def record_recall(self, command: dict[str, Any]) -> bool:
+    def record_recall(self, command: recall_log.Entry) -> bool:
         """Write one ``record_recall`` command through the one writer; never raises.
+
+        ``command`` may be a function building it (``recall_log.Entry``): the hub's sink
+        then builds it after the request's answer is written; every other route builds it now.
 
         The route: the hub running on this service takes it on its writer thread
         (``record_sink``); a writable service writes it itself; a read-only one hands it
@@ -554,13 +557,16 @@ class MemoryService:
         try:
             if self.record_sink is not None:
                 self.record_sink(command)
-            elif not self.readonly:
+                return True
+            command = recall_log.built(command)
+            if not self.readonly:
                 self.manager.apply(command)
             else:
                 self._record_elsewhere(command)
             return True
         except Exception as exc:
-            log.warning("recall log: entry %s not written: %s", command.get("recall_id"), exc)
+            recall_id = command.get("recall_id") if isinstance(command, dict) else None
+            log.warning("recall log: entry %s not written: %s", recall_id, exc)
             return False
 
     def _record_elsewhere(self, command: dict[str, Any]) -> None:

@@ -169,27 +169,36 @@ class KeywordSearch:
             with self.store.read() as conn:
                 yield _Db(conn)
             return
-        raw = getattr(self._local, "conn", None)
-        if raw is None:
-            raw = kc.open_read_only(self._db_path)
-            self._local.conn = raw
-            with self._raw_lock:
-                self._raw.append(raw)
+        raw = self._thread_conn(self._db_path)
         kc.begin(raw)
         try:
             yield _Db(raw=raw)
         finally:
             kc.end(raw)
 
+    def _thread_conn(self, path: str) -> sqlite3.Connection:
+        """This thread's read-only connection to the SQLite file (opened once)."""
+        raw = getattr(self._local, "conn", None)
+        if raw is None:
+            raw = kc.open_read_only(path)
+            self._local.conn = raw
+            with self._raw_lock:
+                self._raw.append(raw)
+        return raw
+
     def annotated(self) -> bool:
         """Whether the store holds any tag or note, read on this search's own connection.
 
         Search's annotation matches (``session.annotations.search``) cost a SQLAlchemy
         round trip of two statements, more than a rare-phrase search itself; on a store
-        without annotations this one statement lets them be skipped.
+        without annotations this one statement lets them be skipped. On a SQLite file it runs
+        outside an explicit transaction (one statement is its own snapshot): no ``BEGIN`` and
+        ``ROLLBACK`` around it.
         """
-        with self._reader() as db:
-            return kc.annotations_present(db)
+        if self._db_path is None:
+            with self._reader() as db:
+                return kc.annotations_present(db)
+        return kc.annotations_present(_Db(raw=self._thread_conn(self._db_path)))
 
     # -- index state ----------------------------------------------------------
     def tables(self) -> dict[str, bool]:
@@ -268,7 +277,10 @@ class KeywordSearch:
         tables = self.tables()
         with self._reader() as db:
             candidates: dict[int, _Candidate] = {}
-            if tables["word"] and (plan := _word_match(db, pq, self._counts)):
+            # ``plan.counts`` holds the units found in the index (in this snapshot): when none is,
+            # no turn can match and the ranked statement is skipped (a query matching nothing
+            # costs the count alone).
+            if tables["word"] and (plan := _word_match(db, pq, self._counts)) and plan.counts:
                 if not plan.windowed:
                     _add(candidates, _fts_candidates(db, fts.WORD_TABLE, plan.match, pq, filters))
                 elif self._broad_bm25:

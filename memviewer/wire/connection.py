@@ -12,6 +12,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from memviewer import recall_log
 from memviewer.store.events import EventRecord
 from memviewer.wire import protocol
 
@@ -222,7 +223,7 @@ class HeldRecords:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.items: list[dict[str, Any]] = []
+        self.items: list[recall_log.Entry] = []  # built when queued (``Hub._queue_record``)
         self.closed = False  # released: later entries are queued directly
 
 

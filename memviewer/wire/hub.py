@@ -32,7 +32,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from memviewer import __version__, locks, paths
+from memviewer import __version__, locks, paths, recall_log
 from memviewer.errors import MemviewerError
 from memviewer.store.events import EventRecord
 from memviewer.wire import fastjson, group_commit, protocol, recall_buffer, spool, trust
@@ -823,10 +823,8 @@ class Hub:
 
     def _search(self, params: dict[str, Any]) -> dict[str, Any]:
         """Reader thread: a search, recorded in the recall log as the caller asked (``record``)."""
-        from memviewer.recall_log import RecordAs
-
         args = {k: v for k, v in params.items() if k != "record"}
-        return self.service.search(**args, record=RecordAs.from_param(params.get("record")))
+        return self.service.search(**args, record=recall_log.RecordAs.from_param(params.get("record")))
 
     def _recall(self, params: dict[str, Any]) -> dict[str, Any]:
         from memviewer.recall_log import RecordAs
@@ -835,11 +833,12 @@ class Hub:
         return self.service.recall(params["query"], record=RecordAs.from_param(params.get("record")), **args)
 
     # -- the recall log's writer route ------------------------------------------------
-    def _submit_record(self, command: dict[str, Any]) -> None:
+    def _submit_record(self, command: recall_log.Entry) -> None:
         """Any thread: queue a recall log entry for the one writer (answered without waiting).
 
         On a reader thread serving a request the entry is held until the answer is written
-        (see ``_reader``).
+        (see ``_reader``); an entry handed over as a function (a search's) is built then, on
+        the loop thread, so its cost is off the request's path. Anywhere else it is built now.
         """
         loop = self._loop
         if loop is None or self._records_closed:
@@ -850,11 +849,17 @@ class Hub:
                 if not held.closed:
                     held.items.append(command)
                     return
-        loop.call_soon_threadsafe(self._queue_record, command)
+        loop.call_soon_threadsafe(self._queue_record, recall_log.built(command))
 
-    def _queue_record(self, command: dict[str, Any]) -> None:
+    def _queue_record(self, entry: recall_log.Entry) -> None:
         """Loop thread: the entry waits in ``recall_log`` for a quiet moment (``recall_buffer``)."""
         assert self._loop is not None
+        try:
+            command = recall_log.built(entry)
+        except Exception:  # a search's entry is built here; a bug in it must not stop the loop
+            self.counters["recall_log_failed"] += 1
+            log.exception("a recall log entry could not be built")
+            return
         if self._records_closed or not self.writes.ready or self.recall_log is None:
             self.counters["recall_log_failed"] += 1
             log.warning("recall log entry %s not written: the hub is stopping", command.get("recall_id"))

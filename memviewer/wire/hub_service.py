@@ -8,15 +8,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from memviewer.config import Settings
-from memviewer.recall_log import RecordAs
+from memviewer.recall_log import Entry, RecordAs
 from memviewer.store.db import Store
 from memviewer.store.events import EventRecord
 
 if TYPE_CHECKING:
     from memviewer.index.indexer import Indexer
 
-# Where the service hands recall log entries when it does not write them itself.
-RecordSink = Callable[[dict[str, Any]], None]
+# Where the service hands recall log entries when it does not write them itself (an entry
+# may be a function building it: the hub builds a search's after the answer is written).
+RecordSink = Callable[[Entry], None]
 
 
 class HubService(Protocol):
