@@ -302,3 +302,24 @@ def test_chat_question_turns_lose_a_share_answers_and_agent_turns_do_not(service
         assert a["s3-1"]["score_breakdown"]["neighbour"] == b["s3-1"]["score_breakdown"]["neighbour"]
     agent = service.recall(q, scope="conv", scope_id="agent", mode="flat")
     assert agent["results"] and all("question" not in r["score_breakdown"] for r in agent["results"])
+
+
+def test_why_says_a_chat_question_turn_was_demoted(service: Any) -> None:
+    from memviewer.recall.why import why_not
+    from memviewer.recall.why_view import stage_lines
+
+    _chat(
+        service,
+        "s4",
+        [
+            ("Bob", "assistant", "Where did you go skiing last winter?"),
+            ("Ann", "user", "We went skiing in Whistler last winter, the snow was great"),
+        ],
+    )
+    service.sync_index()
+    q, scope = "Where did Ann go skiing last winter?", {"scope": "conv", "scope_id": "c1"}
+    lines = {
+        tid: "\n".join(stage_lines(why_not(service.parts, q, tid, scope)[1])) for tid in ("s4-0", "s4-1")
+    }
+    assert "demoted: every sentence is a question (chat_question_penalty)" in lines["s4-0"]
+    assert "demoted" not in lines["s4-1"]

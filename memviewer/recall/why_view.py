@@ -21,6 +21,19 @@ def _mark(passed: bool | None) -> str:
     return {True: "✓", False: "✗", None: "·"}[passed]
 
 
+#: Stage-2 rules that lower a turn's score, as the ``score_breakdown`` key each one sets.
+DEMOTIONS = {
+    "question": "every sentence is a question (chat_question_penalty)",
+    "echo": "a question echoing the query (echo_penalty)",
+}
+
+
+def _demoted(breakdown: dict[str, Any] | None) -> str:
+    """``"; demoted: …"`` for the demoting rules that fired on the turn, else ``""``."""
+    fired = [text for key, text in DEMOTIONS.items() if (breakdown or {}).get(key)]
+    return "; demoted: " + "; ".join(fired) if fired else ""
+
+
 def stage_lines(why: dict[str, Any]) -> list[str]:
     """One line per stage: ✓ passed, ✗ eliminated there, · not reached / not used."""
     lines = []
@@ -35,7 +48,7 @@ def stage_lines(why: dict[str, Any]) -> list[str]:
                     f"over {s['scope_turns']} turns in scope: dense {_rank(s.get('dense'))}, "
                     f"keyword {_rank(s.get('keyword'))}, bm25 {_rank(s.get('bm25'))}; "
                     f"stage-2 blend {_rank(s2)} of {s2.get('scored', 0)} scored"
-                )
+                ) + _demoted(s2.get("score_breakdown"))
         elif name == "stage1":
             if s.get("skipped"):
                 detail = f"skipped ({s['skipped']})"
