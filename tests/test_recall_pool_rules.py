@@ -182,3 +182,29 @@ def test_chats_score_a_turn_with_its_neighbours_agent_sessions_do_not(service: A
         # a turn whose neighbour is a candidate gets 0.2 of the neighbour's score
         by_id = {r["turn_id"]: r for r in chat["results"]}
         assert any(r["score_breakdown"]["neighbour"] > 0 for r in by_id.values())
+
+
+def test_why_follows_a_turn_the_safety_net_kept(service: Any) -> None:
+    from memviewer.recall.why import NET_REASON, why_not
+
+    _chats(service, "c1", named=True)
+    service.sync_index()
+    params: dict[str, Any] = {"scope": "conv", "scope_id": "c1", "top_k": 30, "top_sessions": 2}
+    params["tuning"] = {"chat_flat_pool": 8}
+    out = service.recall(Q, **params)
+    stage1 = {s["session_id"] for s in out["diagnostics"]["stage1"]}
+    net = [r for r in out["results"] if r["session_id"] not in stage1]
+    assert net and {r["turn_id"] for r in net} <= set(out["diagnostics"]["pool_rules"]["safety_net"])
+    turn = net[-1]["turn_id"]
+    _, why = why_not(service.parts, Q, turn, params)
+    stages = {s["stage"]: s for s in why["stages"]}
+    assert why["retrieved"] is True and why["eliminated_at"] is None
+    assert stages["stage1"]["passed"] is False  # its session was not chosen …
+    assert (
+        stages["post_filter"]["passed"] is True and stages["post_filter"]["reason"] == NET_REASON
+    )  # … the net kept it
+    assert stages["session_cap"]["passed"] is True and stages["top_k"]["passed"] is True
+    # cut below it: eliminated by the final cut, not by the post-filter
+    rank = [r["turn_id"] for r in out["results"]].index(turn) + 1
+    _, cut = why_not(service.parts, Q, turn, {**params, "top_k": rank - 1})
+    assert cut["retrieved"] is False and cut["eliminated_at"] in ("top_k", "rerank")

@@ -64,6 +64,7 @@ WEIGHT_SETS: tuple[dict[str, float], ...] = (
     {"w_dense": 0.0, "w_keyword": 1.0},
 )
 DEFAULTS = {"top_sessions": 5, "chunks_per_session": 3, "top_k": 10}
+NET_REASON = "kept by the flat safety net (chat_flat_pool): one of the best Stage-2 turns of any session"
 
 
 def check_turn(store: Store, turn_id: str, scope: str | None, scope_id: str | None) -> dict[str, Any]:
@@ -189,14 +190,19 @@ def explain(
     if d.get("rerank_error"):
         rer["error"] = d["rerank_error"]
     cut: dict[str, Any] = {"stage": "top_k", "passed": rank is not None, "rank": rank, "top_k": top_k}
+    # the flat safety net (a chat's pool rule) re-adds the best Stage-2 turns whatever their session
+    rescued = turn_id in set((d.get("pool_rules") or {}).get("safety_net") or [])
     if trace.path == "hierarchical" and pool_rank is not None:
-        post["passed"] = bool(in_stage1)
+        post["passed"] = bool(in_stage1) or rescued
         if not in_stage1:
-            post["reason"] = "its session is not among the Stage-1 sessions"
-        else:
+            post["reason"] = NET_REASON if rescued else "its session is not among the Stage-1 sessions"
+        if post["passed"]:
             mine = [c for c in trace.pool if c["session_id"] == session_id]
             in_session = _position(mine, turn_id)
-            cap.update({"passed": in_session is not None and in_session <= m, "rank_in_session": in_session})
+            passed = rescued or (in_session is not None and in_session <= m)
+            cap.update({"passed": passed, "rank_in_session": in_session})
+            if rescued:
+                cap["reason"] = "the safety net's turns are not capped by M"
             cap["session_pool_turns"] = len(mine)
             if cap["passed"]:
                 before = _position(trace.before_rerank, turn_id)
@@ -217,7 +223,7 @@ def explain(
         eliminated = "top_k"
     elif trace.path == "stage2-empty":
         eliminated = "top_k" if pool_rank is not None else "pool"
-    elif not in_stage1:
+    elif not in_stage1 and not rescued:
         eliminated = "post_filter" if pool_rank is not None else "stage1"
     elif pool_rank is None:
         eliminated = "pool"

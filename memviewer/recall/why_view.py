@@ -69,6 +69,8 @@ def stage_lines(why: dict[str, Any]) -> list[str]:
                 if s.get("rank_in_session")
                 else ""
             )
+            if s.get("reason"):
+                detail += f"; {s['reason']}"
         elif name == "rerank":
             if s.get("rank_before") is None:
                 detail = "not reached"
