@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from memviewer import params
@@ -90,6 +90,7 @@ TUNING_DEFAULTS: dict[str, float] = {
     "chat_window_share": 0.4,  # in a chat, Stage 1's share of the session's best window (0: off)
     "window_depth": 100,  # windows fetched by similarity when a scope has too many to keep
     "chat_question_penalty": 0.5,  # in a chat, share taken off a turn whose every sentence asks
+    "name_aliases": 1.0,  # 0: names a chat calls its two authors by ("Hey Kate!") do not name them
 }
 
 TURN_COLUMNS = ["turn_id", "session_id", "role", "archived", "timestamp", "text", "vector"]
@@ -199,7 +200,12 @@ def recall(
     except IndexMismatchError as exc:
         raise MemviewerError(INVALID_ARGUMENT, str(exc), data={"hint": "memviewer reindex"}) from None
     # what the retrievers search: the query without the names of the scope's own authors
-    search = names.without_names(query, parts.authors.of(scope, scope_id)) if tune["strip_names"] else query
+    own, aliases = (
+        parts.authors.names(scope, scope_id)
+        if tune["name_aliases"]
+        else (parts.authors.of(scope, scope_id), {})
+    )
+    search = names.without_names(query, own, aliases) if tune["strip_names"] else query
     qvec = embedder.embed([search])[0]
     clock.lap("embed")
 
@@ -249,6 +255,7 @@ def recall(
             store=parts.store,
             depth=depth,
             search=search,
+            aliases=aliases,
         )
 
     if mode == "flat":
@@ -387,6 +394,7 @@ def _turn_candidates(
     store: Store | None = None,
     depth: int | None = None,
     search: str | None = None,
+    aliases: Mapping[str, str] | None = None,
 ) -> list[dict[str, Any]]:
     """Stage 2: dense ∪ BM25 hits of the scope (``depth``, default ``n``, or
     ``candidate_depth`` if more, from each), blended, best ``n`` first. ``search`` (default
@@ -424,7 +432,7 @@ def _turn_candidates(
     if chat:
         w = _chat_weights(w, tune)
     if authors and w.speaker > 0 and tune["name_prior"]:
-        preferred = names.preferred_authors(query, authors.values())
+        preferred = names.preferred_authors(query, authors.values(), aliases)
     echo = float(tune["echo_penalty"])
     dense_v = np.maximum(cos, 0.0)
     if tune["dense_minmax"] and len(ids) > 1:

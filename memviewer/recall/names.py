@@ -8,7 +8,9 @@ people (a REALTALK or LoCoMo chat stores them as ``user`` and ``assistant``).
 word equal to a part of the name ("Fahim" for "Fahim Khan", "elise" for "Elise"), or, for a
 capitalised word of five letters or more, a close spelling ("Muhammad" for the author
 "Muhhamed", difflib ratio ≥ ``FUZZY_RATIO``) that is not exactly a part of another author's
-name. A question that names every author present (or none) gets no name prior;
+name, or a name the other person calls the author by in the chat (``aliases``, learned by
+``memviewer.store.authors``: "Kate" for the author "Emi" whom the other writes "Hey Kate!").
+A question that names every author present (or none) gets no name prior;
 ``memviewer.recall.scoring`` then falls back to the "I / you" rule.
 
 ``without_names`` takes those names out of the text the retrievers search: a person rarely
@@ -20,7 +22,7 @@ doing today Kate?"), so a name in the query pulled BM25 and the embedding toward
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from difflib import SequenceMatcher
 
 FUZZY_RATIO = 0.75
@@ -38,12 +40,15 @@ def _parts(name: str) -> set[str]:
     return {w.lower() for w in _WORD.findall(name) if len(w) >= 3}
 
 
-def _naming(query: str, pool: set[str]) -> dict[str, set[str]]:
+def _naming(query: str, pool: set[str], aliases: Mapping[str, str] | None = None) -> dict[str, set[str]]:
     """Each author the query names, with the query's words (lower case) that name them."""
     words = _WORD.findall(query)
     lower = {w.lower() for w in words}
     parts = {a: _parts(a) for a in pool}
     out = {a: parts[a] & lower for a in pool if parts[a] & lower}
+    for word, author in (aliases or {}).items():
+        if word in lower and author in pool:
+            out.setdefault(author, set()).add(word)
     taken = set().union(*out.values()) if out else set()
     capitalised = {
         w.lower() for w in words if w[0].isupper() and len(w) >= FUZZY_MIN_LEN and w.lower() not in taken
@@ -60,11 +65,11 @@ def _naming(query: str, pool: set[str]) -> dict[str, set[str]]:
     return out
 
 
-def named_authors(query: str, authors: Iterable[str]) -> set[str]:
-    """The authors (of ``authors``) the query names: by a part of the name, or else by a close
-    spelling in a capitalised word that is not exactly another author's name."""
+def named_authors(query: str, authors: Iterable[str], aliases: Mapping[str, str] | None = None) -> set[str]:
+    """The authors (of ``authors``) the query names: by a part of the name or an alias, or else
+    by a close spelling in a capitalised word that is not exactly another author's name."""
     pool = {a for a in authors if a}
-    return set(_naming(query, pool)) if pool else set()
+    return set(_naming(query, pool, aliases)) if pool else set()
 
 
 #: A name, with an English possessive after it ("Fahim's"), as one word of the query.
@@ -72,12 +77,12 @@ _NAME_WORD = re.compile(r"[^\W_\d]+(?:['’]s\b)?", re.UNICODE)
 MIN_WORDS_LEFT = 2
 
 
-def without_names(query: str, authors: Iterable[str]) -> str:
+def without_names(query: str, authors: Iterable[str], aliases: Mapping[str, str] | None = None) -> str:
     """The query with the words naming any of ``authors`` (and their possessive "'s") taken out,
     for the retrievers; unchanged if it names nobody or fewer than ``MIN_WORDS_LEFT`` words would
     remain ("Caroline?")."""
     pool = {a for a in authors if a}
-    naming = _naming(query, pool) if pool else {}
+    naming = _naming(query, pool, aliases) if pool else {}
     if not naming:
         return query
     drop = set().union(*naming.values())
@@ -91,10 +96,12 @@ def without_names(query: str, authors: Iterable[str]) -> str:
     return out if len(_WORD.findall(out)) >= MIN_WORDS_LEFT else query
 
 
-def preferred_authors(query: str, authors: Iterable[str]) -> set[str]:
+def preferred_authors(
+    query: str, authors: Iterable[str], aliases: Mapping[str, str] | None = None
+) -> set[str]:
     """Authors to favour: those named, unless the question names every author present."""
     pool = {a for a in authors if a}
-    named = named_authors(query, pool)
+    named = named_authors(query, pool, aliases)
     if not named or named >= pool:
         return set()
     return named

@@ -9,11 +9,22 @@ highest turn number it has read per scope and on the next call reads only turns 
 above it (one ``max(num)`` lookup when nothing was added). A deleted turn's author stays
 known until the process restarts: the cost is a name taken out of a query that no longer
 needed it, never a name missed.
+
+The same pass learns the names the authors are *called* in a chat between two people
+(``aliases``): the display name a chat stores (``metadata.speaker``) is often not the name the
+other person writes ("Hey Kate!" to the author "Emi"), and a question about that person uses
+the name from the text. A capitalised word the other author writes right after a greeting at
+the start of a turn ("Hey Kate!", "Morning, Kate.") or after a comma at its end ("That's
+great, Kate!"), at least ``ALIAS_MIN`` times and never in that position themselves, is a
+name for the author addressed. Only scopes with exactly two authors get aliases: with more,
+who is addressed is not known.
 """
 
 from __future__ import annotations
 
+import re
 import threading
+from collections import Counter
 from typing import TYPE_CHECKING
 
 from sqlalchemy import Connection, func, select
@@ -28,6 +39,23 @@ T = Turn.__table__
 
 #: How many scopes the cache remembers (least recently used beyond this are forgotten).
 MAX_SCOPES = 256
+#: How often a word must address the other author before it names them.
+ALIAS_MIN = 3
+#: Characters of a turn's start and end the alias pass reads.
+EDGE = 48
+_GREETED = re.compile(
+    r"^\W*(?i:hi|hey|hello|hiya|heya|yo|morning|good\s+(?:morning|afternoon|evening|night)"
+    r"|thanks|thank\s+you|night|bye|congrats|congratulations|dear)"
+    r"[\s,!.]+([A-Z][a-z]{2,})(?=\s*(?:[,!.?…]|$))"
+)
+_CALLED = re.compile(r",\s*([A-Z][a-z]{2,})\s*[!?.…]*\s*$")
+
+
+def called(head: str, tail: str) -> list[str]:
+    """The names a turn addresses someone by: after a greeting at its start (``head``, its
+    first ``EDGE`` characters) or after a comma at its end (``tail``, its last ones)."""
+    out = [m.group(1) for m in (_GREETED.search(head), _CALLED.search(tail)) if m]
+    return list(dict.fromkeys(out))
 
 
 def newest_turn(conn: Connection) -> int:
@@ -49,24 +77,87 @@ def authors_after(conn: Connection, scope: str | None, scope_id: str | None, aft
     return {v.strip() for (v,) in conn.execute(q) if isinstance(v, str) and v.strip()}
 
 
+def calls_after(
+    conn: Connection, scope: str | None, scope_id: str | None, after: int
+) -> Counter[tuple[str, str]]:
+    """How often each author wrote each name (``called``) in the scope's turns numbered above
+    ``after``: ``(author, name)`` counts. Only a turn's two ends are read."""
+    speaker = func.json_extract(T.c.meta, "$.speaker")
+    q = select(speaker, func.substr(T.c.content, 1, EDGE), func.substr(T.c.content, -EDGE)).where(
+        T.c.num > after, T.c.meta.is_not(None), speaker.is_not(None)
+    )
+    if scope or scope_id:
+        q = q.join(S, S.c.id == T.c.session_id)
+        if scope:
+            q = q.where(S.c.scope == scope)
+        if scope_id:
+            q = q.where(S.c.scope_id == scope_id)
+    out: Counter[tuple[str, str]] = Counter()
+    for who, head, tail in conn.execute(q):
+        if isinstance(who, str) and who.strip():
+            for name in called(head or "", tail or ""):
+                out[(who.strip(), name)] += 1
+    return out
+
+
+def aliases_of(authors: frozenset[str], calls: Counter[tuple[str, str]]) -> dict[str, str]:
+    """Lower-case name → the author it calls, for a scope of exactly two authors (see the
+    module's docstring); a word of an author's own name is left out."""
+    if len(authors) != 2:
+        return {}
+    own = {w.lower() for a in authors for w in re.findall(r"[^\W_\d]+", a)}
+    a, b = sorted(authors)
+    out: dict[str, str] = {}
+    for writer, other in ((a, b), (b, a)):
+        for (who, name), n in calls.items():
+            key = name.lower()
+            if who == writer and n >= ALIAS_MIN and key not in own and not calls.get((other, name)):
+                out[key] = other
+    return out
+
+
+class _Known:
+    """What the cache holds for one scope: the turn number read up to, authors, name counts."""
+
+    __slots__ = ("calls", "names", "seen")
+
+    def __init__(self) -> None:
+        self.seen = 0
+        self.names: frozenset[str] = frozenset()
+        self.calls: Counter[tuple[str, str]] = Counter()
+
+
 class ScopeAuthors:
-    """``of(scope, scope_id)``: the scope's authors, read incrementally (thread-safe)."""
+    """``of(scope, scope_id)``: the scope's authors; ``names(...)``: the authors and the names
+    they are called by; both read incrementally (thread-safe)."""
 
     def __init__(self, store: Store) -> None:
         self._store = store
         self._lock = threading.Lock()
-        self._known: dict[tuple[str | None, str | None], tuple[int, frozenset[str]]] = {}
+        self._known: dict[tuple[str | None, str | None], _Known] = {}
 
     def of(self, scope: str | None, scope_id: str | None) -> frozenset[str]:
+        return self._read(scope, scope_id).names
+
+    def names(self, scope: str | None, scope_id: str | None) -> tuple[frozenset[str], dict[str, str]]:
+        """The scope's authors and their aliases (lower-case name → author), in one read."""
+        known = self._read(scope, scope_id)
+        return known.names, aliases_of(known.names, known.calls)
+
+    def _read(self, scope: str | None, scope_id: str | None) -> _Known:
         key = (scope or None, scope_id or None)
         with self._store.read() as conn:
             newest = newest_turn(conn)
             with self._lock:
-                seen, names = self._known.pop(key, (0, frozenset()))
-            if newest > seen:
-                names = names | authors_after(conn, key[0], key[1], seen)
+                known = self._known.pop(key, None) or _Known()
+            if newest > known.seen:  # a new object: a reader holding the old one sees no change
+                fresh = _Known()
+                fresh.names = known.names | authors_after(conn, key[0], key[1], known.seen)
+                fresh.calls = known.calls + calls_after(conn, key[0], key[1], known.seen)
+                fresh.seen = newest
+                known = fresh
         with self._lock:
-            self._known[key] = (max(seen, newest), names)
+            self._known[key] = known
             while len(self._known) > MAX_SCOPES:
                 self._known.pop(next(iter(self._known)))
-        return names
+        return known
