@@ -91,7 +91,7 @@ def test_session_prior_blends_the_sessions_stage1_score(service: Any) -> None:
         part = stage1.get(r["session_id"], 0.0) / top
         assert abs(r["score_breakdown"]["session"] - part) < 1e-5
         if r["turn_id"] in before:
-            assert abs(r["score"] - (0.5 * before[r["turn_id"]] + 0.5 * part)) < 1e-5
+            assert abs(r["score"] - before[r["turn_id"]] * (0.5 + 0.5 * part)) < 1e-5
             checked += 1
     assert checked >= 3
     assert all("session" not in r["score_breakdown"] for r in off["results"])

@@ -9,11 +9,12 @@
    Stage-1 order, at most M per session. In a chat between named people
    (``metadata.speaker`` on at least half the candidates) M is at least
    ``chat_chunks_per_session`` (10: a day of chat holds more answers than an
-   agent session's M) and every pooled turn's score takes its session's
-   Stage-1 score as a ``chat_session_prior`` share (0.2), so the ranking mixes
-   the turn's own evidence with its session's. ``flat_pool`` /
-   ``chat_flat_pool`` (off) add the best N Stage-2 turns of any session to the
-   pool, a safety net that measured no gain on top of these. In chats Stage 2
+   agent session's M) and every pooled turn's score is multiplied by
+   ``1 - γ + γ · its session's Stage-1 score / the best`` (γ =
+   ``chat_session_prior``, 0.2), so the ranking mixes the turn's own evidence
+   with its session's. ``flat_pool`` / ``chat_flat_pool`` (0 / 3) add the best
+   N Stage-2 turns of any session to the pool, a safety net that keeps flat's
+   best turns in a chat's pool. In chats Stage 2
    (flat mode too) also gives a turn ``chat_neighbour_share`` (0.2) of the
    better score of its candidate neighbours.
 4. An optional reranker blends ``0.7 * score + 0.3 * neural``; without one the
@@ -80,7 +81,7 @@ TUNING_DEFAULTS: dict[str, float] = {
     "chat_session_turn_weight": 0.6,  # session_turn_weight for chats between named people (REALTALK)
     "adaptive_k": 0.0,  # r > 0: up to K more sessions whose Stage-1 score is ≥ r × the best one
     "flat_pool": 0.0,  # N > 0: the best N Stage-2 turns join the pool whatever their session
-    "session_prior": 0.0,  # γ: a pooled turn's score = (1 - γ) score + γ (its session's Stage-1 score / best)
+    "session_prior": 0.0,  # γ: a pooled turn's score × (1 - γ + γ · its session's Stage-1 score / best)
     "chat_flat_pool": 3.0,  # flat_pool for chats between named people
     "chat_chunks_per_session": 10.0,  # in a chat, M is at least this (0: off)
     "chat_session_prior": 0.2,  # session_prior for chats between named people (REALTALK)
@@ -756,9 +757,12 @@ def _add_flat(pool: list[dict[str, Any]], candidates: list[dict[str, Any]], n: i
 
 
 def _session_prior(pool: list[dict[str, Any]], sessions: list[dict[str, Any]], share: float) -> None:
-    """``score = (1 - share) * score + share * session score / best session score``. A turn the
-    safety net brought from a session outside Stage 1 takes the weakest Stage-1 session's part:
-    with none, the prior would push the net's turns below everything it is meant to rescue."""
+    """``score *= (1 - share) + share * session score / best session score``: a turn keeps its
+    own order against the turns of its session and loses at most ``share`` of its score for a
+    weaker session (a product, not a sum: the sum lifted a top session's weak turns over a
+    second answer from a lower one; REALTALK docs/benchmarks.md). A turn the safety net
+    brought from a session outside Stage 1 takes the weakest Stage-1 session's part: with none,
+    the prior would push the net's turns below everything it is meant to rescue."""
     top = max((s["score"] for s in sessions), default=0.0)
     of = {s["session_id"]: s["score"] / top if top > 0 else 0.0 for s in sessions}
     floor = min(of.values(), default=0.0)
@@ -766,7 +770,7 @@ def _session_prior(pool: list[dict[str, Any]], sessions: list[dict[str, Any]], s
         c = pool[i] = {**c, "score_breakdown": dict(c["score_breakdown"])}
         part = of.get(c["session_id"], floor)
         c["score_breakdown"]["session"] = round(part, 6)
-        c["score"] = (1.0 - share) * c["score"] + share * part
+        c["score"] *= 1.0 - share + share * part
 
 
 def _pick(group: list[dict[str, Any]], m: int, mmr: float) -> list[dict[str, Any]]:
