@@ -45,6 +45,12 @@ def test_an_alias_names_its_author_for_the_search_and_the_prior() -> None:
     assert names.preferred_authors("What did Kate cook?", authors) == set()
     # the alias and the other author's name: both named, neither favoured
     assert names.preferred_authors("What did Kate and Elise cook?", authors, aliases) == set()
+    # an alias names someone only capitalised ("Hey Sunshine!" makes no "sunshine" a name)
+    sunny = {"sunshine": "Emi"}
+    assert names.without_names("Where did they go on a sunshine day?", authors, sunny).endswith(
+        "sunshine day?"
+    )
+    assert names.preferred_authors("What did Sunshine bake?", authors, sunny) == {"Emi"}
     # an alias of an author not among the candidates names nobody
     assert names.preferred_authors("What did Kate cook?", {"Ann", "Bob"}, aliases) == set()
 

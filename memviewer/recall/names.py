@@ -46,8 +46,9 @@ def _naming(query: str, pool: set[str], aliases: Mapping[str, str] | None = None
     lower = {w.lower() for w in words}
     parts = {a: _parts(a) for a in pool}
     out = {a: parts[a] & lower for a in pool if parts[a] & lower}
+    called = {w.lower() for w in words if w[0].isupper()}  # an alias names someone only capitalised
     for word, author in (aliases or {}).items():
-        if word in lower and author in pool:
+        if word in called and author in pool:
             out.setdefault(author, set()).add(word)
     taken = set().union(*out.values()) if out else set()
     capitalised = {
