@@ -63,25 +63,13 @@ def newest_turn(conn: Connection) -> int:
     return int(conn.execute(select(func.max(T.c.num))).scalar() or 0)
 
 
-def authors_after(conn: Connection, scope: str | None, scope_id: str | None, after: int) -> set[str]:
-    """The distinct non-empty ``metadata.speaker`` strings of the scope's turns numbered above
-    ``after`` (``scope`` / ``scope_id`` None: no filter on that column)."""
-    speaker = func.json_extract(T.c.meta, "$.speaker")
-    q = select(speaker).distinct().where(T.c.num > after, T.c.meta.is_not(None), speaker.is_not(None))
-    if scope or scope_id:
-        q = q.join(S, S.c.id == T.c.session_id)
-        if scope:
-            q = q.where(S.c.scope == scope)
-        if scope_id:
-            q = q.where(S.c.scope_id == scope_id)
-    return {v.strip() for (v,) in conn.execute(q) if isinstance(v, str) and v.strip()}
-
-
-def calls_after(
+def read_after(
     conn: Connection, scope: str | None, scope_id: str | None, after: int
-) -> Counter[tuple[str, str]]:
-    """How often each author wrote each name (``called``) in the scope's turns numbered above
-    ``after``: ``(author, name)`` counts. Only a turn's two ends are read."""
+) -> tuple[set[str], Counter[tuple[str, str]]]:
+    """The distinct non-empty ``metadata.speaker`` strings of the scope's turns numbered above
+    ``after`` (``scope`` / ``scope_id`` None: no filter on that column), and how often each of
+    those authors wrote each name (``called``): ``(author, name)`` counts. One pass, reading only
+    a turn's two ends."""
     speaker = func.json_extract(T.c.meta, "$.speaker")
     q = select(speaker, func.substr(T.c.content, 1, EDGE), func.substr(T.c.content, -EDGE)).where(
         T.c.num > after, T.c.meta.is_not(None), speaker.is_not(None)
@@ -92,12 +80,15 @@ def calls_after(
             q = q.where(S.c.scope == scope)
         if scope_id:
             q = q.where(S.c.scope_id == scope_id)
-    out: Counter[tuple[str, str]] = Counter()
+    authors: set[str] = set()
+    calls: Counter[tuple[str, str]] = Counter()
     for who, head, tail in conn.execute(q):
-        if isinstance(who, str) and who.strip():
-            for name in called(head or "", tail or ""):
-                out[(who.strip(), name)] += 1
-    return out
+        if not isinstance(who, str) or not who.strip():
+            continue
+        authors.add(who.strip())
+        for name in called(head or "", tail or ""):
+            calls[(who.strip(), name)] += 1
+    return authors, calls
 
 
 def aliases_of(authors: frozenset[str], calls: Counter[tuple[str, str]]) -> dict[str, str]:
@@ -152,8 +143,8 @@ class ScopeAuthors:
                 known = self._known.pop(key, None) or _Known()
             if newest > known.seen:  # a new object: a reader holding the old one sees no change
                 fresh = _Known()
-                fresh.names = known.names | authors_after(conn, key[0], key[1], known.seen)
-                fresh.calls = known.calls + calls_after(conn, key[0], key[1], known.seen)
+                authors, calls = read_after(conn, key[0], key[1], known.seen)
+                fresh.names, fresh.calls = known.names | authors, known.calls + calls
                 fresh.seen = newest
                 known = fresh
         with self._lock:
