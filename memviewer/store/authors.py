@@ -108,14 +108,16 @@ def aliases_of(authors: frozenset[str], calls: Counter[tuple[str, str]]) -> dict
 
 
 class _Known:
-    """What the cache holds for one scope: the turn number read up to, authors, name counts."""
+    """What the cache holds for one scope: the turn number read up to, its authors, the names
+    they wrote (counts) and the aliases those make."""
 
-    __slots__ = ("calls", "names", "seen")
+    __slots__ = ("aliases", "calls", "names", "seen")
 
     def __init__(self) -> None:
         self.seen = 0
         self.names: frozenset[str] = frozenset()
         self.calls: Counter[tuple[str, str]] = Counter()
+        self.aliases: dict[str, str] = {}  # aliases_of(names, calls), kept with them
 
 
 class ScopeAuthors:
@@ -133,7 +135,7 @@ class ScopeAuthors:
     def names(self, scope: str | None, scope_id: str | None) -> tuple[frozenset[str], dict[str, str]]:
         """The scope's authors and their aliases (lower-case name → author), in one read."""
         known = self._read(scope, scope_id)
-        return known.names, aliases_of(known.names, known.calls)
+        return known.names, dict(known.aliases)
 
     def _read(self, scope: str | None, scope_id: str | None) -> _Known:
         key = (scope or None, scope_id or None)
@@ -145,6 +147,7 @@ class ScopeAuthors:
                 fresh = _Known()
                 authors, calls = read_after(conn, key[0], key[1], known.seen)
                 fresh.names, fresh.calls = known.names | authors, known.calls + calls
+                fresh.aliases = aliases_of(fresh.names, fresh.calls)
                 fresh.seen = newest
                 known = fresh
         with self._lock:
