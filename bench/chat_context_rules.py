@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memviewer.index.summarizer import speaker_of
+from memviewer.store.speakers import author_of
 
 PREV_CHARS = 200
 SHORT_WORDS = 12
@@ -33,7 +33,7 @@ RULES = ("off", "author", "prev", "prev_brief", "prev_next", "prev_short", "ctx_
 Near = tuple[str | None, str]
 
 
-author = speaker_of  # the summarizer's reading of metadata.speaker, so both agree
+author = author_of  # the summarizer's and recall's reading of metadata.speaker, so all agree
 
 
 def _line(who: str | None, text: str, limit: int) -> str:

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from memviewer.recall import names, scoring
+from memviewer.store import speakers
 
 
 def test_named_authors_exact_part_of_a_name_and_case() -> None:
@@ -34,10 +35,16 @@ def test_preferred_authors_none_when_every_author_is_named_or_none() -> None:
 
 
 def test_author_of_reads_speaker_only() -> None:
-    assert names.author_of({"speaker": "Ann", "name": "x"}) == "Ann"
-    assert names.author_of({"name": "read_file"}) is None  # a tool message's function name
-    assert names.author_of({"speaker": "  "}) is None
-    assert names.author_of(None) is None
+    assert speakers.author_of({"speaker": "Ann", "name": "x"}) == "Ann"
+    assert speakers.author_of({"name": "read_file"}) is None  # a tool message's function name
+    assert speakers.author_of({"speaker": "  "}) is None
+    assert speakers.author_of(None) is None
+    # a raw JSON column reads the same; unreadable JSON names nobody
+    assert speakers.author_of('{"speaker": " Ann "}') == "Ann"
+    assert speakers.author_of("{not json") is None
+    # a chat: at least half the turns name their author, and at least one turn
+    assert speakers.is_chat(1, 2) and speakers.is_chat(3, 3)
+    assert not speakers.is_chat(1, 3) and not speakers.is_chat(0, 0)
 
 
 def test_echoes_query_only_for_a_question_repeating_the_query() -> None:

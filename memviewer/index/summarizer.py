@@ -43,6 +43,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from memviewer.store import speakers
+
 log = logging.getLogger("memviewer.index")
 
 TEMPLATE_VERSION = "session-summary-v1"
@@ -204,24 +206,12 @@ def _day(ts: float | None) -> str | None:
 
 
 def _author(t: dict[str, Any]) -> str | None:
-    return speaker_of(t.get("meta"))
-
-
-def speaker_of(meta: object) -> str | None:
-    """The author a turn's metadata names (``metadata.speaker``; a dict or its raw JSON), or
-    None (an agent turn)."""
-    if isinstance(meta, str):  # a raw JSON column
-        try:
-            meta = json.loads(meta)
-        except ValueError:
-            return None
-    value = meta.get("speaker") if isinstance(meta, dict) else None
-    return value.strip() if isinstance(value, str) and value.strip() else None
+    return speakers.author_of(t.get("meta"))
 
 
 def _names_authors(authors: Sequence[str | None]) -> bool:
-    """A chat between named people: at least half of the session's turns name their author."""
-    return sum(1 for a in authors if a) * 2 >= len(authors) > 0
+    """A chat between named people (``speakers.is_chat``) by the session's turns' authors."""
+    return speakers.is_chat(sum(1 for a in authors if a), len(authors))
 
 
 MAX_PEOPLE_SENTENCES = 10

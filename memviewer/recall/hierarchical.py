@@ -54,6 +54,7 @@ from memviewer.errors import INVALID_ARGUMENT, MemviewerError
 from memviewer.recall import lexical, names, scoring, timeref
 from memviewer.recall import rerank as reranking
 from memviewer.recall.trace import RecallTrace
+from memviewer.store import speakers
 
 if TYPE_CHECKING:
     from memviewer.index.parts import IndexParts
@@ -429,7 +430,7 @@ def _turn_candidates(
     preferred: set[str] = set()
     if store is not None:
         authors = _authors(store, ids)
-    chat = 2 * len(authors) >= len(ids)  # at least half the candidates name their author
+    chat = speakers.is_chat(len(authors), len(ids))
     if chat:
         w = _chat_weights(w, tune)
     if authors and w.speaker > 0 and tune["name_prior"]:
@@ -532,7 +533,7 @@ def _authors(store: Store, ids: list[str]) -> dict[str, str]:
 
     with store.read() as conn:
         fields = repos.turn_meta_fields(conn, ids, ("speaker",))
-    return {tid: a for tid, f in fields.items() if (a := names.author_of(f))}
+    return {tid: a for tid, f in fields.items() if (a := speakers.author_of(f))}
 
 
 def _rank_sessions(
@@ -744,7 +745,7 @@ def _chat_weights(w: scoring.Weights, tune: dict[str, float]) -> scoring.Weights
 def _is_chat(candidates: list[dict[str, Any]]) -> bool:
     """At least half the candidate turns name their author (``metadata.speaker``): a chat
     between people, which the chat rules (``chat_*`` tuning keys) are for."""
-    return bool(candidates) and 2 * sum(1 for c in candidates if c.get("_authored")) >= len(candidates)
+    return speakers.is_chat(sum(1 for c in candidates if c.get("_authored")), len(candidates))
 
 
 def _add_flat(pool: list[dict[str, Any]], candidates: list[dict[str, Any]], n: int) -> list[str]:

@@ -1,9 +1,7 @@
 """Whose words a question asks about, by name: "What did Caroline research?" favours the turns
 Caroline wrote.
 
-A turn's author is its ``metadata.speaker`` (not ``metadata.name``, which OpenAI-style tool
-messages use for the function); ``role`` alone cannot tell two people apart when both are
-people (a REALTALK or LoCoMo chat stores them as ``user`` and ``assistant``).
+A turn's author is its ``metadata.speaker`` (``memviewer.store.speakers.author_of``).
 ``named_authors`` matches the question's words against the authors of the candidate turns: a
 word equal to a part of the name ("Fahim" for "Fahim Khan", "elise" for "Elise"), or, for a
 capitalised word of five letters or more, a close spelling ("Muhammad" for the author
@@ -28,12 +26,6 @@ from difflib import SequenceMatcher
 FUZZY_RATIO = 0.75
 FUZZY_MIN_LEN = 5
 _WORD = re.compile(r"[^\W_\d]+", re.UNICODE)
-
-
-def author_of(meta: object) -> str | None:
-    """The author name a turn's metadata carries, if any."""
-    value = meta.get("speaker") if isinstance(meta, dict) else None
-    return value.strip() if isinstance(value, str) and value.strip() else None
 
 
 def _parts(name: str) -> set[str]:
