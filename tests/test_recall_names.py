@@ -236,7 +236,7 @@ def test_a_chat_is_blended_with_the_chat_dense_share_an_agent_session_is_not(ser
     )
     service.sync_index()
     q = "who bakes sourdough bread"
-    alone = {"chat_neighbour_share": 0, "chat_session_prior": 0}
+    alone = {"chat_neighbour_share": 0, "chat_session_prior": 0, "chat_length_prior": 0}
     for scope_id, dense_w in (("c1", 0.7), ("agent", 0.5)):
         out = service.recall(q, scope="conv", scope_id=scope_id, mode="flat", tuning=alone)
         assert out["diagnostics"]["params"]["w_dense"] == dense_w
@@ -329,4 +329,63 @@ def test_why_says_a_chat_question_turn_was_demoted(service: Any) -> None:
         tid: "\n".join(stage_lines(why_not(service.parts, q, tid, scope)[1])) for tid in ("s4-0", "s4-1")
     }
     assert "demoted: every sentence is a question (chat_question_penalty)" in lines["s4-0"]
-    assert "demoted" not in lines["s4-1"]
+    assert "every sentence is a question" not in lines["s4-1"]
+
+
+_LONG = "We drove to Whistler in January with my brother Tom and went skiing in deep powder snow on Blackcomb"
+
+
+def test_short_chat_turns_keep_less_of_their_score_long_ones_and_agent_turns_all(service: Any) -> None:
+    _chat(
+        service,
+        "s5",
+        [
+            ("Bob", "assistant", "Hey Ann, skiing?"),
+            ("Ann", "user", _LONG),
+            ("Bob", "assistant", "Skiing sounds great."),
+        ],
+    )
+    service.import_session(
+        {"id": "g5", "agent": "a", "scope": "conv", "scope_id": "agent", "started_at": 1_700_000_000.0},
+        [{"id": "g5-0", "role": "user", "content": "Skiing sounds great.", "timestamp": 1.7e9}],
+    )
+    service.sync_index()
+    q = "Where did Ann go skiing?"
+    on = service.recall(q, scope="conv", scope_id="c1", mode="flat")
+    off = service.recall(q, scope="conv", scope_id="c1", mode="flat", tuning={"chat_length_prior": 0})
+    a = {r["turn_id"]: r for r in on["results"]}
+    b = {r["turn_id"]: r for r in off["results"]}
+    # "skiing sounds great": 3 content words of the 10 that keep a whole score, λ = 0.2
+    cut = 0.2 * (1 - len(scoring.content_terms("Skiing sounds great.")) / 10)
+    assert a["s5-2"]["score_breakdown"]["short"] == round(cut, 4)
+    assert abs(a["s5-2"]["score"] - (1 - cut) * b["s5-2"]["score"]) < 1e-6
+    assert "short" not in a["s5-1"]["score_breakdown"]  # ten content words or more: untouched
+    assert abs(a["s5-1"]["score"] - b["s5-1"]["score"]) < 1e-6
+    assert all("short" not in r["score_breakdown"] for r in off["results"])
+    # a longer threshold takes more off the same turn
+    harder = {"chat_length_prior": 0.5, "chat_length_words": 20}
+    more = service.recall(q, scope="conv", scope_id="c1", mode="flat", tuning=harder)
+    assert {r["turn_id"]: r for r in more["results"]}["s5-2"]["score_breakdown"]["short"] > cut
+    agent = service.recall(q, scope="conv", scope_id="agent", mode="flat")
+    assert agent["results"] and all("short" not in r["score_breakdown"] for r in agent["results"])
+
+
+def test_why_says_a_short_chat_turn_was_demoted(service: Any) -> None:
+    from memviewer.recall.why import why_not
+    from memviewer.recall.why_view import stage_lines
+
+    _chat(
+        service,
+        "s6",
+        [
+            ("Bob", "assistant", "Skiing, great!"),
+            ("Ann", "user", _LONG),
+        ],
+    )
+    service.sync_index()
+    q, scope = "Where did Ann go skiing?", {"scope": "conv", "scope_id": "c1"}
+    lines = {
+        tid: "\n".join(stage_lines(why_not(service.parts, q, tid, scope)[1])) for tid in ("s6-0", "s6-1")
+    }
+    assert "demoted: a short message (chat_length_prior)" in lines["s6-0"]
+    assert "demoted" not in lines["s6-1"]

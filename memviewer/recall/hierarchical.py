@@ -93,6 +93,8 @@ TUNING_DEFAULTS: dict[str, float] = {
     "window_depth": 100,  # windows fetched by similarity when a scope has too many to keep
     "chat_question_penalty": 0.5,  # in a chat, share taken off a turn whose every sentence asks
     "name_aliases": 1.0,  # 0: names a chat calls its two authors by ("Hey Kate!") do not name them
+    "chat_length_prior": 0.2,  # in a chat, λ: a turn of n content words × (1 - λ + λ · min(1, n / words))
+    "chat_length_words": 10.0,  # the content words from which a chat turn has its whole score
 }
 
 TURN_COLUMNS = ["turn_id", "session_id", "role", "archived", "timestamp", "text", "vector"]
@@ -446,7 +448,8 @@ def _turn_candidates(
     out = []
     for i, tid in enumerate(ids):
         r = rows[tid]
-        cov = scoring.coverage(q_terms, r["text"])
+        terms = scoring.content_terms(str(r["text"]))
+        cov = scoring.covered(q_terms, terms)
         if tune["rrf"]:
             rrf_d = 60.0 / (60.0 + d_rank[tid])
             rrf_k = 60.0 / (60.0 + k_rank[tid]) if tid in k_rank else 0.0
@@ -486,6 +489,7 @@ def _turn_candidates(
                 "_vec": vecs[i],
                 "_authored": tid in authors,
                 "_chat": chat,
+                "_words": len(terms),
             }
         )
     share = float(tune["neighbour_share"])
@@ -493,6 +497,9 @@ def _turn_candidates(
         share = float(tune["chat_neighbour_share"])
     if share > 0 and store is not None:
         _with_neighbours(store, out, share)
+    brief = float(tune["chat_length_prior"]) if chat else 0.0
+    if brief > 0:  # after the neighbour share too: "Yes!" still lends its score to the turn it answers
+        _length_prior(out, brief, float(tune["chat_length_words"]))
     ask = float(tune["chat_question_penalty"]) if chat else 0.0
     if ask > 0:  # after the neighbour share: a question still points at the answer next to it
         _question_penalty(out, ask)
@@ -508,6 +515,20 @@ def _question_penalty(cands: list[dict[str, Any]], share: float) -> None:
         if scoring.only_questions(str(c["text"])):
             c["score_breakdown"]["question"] = 1.0
             c["score"] *= 1.0 - share
+
+
+def _length_prior(cands: list[dict[str, Any]], share: float, words: float) -> None:
+    """A chat turn of ``n`` content words (``scoring.content_terms``, as ``_words``) keeps
+    ``1 - share + share · min(1, n / words)`` of its score; ``score_breakdown.short`` is the
+    part taken off. Greetings and one-word replies match a question's name or topic word as
+    strongly as the message that states the fact (BM25 favours short texts, and so does a
+    short text's embedding), but rarely hold the answer themselves."""
+    full = max(words, 1.0)
+    for c in cands:
+        cut = share * max(0.0, 1.0 - c["_words"] / full)
+        if cut > 0:
+            c["score_breakdown"]["short"] = round(cut, 4)
+            c["score"] *= 1.0 - cut
 
 
 def _with_neighbours(store: Store, cands: list[dict[str, Any]], share: float) -> None:

@@ -102,9 +102,14 @@ def content_terms(text: str) -> set[str]:
 
 
 def coverage(query_terms: set[str], text: str) -> float:
+    return covered(query_terms, content_terms(text))
+
+
+def covered(query_terms: set[str], terms: set[str]) -> float:
+    """The share of ``query_terms`` among a text's ``content_terms``."""
     if not query_terms:
         return 0.0
-    return len(query_terms & content_terms(text)) / len(query_terms)
+    return len(query_terms & terms) / len(query_terms)
 
 
 @dataclass(frozen=True)
