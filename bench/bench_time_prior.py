@@ -1,9 +1,9 @@
 """Benchmark: what a relative date in a recall query costs in SQLite at scale.
 
 A query naming a date ("what did I cook a week ago?") runs two extra SQL
-statements (``memviewer.recall.hierarchical``): ``_sessions_in`` (sessions of the
+statements (``memviewer.recall.stage1``): ``sessions_in`` (sessions of the
 scope with a turn inside the window: the session-span indexes narrow, an EXISTS
-on the (session, timestamp) index decides) and ``_time_closeness`` (each Stage-1
+on the (session, timestamp) index decides) and ``time_closeness`` (each Stage-1
 candidate's turn nearest the window, one grouped statement). Undated queries run
 neither. This measures both against a real SQLite store of N sessions with 10
 turns each, spread over two years, in one scope (the worst case), plus a handful
@@ -31,7 +31,7 @@ from types import SimpleNamespace
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from memviewer.recall import timeref  # noqa: E402
-from memviewer.recall.hierarchical import _sessions_in, _time_closeness  # noqa: E402
+from memviewer.recall.stage1 import sessions_in, time_closeness  # noqa: E402
 from memviewer.store import repos  # noqa: E402
 from memviewer.store.db import Store  # noqa: E402
 
@@ -101,11 +101,11 @@ def measure(path: Path, n: int, queries: int, rng: random.Random) -> dict[str, f
         window = timeref.parse(f"what did I do {PHRASES[q % len(PHRASES)]}?", as_of)
         assert window is not None
         t0 = time.perf_counter()
-        ids = _sessions_in(service, ("user", "u1"), window)
+        ids = sessions_in(service, ("user", "u1"), window)
         t1 = time.perf_counter()
         # Stage 1's candidates: ~60 from the retrievers plus those dated in the window
         candidates = ids + [f"s{rng.randrange(n):07d}" for _ in range(60)]
-        scores = _time_closeness(service, candidates, window)
+        scores = time_closeness(service, candidates, window)
         t2 = time.perf_counter()
         hits += sum(1 for v in scores.values() if v == 1.0)
         found.append((t1 - t0) * 1000)
@@ -136,7 +136,7 @@ def main() -> None:
         f"# {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC · {platform.processor() or platform.machine()}"
         f" · Python {platform.python_version()}"
     )
-    print("| sessions | turns | _sessions_in p50 ms | _time_closeness p50 ms | both p50 ms | both p99 ms |")
+    print("| sessions | turns | sessions_in p50 ms | time_closeness p50 ms | both p50 ms | both p99 ms |")
     print("|---:|---:|---:|---:|---:|---:|")
     for n in (int(x) for x in args.sessions.split(",")):
         rng = random.Random(n)
