@@ -363,11 +363,14 @@ def test_short_chat_turns_keep_less_of_their_score_long_ones_and_agent_turns_all
     assert abs(a["s5-1"]["score"] - b["s5-1"]["score"]) < 1e-6
     assert all("short" not in r["score_breakdown"] for r in off["results"])
     # a longer threshold takes more off the same turn
-    harder = {"chat_length_prior": 0.5, "chat_length_words": 20}
+    harder = {"chat_length_prior": 0.5, "length_words": 20}
     more = service.recall(q, scope="conv", scope_id="c1", mode="flat", tuning=harder)
     assert {r["turn_id"]: r for r in more["results"]}["s5-2"]["score_breakdown"]["short"] > cut
     agent = service.recall(q, scope="conv", scope_id="agent", mode="flat")
     assert agent["results"] and all("short" not in r["score_breakdown"] for r in agent["results"])
+    # agent sessions get it only when asked for (it lost LongMemEval recall)
+    asked = service.recall(q, scope="conv", scope_id="agent", mode="flat", tuning={"length_prior": 0.2})
+    assert {r["turn_id"]: r for r in asked["results"]}["g5-0"]["score_breakdown"]["short"] == round(cut, 4)
 
 
 def test_why_says_a_short_chat_turn_was_demoted(service: Any) -> None:
@@ -387,5 +390,5 @@ def test_why_says_a_short_chat_turn_was_demoted(service: Any) -> None:
     lines = {
         tid: "\n".join(stage_lines(why_not(service.parts, q, tid, scope)[1])) for tid in ("s6-0", "s6-1")
     }
-    assert "demoted: a short message (chat_length_prior)" in lines["s6-0"]
+    assert "demoted: a short message (chat_length_prior / length_prior)" in lines["s6-0"]
     assert "demoted" not in lines["s6-1"]

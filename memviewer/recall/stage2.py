@@ -137,9 +137,9 @@ def turn_candidates(
         share = float(tune["chat_neighbour_share"])
     if share > 0 and store is not None:
         _with_neighbours(store, out, share)
-    brief = float(tune["chat_length_prior"]) if chat else 0.0
+    brief = float(tune["chat_length_prior"] if chat else tune["length_prior"])
     if brief > 0:  # after the neighbour share too: "Yes!" still lends its score to the turn it answers
-        _length_prior(out, brief, float(tune["chat_length_words"]))
+        _length_prior(out, brief, float(tune["length_words"]))
     ask = float(tune["chat_question_penalty"]) if chat else 0.0
     if ask > 0:  # after the neighbour share: a question still points at the answer next to it
         _question_penalty(out, ask)
@@ -158,7 +158,7 @@ def _question_penalty(cands: list[dict[str, Any]], share: float) -> None:
 
 
 def _length_prior(cands: list[dict[str, Any]], share: float, words: float) -> None:
-    """A chat turn of ``n`` content words (``scoring.content_terms``, as ``_words``) keeps
+    """A turn of ``n`` content words (``scoring.content_terms``, as ``_words``) keeps
     ``1 - share + share · min(1, n / words)`` of its score; ``score_breakdown.short`` is the
     part taken off. Greetings and one-word replies match a question's name or topic word as
     strongly as the message that states the fact (BM25 favours short texts, and so does a

@@ -43,8 +43,9 @@ TUNING_DEFAULTS: dict[str, float] = {
     "window_depth": 100,  # windows fetched by similarity when a scope has too many to keep
     "chat_question_penalty": 0.5,  # in a chat, share taken off a turn whose every sentence asks
     "name_aliases": 1.0,  # 0: names a chat calls its two authors by ("Hey Kate!") do not name them
-    "chat_length_prior": 0.2,  # in a chat, λ: a turn of n content words × (1 - λ + λ · min(1, n / words))
-    "chat_length_words": 10.0,  # the content words from which a chat turn has its whole score
+    "length_prior": 0.0,  # λ: a turn of n content words × (1 - λ + λ · min(1, n / length_words))
+    "chat_length_prior": 0.2,  # length_prior for chats between named people (agent sessions: measured worse)
+    "length_words": 10.0,  # the content words from which a turn keeps its whole score
 }
 
 

@@ -25,7 +25,7 @@ def _mark(passed: bool | None) -> str:
 DEMOTIONS = {
     "question": "every sentence is a question (chat_question_penalty)",
     "echo": "a question echoing the query (echo_penalty)",
-    "short": "a short message (chat_length_prior)",
+    "short": "a short message (chat_length_prior / length_prior)",
 }
 
 
