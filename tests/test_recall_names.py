@@ -311,10 +311,16 @@ def test_chat_question_turns_lose_a_share_answers_and_agent_turns_do_not(service
     assert agent["results"] and all("question" not in r["score_breakdown"] for r in agent["results"])
 
 
-def test_why_says_a_chat_question_turn_was_demoted(service: Any) -> None:
+def _why_lines(svc: Any, query: str, turn_ids: tuple[str, ...]) -> dict[str, str]:
+    """``recall --why``'s stage lines for each turn, over the chat scope."""
     from memviewer.recall.why import why_not
     from memviewer.recall.why_view import stage_lines
 
+    scope = {"scope": "conv", "scope_id": "c1"}
+    return {tid: "\n".join(stage_lines(why_not(svc.parts, query, tid, scope)[1])) for tid in turn_ids}
+
+
+def test_why_says_a_chat_question_turn_was_demoted(service: Any) -> None:
     _chat(
         service,
         "s4",
@@ -324,10 +330,7 @@ def test_why_says_a_chat_question_turn_was_demoted(service: Any) -> None:
         ],
     )
     service.sync_index()
-    q, scope = "Where did Ann go skiing last winter?", {"scope": "conv", "scope_id": "c1"}
-    lines = {
-        tid: "\n".join(stage_lines(why_not(service.parts, q, tid, scope)[1])) for tid in ("s4-0", "s4-1")
-    }
+    lines = _why_lines(service, "Where did Ann go skiing last winter?", ("s4-0", "s4-1"))
     assert "demoted: every sentence is a question (chat_question_penalty)" in lines["s4-0"]
     assert "every sentence is a question" not in lines["s4-1"]
 
@@ -374,21 +377,8 @@ def test_short_chat_turns_keep_less_of_their_score_long_ones_and_agent_turns_all
 
 
 def test_why_says_a_short_chat_turn_was_demoted(service: Any) -> None:
-    from memviewer.recall.why import why_not
-    from memviewer.recall.why_view import stage_lines
-
-    _chat(
-        service,
-        "s6",
-        [
-            ("Bob", "assistant", "Skiing, great!"),
-            ("Ann", "user", _LONG),
-        ],
-    )
+    _chat(service, "s6", [("Bob", "assistant", "Skiing, great!"), ("Ann", "user", _LONG)])
     service.sync_index()
-    q, scope = "Where did Ann go skiing?", {"scope": "conv", "scope_id": "c1"}
-    lines = {
-        tid: "\n".join(stage_lines(why_not(service.parts, q, tid, scope)[1])) for tid in ("s6-0", "s6-1")
-    }
+    lines = _why_lines(service, "Where did Ann go skiing?", ("s6-0", "s6-1"))
     assert "demoted: a short message (chat_length_prior / length_prior)" in lines["s6-0"]
     assert "demoted" not in lines["s6-1"]
