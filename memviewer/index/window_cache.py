@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from memviewer.index.lance import LanceIndex
 
 MAX_ROWS = 50_000
 
@@ -41,7 +43,9 @@ class WindowVectors:
         self._rows = 0
         self._lock = threading.Lock()
 
-    def best(self, index: Any, where: str | None, qvec: Any, depth: int) -> tuple[dict[str, float], bool]:
+    def best(
+        self, index: LanceIndex, where: str | None, qvec: np.ndarray, depth: int
+    ) -> tuple[dict[str, float], bool]:
         """``({session: cosine of its best window, floored at 0}, complete)`` for the sessions
         of ``where`` that have windows (none on a home indexed before windows existed);
         ``complete``: every session with windows is in it."""

@@ -65,6 +65,7 @@ from memviewer.timeutil import iso
 
 if TYPE_CHECKING:
     from memviewer.config import Settings
+    from memviewer.store.db import Store
 
 log = logging.getLogger("memviewer.recall")
 
@@ -133,7 +134,7 @@ def rate_automated(n: int, first: float | None, last: float | None) -> bool:
 class KeywordSearch:
     """BM25 session search over archived and active turns (see the module docstring)."""
 
-    def __init__(self, store: Any, *, use_fts: bool | None = None, broad_bm25: bool = False) -> None:
+    def __init__(self, store: Store, *, use_fts: bool | None = None, broad_bm25: bool = False) -> None:
         """``broad_bm25`` ranks queries with too many matches the way search did before the
         windowed scorer (``_common_candidates``): FTS5 BM25 over every match, or over the
         newest ``COMMON_WINDOW`` when every word is common. Kept for

@@ -15,6 +15,9 @@ from memviewer.recall.trace import RecallTrace
 from memviewer.recall.tuning import chat_weights
 
 if TYPE_CHECKING:
+    import numpy as np
+
+    from memviewer.index.lance import LanceIndex
     from memviewer.index.window_cache import WindowVectors
     from memviewer.store.db import Store
 
@@ -23,8 +26,8 @@ SUMMARY_COLUMNS = ["session_id", "summary", "vector"]
 
 def rank_sessions(
     store: Store,
-    index: Any,
-    qvec: Any,
+    index: LanceIndex,
+    qvec: np.ndarray,
     query: str,
     where: str | None,
     scope: tuple[str | None, str | None],

@@ -18,14 +18,17 @@ from memviewer.recall.tuning import chat_weights
 from memviewer.store import speakers
 
 if TYPE_CHECKING:
+    import numpy as np
+
+    from memviewer.index.lance import LanceIndex
     from memviewer.store.db import Store
 
 TURN_COLUMNS = ["turn_id", "session_id", "role", "archived", "timestamp", "text", "vector"]
 
 
 def turn_candidates(
-    index: Any,
-    qvec: Any,
+    index: LanceIndex,
+    qvec: np.ndarray,
     query: str,
     where: str | None,
     n: int,

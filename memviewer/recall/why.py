@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     import numpy as np
 
     from memviewer.index.embedder import Embedder
+    from memviewer.index.lance import LanceIndex
     from memviewer.index.parts import IndexParts
     from memviewer.recall.rerank import Reranker
     from memviewer.store.db import Store
@@ -245,7 +246,7 @@ def explain(
 
 def _scope_stage(
     parts: IndexParts,
-    index: Any,
+    index: LanceIndex,
     query: str,
     turn_id: str,
     where: str | None,
