@@ -8,8 +8,8 @@
 (``RecallTrace.sessions_ranked``) and every scored Stage-2 turn (``RecallTrace.scored``).
 ``replay`` recomputes Stage 1, the chat pool rules (M = 10, session prior 0.2) and the top 10
 from those traces under other Stage-1 rules, so a rule is measured in a second instead of a
-recall run per question. The replay copies recall's chat formulas (``recall.hierarchical``:
-``_rank_sessions``, ``_post_filter``, ``_session_prior``), so it first checks that the default
+recall run per question. The replay copies recall's chat formulas (``recall.stage1.rank_sessions``,
+``recall.pool.post_filter`` and ``recall.pool.session_prior``), so it first checks that the default
 rule reproduces recall's own Stage-1 sessions and final top 10 for every question and stops if
 not (a change to recall's scoring needs the same change here). Flat's sessions are the first
 distinct sessions of the same scored list (flat mode scores the same candidates).
@@ -27,7 +27,7 @@ from collections.abc import Callable
 from typing import Any
 
 K, M, PRIOR, TURN_W, TIME_W = 5, 10, 0.2, 0.6, 0.1
-CHAT_DENSE = 0.7  # recall.hierarchical TUNING_DEFAULTS["chat_dense_share"]: a chat's summary blend
+CHAT_DENSE = 0.7  # recall.tuning TUNING_DEFAULTS["chat_dense_share"]: a chat's summary blend
 
 
 def dump(file: str, home: str, cache_dir: str, out: str) -> None:

@@ -60,7 +60,6 @@ STAGE1_EMPTY = "session-retriever:stage1-empty"
 STAGE2_EMPTY = "session-retriever:stage2-empty"
 OVERFETCH = 3
 MODES = params.RECALL_MODES
-__all__ = ["MODES", "OVERFETCH", "STAGE1_EMPTY", "STAGE2_EMPTY", "TUNING_DEFAULTS", "Recall", "recall"]
 
 
 def _opt_str(name: str, value: Any) -> str | None:
