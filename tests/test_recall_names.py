@@ -268,7 +268,7 @@ def test_only_questions_every_sentence_asks() -> None:
     assert not scoring.only_questions("...")
 
 
-def test_chat_question_turns_lose_a_share_answers_and_agent_turns_do_not(service: Any) -> None:
+def test_chat_question_turns_lose_a_share_answers_and_agent_questions_do_not(service: Any) -> None:
     _chat(
         service,
         "s3",
@@ -284,7 +284,7 @@ def test_chat_question_turns_lose_a_share_answers_and_agent_turns_do_not(service
             {
                 "id": "g3-0",
                 "role": "user",
-                "content": "Where did you go skiing last winter?",
+                "content": "Which ski resort is best for skiing last winter's snow?",
                 "timestamp": 1.7e9,
             },
             {"id": "g3-1", "role": "assistant", "content": "Whistler, last winter.", "timestamp": 1.7e9 + 1},
@@ -311,6 +311,57 @@ def test_chat_question_turns_lose_a_share_answers_and_agent_turns_do_not(service
     assert agent["results"] and all("question" not in r["score_breakdown"] for r in agent["results"])
 
 
+def test_asks_to_recall_only_a_question_pointing_back() -> None:
+    assert scoring.asks_to_recall("What did we decide about the webhook backoff last time?")
+    assert scoring.asks_to_recall("Do you remember which payment provider we chose?")
+    assert scoring.asks_to_recall("Can you remind me what documents I need?")
+    assert scoring.asks_to_recall("上次我们决定用什么缓存策略？")
+    # a question that points back at nothing, and statements that do
+    assert not scoring.asks_to_recall("Which ski resort has the best snow?")
+    assert not scoring.asks_to_recall("We decided on a 30 s cap last time.")
+    # a statement before the question: it may hold the fact asked about later
+    assert not scoring.asks_to_recall("I used to play tennis. Do you remember the drills?")
+
+
+def _agent(svc: Any, sid: str, turns: list[tuple[str, str]], scope_id: str = "agent") -> None:
+    svc.import_session(
+        {"id": sid, "agent": "a", "scope": "conv", "scope_id": scope_id, "started_at": 1_700_000_000.0},
+        [
+            {"id": f"{sid}-{i}", "role": role, "content": text, "timestamp": 1_700_000_000.0 + i}
+            for i, (role, text) in enumerate(turns)
+        ],
+    )
+
+
+def test_agent_requests_to_recall_lose_a_share_other_questions_do_not(service: Any) -> None:
+    _agent(
+        service,
+        "g4",
+        [
+            ("user", "What did we decide about the webhook retry backoff last time?"),
+            ("assistant", "We settled on exponential webhook retry backoff, base 0.5 s, cap 30 s."),
+            ("user", "Which webhook retry backoff library is fastest?"),
+        ],
+    )
+    service.sync_index()
+    q = "what webhook retry backoff did we pick?"
+    for mode in ("flat", "hierarchical"):
+        on = service.recall(q, scope="conv", scope_id="agent", mode=mode)
+        off = service.recall(q, scope="conv", scope_id="agent", mode=mode, tuning={"question_penalty": 0})
+        a = {r["turn_id"]: r for r in on["results"]}
+        b = {r["turn_id"]: r for r in off["results"]}
+        assert a["g4-0"]["score_breakdown"]["question"] == 1.0
+        assert all("question" not in r["score_breakdown"] for r in off["results"])
+        assert all("question" not in a[t]["score_breakdown"] for t in ("g4-1", "g4-2"))
+        assert abs(a["g4-0"]["score"] - 0.5 * b["g4-0"]["score"]) < 1e-6
+        assert abs(a["g4-2"]["score"] - b["g4-2"]["score"]) < 1e-6  # a question, but not a request to recall
+    # the chat key does not reach agent sessions (nor this key chats: the chat test above)
+    chat_off = service.recall(
+        q, scope="conv", scope_id="agent", mode="flat", tuning={"chat_question_penalty": 0}
+    )
+    assert {r["turn_id"]: r for r in chat_off["results"]}["g4-0"]["score_breakdown"]["question"] == 1.0
+
+
 def _why_lines(svc: Any, query: str, turn_ids: tuple[str, ...]) -> dict[str, str]:
     """``recall --why``'s stage lines for each turn, over the chat scope."""
     from memviewer.recall.why import why_not
@@ -331,7 +382,7 @@ def test_why_says_a_chat_question_turn_was_demoted(service: Any) -> None:
     )
     service.sync_index()
     lines = _why_lines(service, "Where did Ann go skiing last winter?", ("s4-0", "s4-1"))
-    assert "demoted: every sentence is a question (chat_question_penalty)" in lines["s4-0"]
+    assert "demoted: every sentence is a question (chat_question_penalty / question_penalty)" in lines["s4-0"]
     assert "every sentence is a question" not in lines["s4-1"]
 
 

@@ -244,6 +244,29 @@ def only_questions(text: str) -> bool:
     return bool(sentences) and all(_asks(m) for m in sentences)
 
 
+#: What a request to recall says: the speaker points back at what was said or decided before.
+_RECALL_CUE = re.compile(
+    r"\b(?:remember|remind|recall|last time|earlier|did (?:we|i|you)|have (?:we|i|you)|"
+    r"we (?:decided|decide|agreed|agree|chose|choose|picked|pick|settled|said)|"
+    r"you (?:told|said|mentioned|suggested|recommended)|i (?:told|said|mentioned|asked))\b"
+    r"|记得|上次|之前|提醒我",
+    re.IGNORECASE,
+)
+
+
+def asks_to_recall(text: str) -> bool:
+    """A turn that only asks (``only_questions``) and points back at the conversation
+    ("What did we decide about the webhook backoff last time?", "Do you remember which
+    provider we chose?").
+
+    It states nothing itself: the answer is the turn that said or decided it, yet the request
+    repeats the very words a later recall of the same thing uses, so it outranks the answer.
+    In an agent session a user's other questions often carry the fact asked about later ("I
+    used to play tennis competitively, can you recommend exercises?"), so only this kind is
+    demoted there (``tuning.question_penalty``)."""
+    return only_questions(text) and _RECALL_CUE.search(text) is not None
+
+
 def _asks(sentence: str) -> bool:
     body = sentence.rstrip(".!?。！？")
     return "?" in sentence[len(body) :] or "？" in sentence[len(body) :]

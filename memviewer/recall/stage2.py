@@ -9,7 +9,7 @@ asks. Each candidate carries its parts in ``score_breakdown``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from memviewer.recall import lexical, names, scoring, timeref
@@ -143,19 +143,21 @@ def turn_candidates(
     brief = float(tune["chat_length_prior"] if chat else tune["length_prior"])
     if brief > 0:  # after the neighbour share too: "Yes!" still lends its score to the turn it answers
         _length_prior(out, brief, float(tune["length_words"]))
-    ask = float(tune["chat_question_penalty"]) if chat else 0.0
+    ask = float(tune["chat_question_penalty"] if chat else tune["question_penalty"])
     if ask > 0:  # after the neighbour share: a question still points at the answer next to it
-        _question_penalty(out, ask)
+        _question_penalty(out, ask, scoring.only_questions if chat else scoring.asks_to_recall)
     out.sort(key=lambda c: (-c["score"], c["turn_id"]))
     if trace is not None:
         trace.scored = out
     return out[:n]
 
 
-def _question_penalty(cands: list[dict[str, Any]], share: float) -> None:
-    """A chat turn that only asks (``scoring.only_questions``) loses ``share`` of its score."""
+def _question_penalty(cands: list[dict[str, Any]], share: float, asks: Callable[[str], bool]) -> None:
+    """A turn that only asks loses ``share`` of its score: in a chat any such turn
+    (``scoring.only_questions``), in an agent session a request to recall
+    (``scoring.asks_to_recall``)."""
     for c in cands:
-        if scoring.only_questions(str(c["text"])):
+        if asks(str(c["text"])):
             c["score_breakdown"]["question"] = 1.0
             c["score"] *= 1.0 - share
 

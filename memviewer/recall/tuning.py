@@ -42,6 +42,7 @@ TUNING_DEFAULTS: dict[str, float] = {
     "chat_window_share": 0.4,  # in a chat, Stage 1's share of the session's best window (0: off)
     "window_depth": 100,  # windows fetched by similarity when a scope has too many to keep
     "chat_question_penalty": 0.5,  # in a chat, share taken off a turn whose every sentence asks
+    "question_penalty": 0.5,  # in an agent session, the same for a turn that only asks to recall
     "name_aliases": 1.0,  # 0: names a chat calls its two authors by ("Hey Kate!") do not name them
     "length_prior": 0.0,  # λ: a turn of n content words × (1 - λ + λ · min(1, n / length_words))
     "chat_length_prior": 0.2,  # length_prior for chats between named people (agent sessions: measured worse)

@@ -23,7 +23,7 @@ def _mark(passed: bool | None) -> str:
 
 #: Stage-2 rules that lower a turn's score, as the ``score_breakdown`` key each one sets.
 DEMOTIONS = {
-    "question": "every sentence is a question (chat_question_penalty)",
+    "question": "every sentence is a question (chat_question_penalty / question_penalty)",
     "echo": "a question echoing the query (echo_penalty)",
     "short": "a short message (chat_length_prior / length_prior)",
 }
