@@ -382,8 +382,9 @@ def test_why_says_a_chat_question_turn_was_demoted(service: Any) -> None:
     )
     service.sync_index()
     lines = _why_lines(service, "Where did Ann go skiing last winter?", ("s4-0", "s4-1"))
-    assert "demoted: every sentence is a question (chat_question_penalty / question_penalty)" in lines["s4-0"]
-    assert "every sentence is a question" not in lines["s4-1"]
+    rule = "it only asks (a chat: chat_question_penalty; an agent's request to recall: question_penalty)"
+    assert f"demoted: {rule}" in lines["s4-0"]
+    assert "it only asks" not in lines["s4-1"]
 
 
 _LONG = "We drove to Whistler in January with my brother Tom and went skiing in deep powder snow on Blackcomb"

@@ -23,15 +23,23 @@ def _mark(passed: bool | None) -> str:
 
 #: Stage-2 rules that lower a turn's score, as the ``score_breakdown`` key each one sets.
 DEMOTIONS = {
-    "question": "every sentence is a question (chat_question_penalty / question_penalty)",
+    "question": (
+        "it only asks (a chat: chat_question_penalty; an agent's request to recall: question_penalty)"
+    ),
     "echo": "a question echoing the query (echo_penalty)",
     "short": "a short message (chat_length_prior / length_prior)",
 }
 
 
+def demotions(breakdown: dict[str, Any] | None) -> list[str]:
+    """What each demoting rule that fired on a turn did, with its tuning key (``DEMOTIONS``):
+    ``score_breakdown`` holds only the rule's key and number, which do not say why."""
+    return [text for key, text in DEMOTIONS.items() if (breakdown or {}).get(key)]
+
+
 def _demoted(breakdown: dict[str, Any] | None) -> str:
     """``"; demoted: …"`` for the demoting rules that fired on the turn, else ``""``."""
-    fired = [text for key, text in DEMOTIONS.items() if (breakdown or {}).get(key)]
+    fired = demotions(breakdown)
     return "; demoted: " + "; ".join(fired) if fired else ""
 
 

@@ -11,7 +11,7 @@ from tui_helpers import cell_texts, screen_text, wait_for_workers, wait_until
 
 from memviewer.recall.snippets import text_or_tool_calls, tool_call_label
 from memviewer.tui.screens.recall import RecallScreen
-from memviewer.tui.screens.recall_view import breakdown_text, trace_text
+from memviewer.tui.screens.recall_view import breakdown_text, result_detail, trace_text
 from memviewer.tui.screens.session import SessionScreen
 
 
@@ -131,6 +131,18 @@ def test_recall_errors_are_reported(make_app) -> None:
             )
 
     asyncio.run(scenario())
+
+
+def test_result_detail_says_which_rule_demoted_the_turn() -> None:
+    base = {"index": 9, "role": "user", "content": "What did we decide last time?", "score": 0.42}
+    plain = result_detail({**base, "score_breakdown": {"dense": 0.7}}).plain
+    assert "demoted" not in plain
+    shown = result_detail({**base, "score_breakdown": {"dense": 0.7, "question": 1.0, "short": 0.1}}).plain
+    lines = [line for line in shown.splitlines() if line.startswith("demoted")]
+    assert len(lines) == 2
+    assert "question_penalty" in lines[0] and "length_prior" in lines[1]
+    # a rule's key present but zero did not fire
+    assert "demoted" not in result_detail({**base, "score_breakdown": {"short": 0}}).plain
 
 
 def test_breakdown_and_trace_text() -> None:

@@ -8,6 +8,7 @@ from typing import Any
 from rich.text import Text
 
 from memviewer.recall.snippets import text_or_tool_calls
+from memviewer.recall.why_view import demotions
 from memviewer.timeutil import utc_minutes
 from memviewer.tui.formatting import json_text, long_time, one_line, printable
 
@@ -50,6 +51,9 @@ def result_detail(result: dict[str, Any]) -> Text:
         out.append("  archived", style="magenta")
     out.append("\nscore  ")
     out.append_text(breakdown_text(result.get("score_breakdown"), result.get("score")))
+    for text in demotions(result.get("score_breakdown")):  # "question 1.000" alone says nothing
+        out.append("\ndemoted  ", style="yellow")
+        out.append(text)
     out.append("\n\n")
     out.append(printable(text_or_tool_calls(result.get("content"), result.get("tool_calls"))))
     meta = result.get("metadata") or {}
