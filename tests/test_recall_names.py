@@ -72,6 +72,23 @@ def _chat(svc: Any, sid: str, turns: list[tuple[str, str, str]]) -> None:
     )
 
 
+def _agent(svc: Any, sid: str, turns: list[tuple[str, str]], scope_id: str = "agent") -> None:
+    svc.import_session(
+        {"id": sid, "agent": "a", "scope": "conv", "scope_id": scope_id, "started_at": 1_700_000_000.0},
+        [
+            {"id": f"{sid}-{i}", "role": role, "content": text, "timestamp": 1_700_000_000.0 + i}
+            for i, (role, text) in enumerate(turns)
+        ],
+    )
+
+
+def _on_off(svc: Any, query: str, scope_id: str, mode: str, key: str) -> tuple[dict, dict]:
+    """``{turn id: result}`` of a recall with the defaults and with the tuning key ``key`` at 0."""
+    on = svc.recall(query, scope="conv", scope_id=scope_id, mode=mode)
+    off = svc.recall(query, scope="conv", scope_id=scope_id, mode=mode, tuning={key: 0})
+    return {r["turn_id"]: r for r in on["results"]}, {r["turn_id"]: r for r in off["results"]}
+
+
 def test_recall_favours_the_named_authors_turns(service: Any) -> None:
     _chat(
         service,
@@ -278,25 +295,18 @@ def test_chat_question_turns_lose_a_share_answers_and_agent_questions_do_not(ser
             ("Bob", "assistant", "Nice. I stayed home last winter."),
         ],
     )
-    service.import_session(
-        {"id": "g3", "agent": "a", "scope": "conv", "scope_id": "agent", "started_at": 1_700_000_000.0},
+    _agent(
+        service,
+        "g3",
         [
-            {
-                "id": "g3-0",
-                "role": "user",
-                "content": "Which ski resort is best for skiing last winter's snow?",
-                "timestamp": 1.7e9,
-            },
-            {"id": "g3-1", "role": "assistant", "content": "Whistler, last winter.", "timestamp": 1.7e9 + 1},
+            ("user", "Which ski resort is best for skiing last winter's snow?"),
+            ("assistant", "Whistler, last winter."),
         ],
     )
     service.sync_index()
     q = "Where did Ann go skiing last winter?"
     for mode in ("flat", "hierarchical"):
-        on = service.recall(q, scope="conv", scope_id="c1", mode=mode)
-        off = service.recall(q, scope="conv", scope_id="c1", mode=mode, tuning={"chat_question_penalty": 0})
-        a = {r["turn_id"]: r for r in on["results"]}
-        b = {r["turn_id"]: r for r in off["results"]}
+        a, b = _on_off(service, q, "c1", mode, "chat_question_penalty")
         assert a["s3-0"]["score_breakdown"]["question"] == 1.0
         assert "question" not in b["s3-0"]["score_breakdown"]
         assert (
@@ -323,16 +333,6 @@ def test_asks_to_recall_only_a_question_pointing_back() -> None:
     assert not scoring.asks_to_recall("I used to play tennis. Do you remember the drills?")
 
 
-def _agent(svc: Any, sid: str, turns: list[tuple[str, str]], scope_id: str = "agent") -> None:
-    svc.import_session(
-        {"id": sid, "agent": "a", "scope": "conv", "scope_id": scope_id, "started_at": 1_700_000_000.0},
-        [
-            {"id": f"{sid}-{i}", "role": role, "content": text, "timestamp": 1_700_000_000.0 + i}
-            for i, (role, text) in enumerate(turns)
-        ],
-    )
-
-
 def test_agent_requests_to_recall_lose_a_share_other_questions_do_not(service: Any) -> None:
     _agent(
         service,
@@ -346,12 +346,9 @@ def test_agent_requests_to_recall_lose_a_share_other_questions_do_not(service: A
     service.sync_index()
     q = "what webhook retry backoff did we pick?"
     for mode in ("flat", "hierarchical"):
-        on = service.recall(q, scope="conv", scope_id="agent", mode=mode)
-        off = service.recall(q, scope="conv", scope_id="agent", mode=mode, tuning={"question_penalty": 0})
-        a = {r["turn_id"]: r for r in on["results"]}
-        b = {r["turn_id"]: r for r in off["results"]}
+        a, b = _on_off(service, q, "agent", mode, "question_penalty")
         assert a["g4-0"]["score_breakdown"]["question"] == 1.0
-        assert all("question" not in r["score_breakdown"] for r in off["results"])
+        assert all("question" not in r["score_breakdown"] for r in b.values())
         assert all("question" not in a[t]["score_breakdown"] for t in ("g4-1", "g4-2"))
         assert abs(a["g4-0"]["score"] - 0.5 * b["g4-0"]["score"]) < 1e-6
         assert abs(a["g4-2"]["score"] - b["g4-2"]["score"]) < 1e-6  # a question, but not a request to recall
