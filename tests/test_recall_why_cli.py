@@ -118,3 +118,15 @@ def test_golden_cli_round_trip(home: tuple[Path, dict[str, Any]]) -> None:
     assert code == 1 and json.loads(out)["code"] == "not_found"
     code, out = run(folder, "golden", "add", QUERY, "--turn", "nope")
     assert code == 1 and "unknown turn" in out
+
+
+def test_limit_is_the_top_k_option(home: tuple[Path, dict[str, Any]]) -> None:
+    """``--limit`` (the name search and recalls use) cuts the results exactly as ``--top-k``."""
+    by_name: dict[str, list[str]] = {}
+    for flag in ("--limit", "--top-k"):
+        code, out = run(home[0], "recall", QUERY, flag, "2", "--json")
+        assert code == 0, out
+        by_name[flag] = [r["turn_id"] for r in json.loads(out)["results"]]
+    assert len(by_name["--limit"]) == 2 and by_name["--limit"] == by_name["--top-k"]
+    code, out = run(home[0], "recall", QUERY, "--limit", "0")
+    assert code == 2 and "0 is not in the range" in out

@@ -176,7 +176,15 @@ def _run_batch(svc: Any, path: str, flat: bool) -> int:
     show_default=True,
     help="M: turns kept per session",
 )
-@click.option("--top-k", type=click.IntRange(1, 1000), default=10, show_default=True, help="results returned")
+@click.option(
+    "--top-k",
+    "--limit",
+    "top_k",
+    type=click.IntRange(1, 1000),
+    default=10,
+    show_default=True,
+    help="results returned (--limit is the same option, as in search and recalls)",
+)
 @click.option("--flat", is_flag=True, help="one turn query without Stage 1 (for comparison)")
 @click.option(
     "--as-of",
