@@ -56,6 +56,24 @@ KEYS: tuple[Key, ...] = (
         None,
         "PraisonAI session folders the hub follows (env: paths joined by the OS path separator)",
     ),
+    Key(
+        "watch_follow_symlinks",
+        bool,
+        False,
+        "the PraisonAI watcher reads files whose real path is outside the watched folder",
+    ),
+    Key(
+        "watch_max_file_bytes",
+        int,
+        1 << 30,
+        "the PraisonAI watcher reports bigger files and does not read them",
+    ),
+    Key(
+        "watch_read_timeout",
+        float,
+        30.0,
+        "seconds one PraisonAI file read may take before the watcher skips it",
+    ),
     Key("otlp", str, None, "OTLP/HTTP receiver address HOST:PORT (default off; a bare port is loopback)"),
 )
 KEY_BY_NAME = {k.name: k for k in KEYS}
@@ -76,6 +94,8 @@ RANGES: dict[str, tuple[float, bool]] = {
     "ann_threshold": (0, True),
     "recall_log_max": (0, True),
     "recall_log_days": (0, True),
+    "watch_max_file_bytes": (1024, True),
+    "watch_read_timeout": (0, False),
 }
 
 
@@ -168,6 +188,9 @@ class Settings:
     recall_log_max: int = 5000
     recall_log_days: float = 30.0
     watch_praisonai: list[str] | None = None
+    watch_follow_symlinks: bool = False
+    watch_max_file_bytes: int = 1 << 30
+    watch_read_timeout: float = 30.0
     otlp: str | None = None
     #: key -> "default" | "file:PATH" | "env:NAME" | "flag"
     sources: dict[str, str] = field(default_factory=dict, compare=False)

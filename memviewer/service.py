@@ -271,8 +271,11 @@ class MemoryService:
         *,
         origin: str | None = None,
         replace: bool = False,
+        keep_missing: bool = False,
     ) -> dict[str, Any]:
-        result = self.manager.import_session(session, turns, episodes, origin=origin, replace=replace)
+        result = self.manager.import_session(
+            session, turns, episodes, origin=origin, replace=replace, keep_missing=keep_missing
+        )
         return self._imported(session["id"], result)
 
     def import_session_chunks(

@@ -123,21 +123,26 @@ def test_a_big_watched_file_is_stored_in_chunks_and_reconciled(service, settings
         assert [t["turn_id"] for t in after] == _expected_ids(grown)
         assert [t["turn_id"] for t in after[:n]] == [t["turn_id"] for t in turns]
 
-        # a message edited in place: one turn replaced, none duplicated, and the tag of the
-        # replaced turn goes with it while the others stay
-        gone_id, kept_id = after[5]["turn_id"], after[6]["turn_id"]
-        service.tag(gone_id, ["check"])
+        # a message edited in place: the new text is a new turn, none duplicated; the old
+        # one is kept (a watched file never removes history), marked archived, with its tag
+        old_id, kept_id = after[5]["turn_id"], after[6]["turn_id"]
+        service.tag(old_id, ["check"])
         service.tag(kept_id, ["check"])
         seq = remote.last_seq
         edited = json.dumps(_doc(n + 700, edit=5))
         _write(path, edited)
         done = wait_for(lambda: final(seq), 60.0, "the edited file")
-        assert (done["new_turns"], done["removed_turns"], done["turns"]) == (1, 1, n + 700)
-        ids = [t["turn_id"] for t in remote.session("big-1")["turns"]]
-        assert ids == _expected_ids(edited) and len(set(ids)) == len(ids)
-        assert gone_id not in ids and kept_id in ids
-        assert [a["target_id"] for a in service.annotations(tag="check")] == [kept_id]
+        assert (done["new_turns"], done["removed_turns"], done["kept_turns"]) == (1, 0, 1)
+        assert done["turns"] == n + 700
+        stored = remote.session("big-1")["turns"]
+        ids = [t["turn_id"] for t in stored]
+        assert [i for i in ids if i != old_id] == _expected_ids(edited) and len(set(ids)) == len(ids)
+        assert old_id in ids and kept_id in ids
+        old = next(t for t in stored if t["turn_id"] == old_id)
+        assert old["archived"] is True and old["content"] == "message 5"
+        assert sorted(a["target_id"] for a in service.annotations(tag="check")) == sorted([old_id, kept_id])
         assert counters()["chunked_files"] == 3
+        assert counters()["turns_kept"] == 1
 
     async def main() -> None:
         hub = Hub(service, settings.socket_path, start_indexer=False, sources=[watcher])

@@ -30,6 +30,38 @@ class ForeignFileError(ValueError):
     """The file is readable JSON but not a PraisonAI session."""
 
 
+#: A session without a user id or an agent name is in this scope, with the session id as
+#: scope id: it shares recall with no other session (``agent`` + "" would pool every
+#: nameless session of every file together).
+NAMELESS_SCOPE = "session"
+
+
+def foreign_format(head: bytes | str) -> str | None:
+    """What a file is when it is a memviewer export instead of a PraisonAI session (from
+    its first bytes), with how to read it; None otherwise."""
+    text = head.decode("utf-8", "replace") if isinstance(head, bytes) else head
+    line = text.lstrip("\ufeff \t\r\n").split("\n", 1)[0].strip()
+    if not line.startswith('{"'):
+        return None
+    try:
+        first = loads_strict(line)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(first, dict):
+        return None
+    if first.get("format") == "memviewer.export":
+        return (
+            f"this is a memviewer export (memviewer.export v{first.get('version')}), not a PraisonAI "
+            "session; read it with `memviewer import json PATH`"
+        )
+    if {"session_id", "turn_id", "role", "content", "archived"} <= set(first):
+        return (
+            "this is a memviewer JSONL export (one turn per line), not a PraisonAI session; "
+            "only `--format json` exports can be imported again (`memviewer import json PATH`)"
+        )
+    return None
+
+
 @dataclass
 class ImportReport:
     imported: list[dict[str, Any]] = field(default_factory=list)
@@ -126,6 +158,10 @@ def parse_session(
     """
     if not isinstance(data, dict):
         raise ForeignFileError("top level is not a JSON object")
+    if data.get("format") == "memviewer.export":
+        raise ForeignFileError(
+            foreign_format(json.dumps({"format": data["format"], "version": data.get("version")}))
+        )
     if not any(isinstance(data.get(k), list) for k in ("messages", "archived_messages")):
         raise ForeignFileError("no 'messages' or 'archived_messages' list")
     reason = check_value(data)
@@ -179,7 +215,12 @@ def parse_head(data: dict[str, Any], fallback_id: str, default_ts: float | None)
     updated = _file_ts(data.get("updated_at"), "updated_at")
     agent = _id_text(data.get("agent_name"), "agent_name") or ""
     user_id = _id_text(data.get("user_id"), "user_id")
-    scope, scope_id = ("user", user_id) if user_id else ("agent", agent)
+    if user_id:
+        scope, scope_id = "user", user_id
+    elif agent:
+        scope, scope_id = "agent", agent
+    else:
+        scope, scope_id = NAMELESS_SCOPE, sid
     links = {k: _id_text(_lookup(data, meta, k), k) for k in ("source", *LINEAGE_KEYS)}
     title = meta.get("title")
     if not isinstance(title, str):
@@ -207,7 +248,18 @@ def message_turn(
     role = raw_role or "user"
     if role not in ("user", "assistant", "tool", "system"):
         role = "system" if role == "developer" else "assistant"
-    content = _text(msg.get("content"))
+    raw_content = msg.get("content")
+    if not (raw_content is None or isinstance(raw_content, str | list | dict)):
+        raise ForeignFileError(
+            f"{where}.content must be a string or a list of parts, not {kind(raw_content)}"
+        )
+    if isinstance(raw_content, list):
+        for j, part in enumerate(raw_content):
+            if not isinstance(part, str | dict):
+                raise ForeignFileError(
+                    f"{where}.content[{j}] must be a string or an object, not {kind(part)}"
+                )
+    content = _text(raw_content)
     ts = _file_ts(msg.get("timestamp"), f"{where}.timestamp") or head.fallback_ts
     mmeta = msg.get("metadata")
     if mmeta is not None and not isinstance(mmeta, dict):
@@ -316,7 +368,8 @@ def load_file(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     except UnicodeDecodeError:
         raise ForeignFileError("not valid UTF-8") from None
     except ValueError as exc:
-        raise ForeignFileError(f"not valid JSON ({exc})") from None
+        other = foreign_format(raw[:4096])
+        raise ForeignFileError(other or f"not valid JSON ({exc})") from None
     try:
         mtime = parse_ts(mtime)
     except ValueError:

@@ -27,6 +27,11 @@ adds:
   start unless ``replace``.
 * Turns carry no episodes (``episode_id`` must be null): PraisonAI files have none.
   Episodes the session had are removed at the end, as ``import_session`` does.
+* ``keep_missing`` (the folder watcher): stored turns the file no longer holds are kept and
+  marked archived by the last transaction (``kept_turns``), nothing is removed. The file's
+  turns are numbered on from its first turn's stored position (or after the last stored
+  turn when that one is new), so turns dropped from the window's head stay first; a turn
+  kept from the middle of the file may share its position with the file's next turn.
 """
 
 from __future__ import annotations
@@ -77,8 +82,15 @@ _COMPARED = (
 class _Run:
     """One chunked import: what the first transaction found, and the counts so far."""
 
-    def __init__(self, session_row: SessionRow, session: dict[str, Any], origin: str | None, replace: bool):
-        self.origin, self.replace = origin, replace
+    def __init__(
+        self,
+        session_row: SessionRow,
+        session: dict[str, Any],
+        origin: str | None,
+        replace: bool,
+        keep_missing: bool = False,
+    ):
+        self.origin, self.replace, self.keep_missing = origin, replace, keep_missing
         self.t = now()
         self.sid: str = session["id"]
         self.row = session_row(session, self.t)
@@ -90,7 +102,8 @@ class _Run:
         self.started = False  # the session row and the partial event are written
         self.kept: set[int] = set()  # hash(turn id) of every turn the file holds
         self.pos = 0
-        self.turns = self.new = self.updated = self.removed = self.archived = 0
+        self.offset: int | None = None  # positions start here (``keep_missing``: see the module doc)
+        self.turns = self.new = self.updated = self.removed = self.archived = self.kept_count = 0
         self.chunks = 0
 
     # -- the first transaction's checks -------------------------------------------
@@ -107,7 +120,7 @@ class _Run:
         )
         if self.foreign and not self.replace and self.session_changes:
             raise self.refusal()
-        if existing is not None and not self.replace and not self.foreign:
+        if existing is not None and not self.replace and not self.foreign and not self.keep_missing:
             live = live_turns_since_import(conn, self.sid)
             if live:  # the file is the record, but these turns were never in it
                 raise MemviewerError(
@@ -163,6 +176,7 @@ class _Run:
             "new_turns": 0 if partial else self.new,
             "updated_turns": 0 if partial else self.updated,
             "removed_turns": 0 if partial else self.removed,
+            "kept_turns": 0 if partial else self.kept_count,
             "unchanged_turns": 0 if partial else self.turns - self.new - self.updated,
             "archived_turns": 0 if partial else self.archived,
             "scope_changed": scope_changed,
@@ -192,10 +206,18 @@ class _Run:
         if reason:
             raise MemviewerError(INVALID_ARGUMENT, f"session {self.sid!r} {reason}")
         have = repos.get_turns(conn, [x["id"] for x in turns])
+        if self.offset is None:
+            self.offset = 0
+            if self.keep_missing and self.existing is not None:
+                first = have.get(turns[0]["id"])
+                if first is not None and first["session_id"] == self.sid:
+                    self.offset = int(first["idx"])
+                else:
+                    self.offset = repos.next_index(conn, self.sid)
         new_rows: list[dict[str, Any]] = []
         updates: dict[str, dict[str, Any]] = {}
         for i, turn in enumerate(turns):
-            values = stored_turn(turn, self.sid, None, self.pos + i)
+            values = stored_turn(turn, self.sid, None, self.offset + self.pos + i)
             old = have.get(turn["id"])
             if old is None:
                 new_rows.append({"id": turn["id"], **values})
@@ -228,12 +250,16 @@ class _Run:
                     break
                 after = page[-1][0]
                 gone = [tid for _num, tid in page if hash(tid) not in self.kept]
-                if gone:
+                if gone and self.keep_missing:  # out of PraisonAI's window: kept, as archived
+                    if import_pages.archive_turns(conn, gone):
+                        self.start(tx)
+                    self.kept_count += len(gone)
+                elif gone:
                     self.start(tx)  # refuses a foreign session (nothing written yet)
                     import_pages.delete_turns(conn, gone)
                     self.removed += len(gone)
             removed_eps = [e["id"] for e in repos.session_episodes(conn, self.sid)]
-            if removed_eps:
+            if removed_eps and not self.keep_missing:
                 self.start(tx)
                 import_pages.delete_episodes(conn, removed_eps)
         result = {
@@ -243,6 +269,7 @@ class _Run:
             "new_turns": self.new,
             "updated_turns": self.updated,
             "removed_turns": self.removed,
+            "kept_turns": self.kept_count,
             "archived_turns": self.archived,
             "chunks": self.chunks,
         }
@@ -271,13 +298,14 @@ class ChunkedImport:
         *,
         origin: str | None = None,
         replace: bool = False,
+        keep_missing: bool = False,
     ) -> None:
         check_session(session)
         reason = check_value(session)
         if reason:
             raise MemviewerError(INVALID_ARGUMENT, f"session {session['id']!r} {reason}")
         self.store = store
-        self._run = _Run(session_row, session, origin, replace)
+        self._run = _Run(session_row, session, origin, replace, keep_missing)
 
     @property
     def session_id(self) -> str:

@@ -602,6 +602,7 @@ class SessionManager:
         *,
         origin: str | None = None,
         replace: bool = False,
+        keep_missing: bool = False,
     ) -> dict[str, Any]:
         """Store a whole session history as the importer has it; idempotent by turn id.
 
@@ -620,6 +621,10 @@ class SessionManager:
         or the import would change nothing; one imported without an origin (older
         versions, direct calls) may be updated by any. Emits ``session.started``
         for a new session and ``session.imported``.
+
+        ``keep_missing`` (the folder watcher): the file is PraisonAI's window, not the
+        history, so stored turns it no longer holds are kept, marked archived, in their
+        place among the file's turns (``_ImportPlan.build``), counted as ``kept_turns``.
         """
         check_import(session, turns, episodes)
         sid: str = session["id"]
@@ -627,7 +632,7 @@ class SessionManager:
         with log_context(session_id=sid), self.store.write() as tx:
             existing = repos.get_session(tx.conn, sid)
             row = self.import_row(session, t)
-            plan = _ImportPlan.build(tx, sid, existing, row, turns, episodes or [])
+            plan = _ImportPlan.build(tx, sid, existing, row, turns, episodes or [], keep_missing=keep_missing)
             prior = prior_origin(tx.conn, sid) if existing is not None else None
             # Another file's session, or one published live: an origin-less caller (the API,
             # the eval) may update origin-less imports, but never silently take a live session.
@@ -639,6 +644,7 @@ class SessionManager:
                 "new_turns": len(plan.new_turns),
                 "updated_turns": len(plan.turn_updates),
                 "removed_turns": len(plan.removed_turns),
+                "kept_turns": plan.kept_turns,
                 "archived_turns": sum(1 for x in turns if x.get("archived")),
             }
             if foreign and not plan.changes:
@@ -689,6 +695,7 @@ class SessionManager:
                     "new_turns": len(plan.new_turns),
                     "updated_turns": len(plan.turn_updates),
                     "removed_turns": len(plan.removed_turns),
+                    "kept_turns": plan.kept_turns,
                     "archived_turns": result["archived_turns"],
                     "source": row["source"],
                     "origin": origin,
@@ -736,11 +743,18 @@ class SessionManager:
         return import_chunks(self.store, self.import_row, session, chunks, origin=origin, replace=replace)
 
     def chunked_import(
-        self, session: dict[str, Any], *, origin: str | None = None, replace: bool = False
+        self,
+        session: dict[str, Any],
+        *,
+        origin: str | None = None,
+        replace: bool = False,
+        keep_missing: bool = False,
     ) -> ChunkedImport:
         """The same import driven a chunk at a time by a caller whose chunks arrive one by one
         (the folder watcher hands each to the writer thread as its own job)."""
-        return ChunkedImport(self.store, self.import_row, session, origin=origin, replace=replace)
+        return ChunkedImport(
+            self.store, self.import_row, session, origin=origin, replace=replace, keep_missing=keep_missing
+        )
 
 
 @dataclass
@@ -754,6 +768,7 @@ class _ImportPlan:
     new_turns: list[dict[str, Any]]
     turn_updates: dict[str, dict[str, Any]]
     removed_turns: list[str]
+    kept_turns: int = 0  # stored turns the file no longer holds, kept (``keep_missing``)
 
     @property
     def changes(self) -> bool:
@@ -778,6 +793,8 @@ class _ImportPlan:
         row: dict[str, Any],
         turns: list[dict[str, Any]],
         episodes: list[dict[str, Any]],
+        *,
+        keep_missing: bool = False,
     ) -> _ImportPlan:
         conn = tx.conn
         session_changes = {k: v for k, v in row.items() if k != "id" and existing[k] != v} if existing else {}
@@ -806,20 +823,32 @@ class _ImportPlan:
             raise MemviewerError(CONFLICT, f"turn {tid} belongs to session {other['session_id']}")
         new_turns: list[dict[str, Any]] = []
         turn_updates: dict[str, dict[str, Any]] = {}
+        kept = {x["id"] for x in turns}
+        missing = [r for r in have.values() if r["id"] not in kept] if keep_missing else []
+        order = _merged_order(list(have.values()), turns, kept) if missing else None
         for pos, turn in enumerate(turns):
             if turn.get("episode_id") is not None and turn["episode_id"] not in known_eps:
                 raise MemviewerError(
                     INVALID_ARGUMENT,
                     f"turn {turn['id']}: episode {turn['episode_id']} is not in session {sid}",
                 )
-            values = stored_turn(turn, sid, turn.get("episode_id"), pos)
+            values = stored_turn(
+                turn, sid, turn.get("episode_id"), pos if order is None else order[turn["id"]]
+            )
             old = have.get(turn["id"])
             if old is None:
                 new_turns.append({"id": turn["id"], **values})
             elif any(old[k] != v for k, v in values.items()):
                 turn_updates[turn["id"]] = values
-        kept = {x["id"] for x in turns}
+        for old in missing:  # out of PraisonAI's window: kept, as archived turns
+            assert order is not None
+            values = {"idx": order[old["id"]], "archived": True, "is_compaction_summary": False}
+            if any(old[k] != v for k, v in values.items()):
+                turn_updates[old["id"]] = values
+        if keep_missing:
+            kept |= set(have)
         used_eps = {e["id"] for e in episodes} | {x.get("episode_id") for x in turns}
+        used_eps |= {r.get("episode_id") for r in missing}
         return cls(
             session_changes=session_changes,
             new_episodes=new_episodes,
@@ -828,6 +857,7 @@ class _ImportPlan:
             new_turns=new_turns,
             turn_updates=turn_updates,
             removed_turns=[tid for tid in have if tid not in kept],
+            kept_turns=len(missing),
         )
 
     def apply(self, tx: WriteTx) -> None:
@@ -843,6 +873,27 @@ class _ImportPlan:
         for tid, values in self.turn_updates.items():
             repos.update_turn(conn, tid, **values)
         repos.insert_turns(conn, self.new_turns)
+
+
+def _merged_order(
+    stored: list[dict[str, Any]], turns: list[dict[str, Any]], in_file: set[str]
+) -> dict[str, int]:
+    """Positions when stored turns the file no longer holds are kept (``keep_missing``):
+    the file's turns in the file's order, each kept turn right after the nearest turn
+    before it (in the stored order) that the file still holds, or first when there is none
+    (the turns PraisonAI's window dropped from its head stay at the head)."""
+    after: dict[str | None, list[str]] = {}
+    anchor: str | None = None
+    for row in sorted(stored, key=lambda r: (r["idx"], r["num"])):
+        if row["id"] in in_file:
+            anchor = row["id"]
+        else:
+            after.setdefault(anchor, []).append(row["id"])
+    ids = list(after.get(None, []))
+    for turn in turns:
+        ids.append(turn["id"])
+        ids.extend(after.get(turn["id"], []))
+    return {tid: i for i, tid in enumerate(ids)}
 
 
 def _short_error(exc: BaseException) -> str:

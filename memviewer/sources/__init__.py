@@ -21,7 +21,14 @@ def build_sources(settings: Settings) -> list[Any]:
     for folder in settings.watch_praisonai or []:
         from memviewer.sources.praisonai_watch import PraisonAIWatcher
 
-        out.append(PraisonAIWatcher(Path(folder).expanduser()))
+        out.append(
+            PraisonAIWatcher(
+                Path(folder).expanduser(),
+                follow_symlinks=settings.watch_follow_symlinks,
+                max_file_bytes=settings.watch_max_file_bytes,
+                read_timeout=settings.watch_read_timeout,
+            )
+        )
     address = settings.otlp
     if address:
         from memviewer.sources.otlp_http import OtlpReceiver, parse_address

@@ -36,25 +36,17 @@ def file_digest(fh: BinaryIO) -> str:
     return h.hexdigest()
 
 
-def open_hashed(path: Path, last_digest: str | None) -> tuple[str, Any]:
-    """Thread: ``("gone"|"rejected", why)``, ``("same", None)`` or ``("ok", (fh, digest))``
-    with ``fh`` open at the start (the caller closes it)."""
-    try:
-        fh = open(path, "rb")  # noqa: SIM115 - handed to the caller, who closes it
-    except FileNotFoundError:
-        return "gone", None
-    except OSError as exc:
-        return "rejected", f"cannot read: {exc.strerror or exc}"
+def hashed(fh: BinaryIO, last_digest: str | None) -> tuple[str, Any]:
+    """Thread: the open file's digest: ``("rejected", why)``, ``("same", None)`` or
+    ``("ok", digest)`` with ``fh`` back at the start (the caller closes it)."""
     try:
         digest = file_digest(fh)
         fh.seek(0)
     except OSError as exc:
-        fh.close()
         return "rejected", f"cannot read: {exc.strerror or exc}"
     if digest == last_digest:
-        fh.close()
         return "same", None
-    return "ok", (fh, digest)
+    return "ok", digest
 
 
 def failure_kind(reason: str) -> str:

@@ -46,6 +46,9 @@ class SourceStatus:
 PROBLEM_COUNTERS = (
     "invalid_json",
     "rejected_files",
+    "refused_files",
+    "oversized_files",
+    "stalled_reads",
     "store_refusals",
     "internal_errors",
     "bad_requests",
@@ -58,7 +61,8 @@ PROBLEM_COUNTERS = (
 
 
 def doctor_check(sources: list[dict[str, Any]]) -> dict[str, Any]:
-    """``memviewer doctor``'s sources line: fails when a configured source is not connected;
+    """``memviewer doctor``'s sources line: fails when a configured source is not connected,
+    or says (``state``, the folder watcher) it is stalled on a read or failing to store;
     bad input it met is reported (counted, with the last error) without failing."""
     if not sources:
         return {"name": "sources", "ok": True, "detail": "no sources configured on the hub"}
@@ -69,6 +73,14 @@ def doctor_check(sources: list[dict[str, Any]]) -> dict[str, Any]:
         problems = {k: counters[k] for k in PROBLEM_COUNTERS if counters.get(k)}
         state = "connected" if src.get("connected") else "NOT connected"
         ok = ok and bool(src.get("connected"))
+        if src.get("connected") and src.get("state") == "stalled":
+            ok = False
+            stuck = src.get("stuck_reads") or ([src["busy"]] if src.get("busy") else [])
+            where = ", ".join(f"{s['path']} for {s['seconds']:g} s" for s in stuck[:3])
+            state = f"STALLED (a read is stuck: {where})" if where else "STALLED"
+        elif src.get("connected") and src.get("state") == "failing":
+            ok = False
+            state = f"FAILING (the last file was not stored: {src.get('last_error')})"
         text = f"{src.get('kind')} {src.get('target')}: {state}"
         if problems:
             text += " (" + ", ".join(f"{k} {v}" for k, v in problems.items()) + ")"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, or_, select, update
 from sqlalchemy.engine import Connection
 
 from memviewer.store.repos import E, T
@@ -30,3 +30,20 @@ def delete_turns(conn: Connection, turn_ids: Sequence[str]) -> None:
 def delete_episodes(conn: Connection, episode_ids: Sequence[str]) -> None:
     for i in range(0, len(episode_ids), 500):
         conn.execute(delete(E).where(E.c.id.in_(episode_ids[i : i + 500])))
+
+
+def archive_turns(conn: Connection, turn_ids: Sequence[str]) -> int:
+    """Mark turns archived (a watched file no longer holds them; they are kept): the rows
+    that changed."""
+    changed = 0
+    for i in range(0, len(turn_ids), 500):
+        q = (
+            update(T)
+            .where(
+                T.c.id.in_(turn_ids[i : i + 500]),
+                or_(T.c.archived.is_(False), T.c.is_compaction_summary.is_(True)),
+            )
+            .values(archived=True, is_compaction_summary=False)
+        )
+        changed += conn.execute(q).rowcount or 0
+    return changed
