@@ -47,6 +47,11 @@ def foreign_format(head: bytes | str) -> str | None:
         first = loads_strict(line)
     except (ValueError, RecursionError):
         return None
+    return export_kind(first)
+
+
+def export_kind(first: Any) -> str | None:
+    """``foreign_format`` for an already parsed object (a file's first line, or the file)."""
     if not isinstance(first, dict):
         return None
     if first.get("format") == "memviewer.export":
@@ -158,12 +163,8 @@ def parse_session(
     """
     if not isinstance(data, dict):
         raise ForeignFileError("top level is not a JSON object")
-    if data.get("format") == "memviewer.export":
-        raise ForeignFileError(
-            foreign_format(json.dumps({"format": data["format"], "version": data.get("version")}))
-        )
     if not any(isinstance(data.get(k), list) for k in ("messages", "archived_messages")):
-        raise ForeignFileError("no 'messages' or 'archived_messages' list")
+        raise ForeignFileError(export_kind(data) or "no 'messages' or 'archived_messages' list")
     reason = check_value(data)
     if reason:
         raise ForeignFileError(f"the session {reason}")
