@@ -128,3 +128,68 @@ def test_import_wait_returns_once_embedded_and_doctor_shows_lag_and_eta(
     assert _cli(home, "import", "praisonai", str(extra), "--no-index", socket=sock).returncode == 0
     doctor = _cli(home, "doctor", socket=sock)
     assert "lag 1 turns, ETA" in doctor.stdout, doctor.stdout
+
+
+def _hostile_package(folder: Path, marker: Path) -> None:
+    """A ``memviewer/`` package that, if ever imported, leaves ``marker`` behind."""
+    pkg = folder / "memviewer"
+    pkg.mkdir(parents=True)
+    code = f"open({str(marker)!r}, 'a').write('imported from the cwd\\n')\n"
+    (pkg / "__init__.py").write_text(code)
+    (pkg / "__main__.py").write_text(code)
+    (pkg / "cli.py").write_text(code + "def main():\n    pass\n")
+
+
+def test_python_dash_m_memviewer_runs_the_installed_cli_from_a_checkouts_parent(tmp_path: Path) -> None:
+    parent = Path(__file__).resolve().parents[2]  # the folder that holds this checkout
+    proc = subprocess.run(
+        [sys.executable, "-I", "-m", "memviewer", "--version"], cwd=parent, capture_output=True, text=True
+    )
+    assert proc.returncode == 0 and "memviewer" in proc.stdout, proc.stderr
+
+
+@pytest.mark.integration
+@pytest.mark.model
+def test_the_background_indexer_never_imports_a_memviewer_folder_in_the_cwd(
+    tmp_path: Path, short_tmp: Path
+) -> None:
+    hostile = tmp_path / "cwd"
+    marker = tmp_path / "marker"
+    _hostile_package(hostile, marker)
+    # control: a plain interpreter in that folder does pick the hostile package up
+    subprocess.run([sys.executable, "-c", "import memviewer"], cwd=hostile, check=True)
+    assert marker.exists()
+    marker.unlink()
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMVIEWER_")}
+    env.update({"MEMVIEWER_CONFIG": os.devnull, "MEMVIEWER_SOCKET": str(short_tmp / "none.sock")})
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-I",
+            "-m",
+            "memviewer",
+            "--home",
+            str(home),
+            "import",
+            "praisonai",
+            str(FIXTURES),
+            "--json",
+        ],
+        cwd=hostile,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=240,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["index"]["indexer"] == "background"
+    log_file = home / "indexer.log"
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:  # the detached indexer's last line, or its failure
+        log = log_file.read_text(errors="replace") if log_file.exists() else ""
+        if "embedded" in log or "Error" in log or marker.exists():
+            break
+        time.sleep(0.2)
+    assert "embedded" in log, log
+    assert not marker.exists(), marker.read_text()

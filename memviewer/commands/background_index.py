@@ -6,7 +6,8 @@ then catches up in the background:
 * a hub serving the home embeds them: its indexer polls SQLite for rows other
   processes committed (``Indexer`` ``POLL_S``);
 * without a hub, the import starts ``memviewer reindex --catch-up`` as a detached
-  process (a fresh interpreter via ``subprocess``, never ``fork``; its own session, so
+  process (a fresh interpreter via ``subprocess``, never ``fork``, running
+  ``python -I -m memviewer`` so nothing is imported from the current folder; its own session, so
   closing the terminal does not stop it; output in ``<home>/indexer.log``). It embeds
   until nothing is left and exits; the next hub or viewer start would catch up too.
 
@@ -25,6 +26,9 @@ import click
 from memviewer.commands.common import settings_of
 
 LOG_FILE = "indexer.log"
+# The installed package in isolated mode (-I): neither the current folder nor
+# PYTHONPATH nor the user site can put another ``memviewer`` in front of it.
+SELF_COMMAND = (sys.executable, "-I", "-m", "memviewer")
 
 
 def catch_up_in_background(ctx: click.Context, svc: Any) -> dict[str, Any]:
@@ -48,7 +52,7 @@ def spawn_catch_up(ctx: click.Context) -> int:
     """Start a detached ``memviewer reindex --catch-up`` on this home; returns its pid."""
     settings = settings_of(ctx)
     root = ctx.find_root().params
-    args = [sys.executable, "-c", "from memviewer.cli import main; main()", "--home", str(settings.home_path)]
+    args = [*SELF_COMMAND, "--home", str(settings.home_path)]
     if root.get("config_file"):
         args += ["--config", str(root["config_file"])]
     if root.get("socket_path"):
