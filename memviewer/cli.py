@@ -79,6 +79,12 @@ def cli(ctx: click.Context, home, socket_path, config_file, log_level) -> None:
     from memviewer.config import load_settings
     from memviewer.logctx import configure_logging
 
+    if ctx.invoked_subcommand not in (None, "mcp"):  # the TUI draws itself; mcp's stdout is a protocol
+        # Stored text printed on a terminal shows its control characters as escapes, for
+        # every command at once (``VisibleStream``); before logging binds stderr.
+        from memviewer.commands.common import install_visible_output
+
+        ctx.call_on_close(install_visible_output())
     configure_logging(log_level.upper())
     try:
         settings = load_settings(

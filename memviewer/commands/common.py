@@ -1,13 +1,16 @@
 """Helpers every command uses: settings from the context, JSON and table
-output, errors with a hint and a non-zero exit, progress only on a TTY."""
+output, errors with a hint and a non-zero exit, progress only on a TTY, and the
+one place stored text is made safe for a terminal (``visible``, ``VisibleStream``)."""
 
 from __future__ import annotations
 
+import io
 import json
+import re
 import sys
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TextIO
 
 import click
 
@@ -19,8 +22,122 @@ def settings_of(ctx: click.Context) -> Settings:
     return ctx.find_root().obj["settings"]
 
 
+# -- stored text on a terminal ------------------------------------------------------------
+# C0 controls but newline and tab, DEL, C1 controls (U+0080-U+009F: a terminal may read U+009B
+# as CSI) and lone surrogates (they cannot be encoded; only a broken source holds them).
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\ud800-\udfff]")
+# What JSON leaves raw with ensure_ascii=False although it is no text: DEL, C1, lone surrogates.
+_JSON_RAW = re.compile("[\x7f-\x9f\ud800-\udfff]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    ch = match.group()
+    if ch == "\r":
+        return "\\r"
+    code = ord(ch)
+    return f"\\x{code:02x}" if code < 0x20 else f"\\u{code:04x}"
+
+
+def visible(text: str) -> str:
+    """``text`` with every control character shown as an escape, as ``ls`` shows a name.
+
+    ESC becomes ``\\x1b`` (so OSC 0/8/52 and CSI sequences arrive as inert text), NUL
+    ``\\x00``, a lone CR ``\\r``; DEL, C1 and lone surrogates become ``\\u007f``-style
+    escapes, which are also JSON escapes, so JSON printed through this stays valid and
+    decodes to the same strings. Newline and tab stay (multi-line text stays readable), and
+    a CR before a newline goes (a Windows line end is a line end).
+    """
+    if _CONTROL.search(text) is None:
+        return text
+    return _CONTROL.sub(_escape, text.replace("\r\n", "\n"))
+
+
+class VisibleStream(io.TextIOBase):
+    """A terminal's text stream that writes everything through ``visible``.
+
+    Installed once for every command (``install_visible_output``), so no command can print
+    a stored title, turn or query that retitles the terminal (OSC 0), writes the clipboard
+    (OSC 52) or hides a link (OSC 8). It has no ``buffer``: bytes cannot bypass it (click
+    then writes text). Output that must style the terminal itself (Rich tables, progress
+    bars) goes to ``raw_stream`` with its stored parts passed through ``visible`` first.
+    """
+
+    def __init__(self, raw: TextIO) -> None:
+        super().__init__()
+        self.raw = raw
+
+    def write(self, s: str) -> int:
+        if not isinstance(s, str):
+            raise TypeError(f"write() argument must be str, not {type(s).__name__}")
+        self.raw.write(visible(s))
+        return len(s)
+
+    def writelines(self, lines: Iterable[str]) -> None:  # type: ignore[override]
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        self.raw.flush()
+
+    def isatty(self) -> bool:
+        return self.raw.isatty()
+
+    def fileno(self) -> int:
+        return self.raw.fileno()
+
+    def writable(self) -> bool:
+        return True
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return self.raw.encoding
+
+    @property
+    def errors(self) -> str | None:  # type: ignore[override]
+        return self.raw.errors
+
+    @property
+    def closed(self) -> bool:
+        return self.raw.closed
+
+    def close(self) -> None:
+        self.raw.close()
+
+
+def raw_stream(stream: TextIO) -> TextIO:
+    """The terminal under a ``VisibleStream`` (or ``stream`` itself)."""
+    return stream.raw if isinstance(stream, VisibleStream) else stream
+
+
+def install_visible_output() -> Callable[[], None]:
+    """Wrap ``sys.stdout`` / ``sys.stderr`` in a ``VisibleStream`` where they are terminals;
+    returns the function that puts them back. Piped output is left exact."""
+    saved = (sys.stdout, sys.stderr)
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is None or isinstance(stream, VisibleStream):
+            continue
+        try:
+            tty = stream.isatty()
+        except (AttributeError, ValueError):
+            tty = False
+        if tty:
+            setattr(sys, name, VisibleStream(stream))
+
+    def restore() -> None:
+        sys.stdout, sys.stderr = saved
+
+    return restore
+
+
 def dumps(data: Any) -> str:
-    return json.dumps(data, ensure_ascii=False, default=str)
+    """JSON for ``--json``: exact strings (decoding gives back every stored character) with
+    no raw control character in the text (JSON escapes C0; DEL, C1 and lone surrogates get
+    ``\\u`` escapes here), so printing it on a terminal is safe and ``visible`` leaves it as is."""
+    text = json.dumps(data, ensure_ascii=False, default=str)
+    if _JSON_RAW.search(text) is None:
+        return text
+    return _JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 def emit_json(data: Any) -> None:
@@ -148,12 +265,12 @@ def print_table(
     for row in rows:
         cells = []
         for v in row:
-            cell = Text("" if v is None else str(v))
+            cell = Text(visible("" if v is None else str(v)))
             for start, end in match_spans(cell.plain, terms):
                 cell.stylize("bold yellow", start, end)
             cells.append(cell)
         table.add_row(*cells)
-    Console().print(table)
+    Console(file=raw_stream(sys.stdout)).print(table)
 
 
 def progress_callback(label: str) -> tuple[Callable[[int, int, str], None] | None, Callable[[], None]]:
@@ -176,7 +293,7 @@ def progress_callback(label: str) -> tuple[Callable[[int, int, str], None] | Non
             close()
             bar = None
         if bar is None:
-            bar = click.progressbar(length=total, label=label, file=sys.stderr)
+            bar = click.progressbar(length=total, label=label, file=raw_stream(sys.stderr))
             bar.__enter__()
             state["bar"], state["total"] = bar, total
         bar.update(done - bar.pos)

@@ -169,20 +169,23 @@ def _print_hits(title: str, hits: list[dict[str, Any]], terms: tuple[str, ...]) 
     from rich.console import Console
     from rich.text import Text
 
+    from memviewer.commands.common import raw_stream, visible
     from memviewer.recall.highlight import match_spans
 
-    console = Console(highlight=False)
-    console.print(Text(title, style="bold"))
+    # Rich styles the terminal itself, so it writes under the escaping stream; every stored
+    # string it prints goes through ``visible`` here instead.
+    console = Console(file=raw_stream(sys.stdout), highlight=False)
+    console.print(Text(visible(title), style="bold"))
     for h in hits:
         head = Text()
-        head.append(str(h["session_id"]), style="cyan")
+        head.append(visible(str(h["session_id"])), style="cyan")
         head.append(f"  score {h['score']:.3f}  at #{h['anchor_index']}")
         if _anchor_archived(h):
             head.append(" (archived)", style="magenta")
         head.append(f"  {h['when']}", style="dim")
         console.print(head, overflow="fold")
-        body = Text("  " + short(h["title"], 70), style="bold")
-        snippet = Text("  " + " ".join(str(h["snippet"] or "").split()))
+        body = Text("  " + visible(short(h["title"], 70)), style="bold")
+        snippet = Text("  " + visible(" ".join(str(h["snippet"] or "").split())))
         for start, end in match_spans(snippet.plain, terms):
             snippet.stylize("bold yellow", start, end)
         console.print(body)
