@@ -44,6 +44,7 @@ LAYERS: dict[str, int] = {
     "memviewer.commands": 8,
     "memviewer.tui": 9,
     "memviewer.cli": 10,
+    "memviewer.__main__": 10,  # `python -m memviewer` runs the entry point
 }
 
 
