@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from memviewer import __version__
-from memviewer.commands import annotate, core, demo, export, golden, hub, mcp, recall, recalls, search
+from memviewer.commands import annotate, calls, core, demo, export, golden, hub, mcp, recall, recalls, search
 
 
 class _Cli(click.Group):
@@ -121,7 +121,7 @@ def cli(ctx: click.Context, home, socket_path, config_file, log_level) -> None:
 
 
 # One command module per area, registered here and nowhere else.
-for _area in (core, hub, search, recall, export, demo, golden, recalls, mcp, annotate):
+for _area in (core, hub, search, recall, export, demo, golden, recalls, calls, mcp, annotate):
     for _cmd in _area.COMMANDS:
         cli.add_command(_cmd)
 

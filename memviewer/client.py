@@ -432,6 +432,87 @@ class Publisher:
         )
         return rid
 
+    def record_llm_call(
+        self,
+        input: list[dict[str, Any]] | str,
+        output: list[dict[str, Any]] | str | None = None,
+        *,
+        session_id: str | None = None,
+        episode_id: str | None = None,
+        model: str | None = None,
+        provider: str | None = None,
+        input_tokens: int | None = None,
+        output_tokens: int | None = None,
+        latency_ms: float | None = None,
+        recall_ids: list[str] | None = None,
+        in_prompt: list[str] | None = None,
+        context_window: int | None = None,
+        meta: dict[str, Any] | None = None,
+        call_id: str | None = None,
+        ts: float | None = None,
+    ) -> str:
+        """Queue one LLM call: the messages the model was sent (``input``, in order: ``{"role",
+        "content"}`` or the OpenTelemetry ``{"role", "parts"}`` shape) and what it answered.
+
+        ``recall_ids`` are the recalls (``record_recall``) whose results fed this prompt;
+        ``in_prompt`` the turn or document ids the agent put into it (else memviewer matches
+        recalled items by text). ``ts`` is when the request was sent. Input that is not a
+        list of messages is stored as received and flagged, never refused. Returns the call id.
+        """
+        if not isinstance(input, list | str):
+            raise ValueError("input must be a list of messages (or their JSON text)")
+        if output is not None and not isinstance(output, list | str):
+            raise ValueError("output must be a list of messages, their JSON text, or None")
+        for name, value in (
+            ("session_id", session_id),
+            ("episode_id", episode_id),
+            ("model", model),
+            ("provider", provider),
+        ):
+            if value is not None:
+                _check_str(name, value, empty_ok=False)
+        for name, number in (
+            ("input_tokens", input_tokens),
+            ("output_tokens", output_tokens),
+            ("context_window", context_window),
+        ):
+            if number is not None and (isinstance(number, bool) or not isinstance(number, int) or number < 0):
+                raise ValueError(f"{name} must be a non-negative int or None")
+        if latency_ms is not None and (
+            isinstance(latency_ms, bool) or not isinstance(latency_ms, int | float)
+        ):
+            raise ValueError("latency_ms must be a number or None")
+        for name, ids in (("recall_ids", recall_ids), ("in_prompt", in_prompt)):
+            if ids is not None and (
+                not isinstance(ids, list) or not all(isinstance(i, str) and i for i in ids)
+            ):
+                raise ValueError(f"{name} must be a list of ids or None")
+        _check_dict("meta", meta)
+        cid = call_id or new_id("c-")
+        usage = {
+            k: v
+            for k, v in (("input_tokens", input_tokens), ("output_tokens", output_tokens))
+            if v is not None
+        }
+        self._enqueue(
+            "record_llm_call",
+            call_id=cid,
+            input=input,
+            output=output,
+            session_id=session_id,
+            episode_id=episode_id,
+            model=model,
+            provider=provider,
+            usage=usage or None,
+            latency_ms=latency_ms,
+            recall_ids=recall_ids,
+            in_prompt=in_prompt,
+            context_window=context_window,
+            meta=meta,
+            ts=ts,
+        )
+        return cid
+
     def publish(self, command: dict[str, Any]) -> None:
         """Queue a raw protocol command ``{"op": ..., ...}`` (ids must already be in it)."""
         if not isinstance(command, dict) or not isinstance(command.get("op"), str):

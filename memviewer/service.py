@@ -647,6 +647,28 @@ class MemoryService:
             )
         return rows.record_public(row)
 
+    def llm_calls(
+        self, *, session_id: str | None = None, limit: int = 100, offset: int = 0
+    ) -> dict[str, Any]:
+        """LLM calls in call order (``memviewer calls``; docs/cli.md, ``## calls``)."""
+        from memviewer.session import calls_view
+
+        if limit < 1 or offset < 0:
+            raise MemviewerError(INVALID_ARGUMENT, "limit must be >= 1 and offset >= 0")
+        with self.store.read() as conn:
+            return calls_view.list_page(conn, session_id=session_id, limit=limit, offset=offset)
+
+    def llm_call(self, call_id: str) -> dict[str, Any]:
+        """One LLM call with its context anatomy and its diff from the call before it."""
+        from memviewer.index.tokens import counter
+        from memviewer.session import calls_view
+
+        tok = counter()
+        with self.store.read() as conn:
+            out = calls_view.show(conn, call_id, tok.count)
+        out["anatomy"]["tokenizer"] = tok.describe()
+        return out
+
     def export(self, session_ids: list[str] | None, fmt: str, out: Any, **kw: Any) -> dict:
         from memviewer.io.export import export_sessions
 

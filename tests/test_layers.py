@@ -27,6 +27,7 @@ LAYERS: dict[str, int] = {
     "memviewer.recall_log": 0,
     "memviewer.config": 1,
     "memviewer.llm": 1,
+    "memviewer.context": 1,
     "memviewer.store": 2,
     "memviewer.index": 3,
     "memviewer.session": 3,

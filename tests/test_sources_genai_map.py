@@ -62,8 +62,12 @@ def test_flattened_gen_ai_prompt_completion_with_tool_calls() -> None:
         "gen_ai.completion.0.tool_calls.0.arguments": '{"city": "Oslo"}',
     }
     r = GenAIMapper().map_spans([span("01" * 8, attrs)])
-    assert ops(r.commands) == ["open_session", "start_episode", "add_turn"]
+    assert ops(r.commands) == ["open_session", "start_episode", "add_turn", "record_llm_call"]
     assert r.commands[0]["meta"]["system_instructions"] == "be nice"
+    llm = r.commands[3]  # the call, in the flattened shape's messages, after its turns
+    assert llm["input"] == [{"role": "system", "content": "be nice"}, {"role": "user", "content": "weather?"}]
+    assert llm["output"][0]["tool_calls"][0]["function"]["name"] == "weather"
+    assert llm["session_id"] == r.commands[0]["session_id"] and llm["episode_id"] == r.commands[1]["episode_id"]
     call = r.commands[2]["tool_calls"][0]
     assert call == {
         "id": "call_9",
@@ -101,8 +105,11 @@ def test_span_events_and_log_records_shapes() -> None:
     ]
     r = GenAIMapper().map_spans([span("03" * 8, {"gen_ai.operation.name": "chat"}, events=events)])
     assert turns(r.commands) == [("user", "what is 2+2"), ("assistant", "4"), ("tool", "ok")]
-    assert r.commands[-1]["tool_call_id"] == "call_x"
+    assert r.commands[-2]["tool_call_id"] == "call_x"
     assert r.counters["without_conversation_id"] == 1
+    llm = r.commands[-1]  # kept, grouped by trace, and flagged: it named no conversation
+    assert llm["op"] == "record_llm_call" and llm["problems"] == ["without_conversation_id"]
+    assert [m["role"] for m in llm["input"]] == ["user", "tool"] and llm["output"][0]["content"] == "4"
 
     m = GenAIMapper()
     logs = [

@@ -513,6 +513,32 @@ class SessionManager:
             )
         return {"recall_id": rid}
 
+    # -- LLM calls ------------------------------------------------------------------
+    def record_llm_call(self, *, ts: Any = None, **args: Any) -> dict[str, Any]:
+        """Store one LLM call (``memviewer.context.calls``) and emit ``llm_call.recorded``.
+        Idempotent by ``call_id``; the session need not exist (a call is kept, not refused)."""
+        from memviewer.context import calls
+        from memviewer.store import llm_calls as rows
+
+        values = calls.check_command(args)
+        values["ts"] = _ts(ts)
+        with self.store.write() as tx:
+            if rows.write(tx.conn, values):
+                tx.append_event(
+                    "llm_call.recorded",
+                    values["session_id"],
+                    values["episode_id"],
+                    {
+                        "call_id": values["id"],
+                        "model": values["model"],
+                        "input_messages": len(values["input"] or []),
+                        "input_tokens": values["input_tokens"],
+                        "problems": values["problems"] or [],
+                    },
+                    ts=values["ts"],
+                )
+        return {"call_id": values["id"]}
+
     # -- batches (the hub's publish path) -------------------------------------
     OPS = (
         "open_session",
@@ -522,6 +548,7 @@ class SessionManager:
         "abandon_episode",
         "close_session",
         "record_recall",
+        "record_llm_call",
         "shutdown",
     )
 

@@ -27,6 +27,11 @@ The mapping (documented in docs/connect-your-agent.md):
   ``gen_ai.retrieval.*``, ``gen_ai.memory.*``, OpenInference ``RETRIEVER`` spans with
   ``retrieval.documents.{i}.document.*``) become ``record_recall`` commands (source
   ``otlp``) with a ``recall_id`` derived from the trace and span ids.
+* **LLM calls**: every ``chat`` / ``text_completion`` / ``generate_content`` span also
+  becomes one ``record_llm_call`` (``memviewer.sources.genai_calls``): the prompt and answer
+  as sent, model, token usage, latency, and the recall ids of the retrieval spans seen in
+  that conversation since the previous call. It is sent after the span's turns, and even
+  when the span's messages cannot be read (then the store keeps them as received).
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
+from memviewer.sources import genai_calls
 from memviewer.sources.otlp_decode import LogRecord, SpanRecord
 
 log = logging.getLogger("memviewer.sources.otlp")
@@ -362,6 +368,31 @@ def span_messages(span: SpanRecord) -> list[Message]:
     return msgs
 
 
+def _call_messages(span: SpanRecord) -> tuple[list[Message], list[Message]]:
+    """An LLM call's input and output from the flattened attributes or message events
+    (``genai_calls`` reads ``gen_ai.input.messages`` itself); unreadable parts are skipped
+    here, the turns' mapping reports them."""
+    a = span.attrs
+    ins: list[Message] = []
+    outs: list[Message] = []
+    try:
+        for prefix, inner, side in (
+            ("gen_ai.prompt", "", ins),
+            ("llm.input_messages", "message.", ins),
+            ("gen_ai.completion", "", outs),
+            ("llm.output_messages", "message.", outs),
+        ):
+            if any(k.startswith(prefix + ".") for k in a):
+                side += messages_from_flat(a, prefix, inner, span.start)
+        for i, ev in enumerate(span.events):
+            m = message_from_event(ev.name, ev.attrs, None, span.start, str(i))
+            if m is not None:
+                (outs if ev.name in ("gen_ai.choice", "gen_ai.content.completion") else ins).append(m)
+    except BadInput:
+        pass
+    return ins, outs
+
+
 def _operation(span: SpanRecord) -> str:
     op = span.attrs.get("gen_ai.operation.name")
     if isinstance(op, str) and op:
@@ -396,6 +427,7 @@ class _Conversation:
     episode_trace: dict[str, str] = field(default_factory=dict)  # episode -> trace it was seen in
     closed: set[str] = field(default_factory=set)
     seen: OrderedDict[str, None] = field(default_factory=OrderedDict)  # turn ids sent (bounded)
+    recalls: list[str] = field(default_factory=list)  # recall ids since the last LLM call
 
     def saw(self, tid: str) -> bool:
         return tid in self.seen
@@ -505,12 +537,19 @@ class GenAIMapper:
         agent = self._agent(span.attrs, span.resource)
         if _is_retrieval(span):
             result.commands += self._open(conv, key, agent, self._span_meta(span), span.start)
-            result.commands.append(self._recall(span, conv))
+            cmd = self._recall(span, conv)
+            result.commands.append(cmd)
+            conv.recalls = [*conv.recalls[-50:], cmd["recall_id"]]
             result.count("recalls")
             return
-        messages = span_messages(span)
         op = _operation(span)
+        try:
+            messages = span_messages(span)
+        except BadInput:
+            self._llm_call(span, op, conv, result)  # the call is kept as received, its turns cannot be
+            raise
         self._place(conv, key, agent, self._span_meta(span), messages, span.trace_id, span.span_id, result)
+        self._llm_call(span, op, conv, result)
         if op == "invoke_agent" and conv.current_episode is not None:
             ep = conv.current_episode
             if conv.episode_trace.get(ep) == span.trace_id and ep not in conv.closed:
@@ -656,6 +695,34 @@ class GenAIMapper:
             return Message("tool", text[:MAX_TEXT], name=tool, ts=r.time, key=key)
         return None
 
+    def _llm_call(self, span: SpanRecord, op: str, conv: _Conversation, result: MapResult) -> None:
+        """A chat span as a ``record_llm_call`` (once: a re-exported span adds nothing),
+        following the recalls seen in its conversation since the previous call."""
+        if not genai_calls.is_llm_call(span, op):
+            return
+        call_id = uuid7_from(span.start, "llm-call", span.trace_id, span.span_id)
+        if conv.saw(call_id):
+            return
+        conv.mark(call_id)
+        result.commands.append(self._call_command(span, call_id, conv))
+        result.count("llm_calls")
+
+    def _call_command(self, span: SpanRecord, call_id: str, conv: _Conversation) -> dict[str, Any]:
+        recall_ids, conv.recalls = conv.recalls, []
+        has_conv = any(
+            isinstance(span.attrs.get(k), str | int) and str(span.attrs.get(k))
+            for k in ("gen_ai.conversation.id", "session.id")
+        )
+        return genai_calls.call_command(
+            span,
+            call_id=call_id,
+            session_id=conv.session_id,
+            episode_id=conv.current_episode,
+            recall_ids=recall_ids,
+            has_conversation_id=has_conv,
+            fallback=_call_messages,
+        )
+
     def _recall(self, span: SpanRecord, conv: _Conversation) -> dict[str, Any]:
         a = span.attrs
         query = next(
@@ -696,6 +763,8 @@ class GenAIMapper:
             doc_id = d.get("id", d.get("turn_id"))
             if isinstance(doc_id, str) and doc_id.startswith("t-"):
                 item["turn_id"] = doc_id
+            elif isinstance(doc_id, str | int) and not isinstance(doc_id, bool) and str(doc_id):
+                item["doc_id"] = str(doc_id)[:200]  # the retriever's own id (matched by id, shown)
             results.append(item)
         params = {
             k.split(".")[-1]: a[k]

@@ -153,6 +153,13 @@ def _v7_annotations(conn: Connection) -> None:
     annotations.create(conn)
 
 
+def _v9_llm_calls(conn: Connection) -> None:
+    """LLM calls and their content-addressed messages (``memviewer.store.llm_calls``)."""
+    from memviewer.store import llm_calls
+
+    llm_calls.create(conn)
+
+
 def _v5_recall_log(conn: Connection) -> None:
     """The recall log (``memviewer.store.recall_log``), frozen here as plain SQLAlchemy."""
     md = MetaData()
@@ -182,11 +189,12 @@ MIGRATIONS: list[Migration] = [
     Migration(5, "recall log", _v5_recall_log),
     Migration(6, "golden sets", _v6_golden),
     Migration(7, "tags and notes", _v7_annotations),
+    Migration(9, "llm calls", _v9_llm_calls),
 ]
 
 
 def latest_version() -> int:
-    return MIGRATIONS[-1].version
+    return max(m.version for m in MIGRATIONS)
 
 
 def _ensure_table(conn: Connection) -> None:
@@ -254,10 +262,13 @@ def migrate(conn: Connection, target: int | None = None) -> list[int]:
     """Apply pending migrations up to ``target``; return the versions applied."""
     check_compatible(conn)
     _ensure_table(conn)
-    have = current_version(conn)
+    current_version(conn)
+    # Every version not yet recorded, not only those above the highest: versions are added
+    # by parallel branches and may land in any order.
+    done = {int(v) for (v,) in conn.execute(text("SELECT version FROM schema_migrations"))}
     applied: list[int] = []
-    for m in MIGRATIONS:
-        if m.version <= have or (target is not None and m.version > target):
+    for m in sorted(MIGRATIONS, key=lambda m: m.version):
+        if m.version in done or (target is not None and m.version > target):
             continue
         log.info("applying migration %d (%s)", m.version, m.name)
         m.apply(conn)

@@ -197,3 +197,15 @@ def record_public(row: dict[str, Any], *, full: bool = True) -> dict[str, Any]:
         out["results"] = results
         out["diagnostics"] = row.get("diagnostics") or {}
     return out
+
+
+def in_window(
+    conn: Connection, session_id: str, after: float | None, until: float, *, limit: int = 20
+) -> list[dict[str, Any]]:
+    """The entries of a (caller) session logged in ``(after, until]``, oldest first: the
+    recalls an LLM call at ``until`` followed, when it names none."""
+    q = select(R).where(R.c.session_id == session_id, R.c.ts <= until)
+    if after is not None:
+        q = q.where(R.c.ts > after)
+    rows = conn.execute(q.order_by(R.c.ts.desc(), R.c.num.desc()).limit(limit)).mappings().all()
+    return [dict(r) for r in reversed(rows)]

@@ -146,6 +146,9 @@ def delete_session(conn: Connection, session_id: str) -> dict[str, Any]:
     from memviewer.store import annotations  # the user's tags and notes go with it
 
     annotations.delete_for_session(conn, session_id)
+    from memviewer.store import llm_calls  # what the model was sent in it goes too
+
+    llm_calls.delete_for_session(conn, session_id)
     return {"turn_ids": turn_ids, "turns": len(turn_ids), "episodes": int(episodes or 0)}
 
 
