@@ -379,6 +379,12 @@ class MemoryService:
         with self.annotation_write() as conn:
             annotation_rows.merge(conn, session_id, marks)
 
+    def import_llm_calls(self, commands: list[dict[str, Any]]) -> None:
+        """Store an imported session's LLM calls (``record_llm_call`` arguments, checked by the
+        importer); a call already stored (same id) is left as it is."""
+        for cmd in commands:
+            self.manager.record_llm_call(**cmd)
+
     # -- reads ----------------------------------------------------------------
     @property
     def last_seq(self) -> int:

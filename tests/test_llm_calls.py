@@ -46,6 +46,12 @@ def test_consecutive_calls_store_their_shared_prefix_once(service) -> None:
     assert counts["messages"] == 20 + 1 + 1  # the 20 shared ones once, the answer, the new one
     # a replay is a no-op
     assert _call(service, call_id="c-1", session_id=sid, input=[], ts=T0 + 12.0) == {"ok": {"call_id": "c-1"}}
+    # in order with the turns: each call names the last turn stored before it was sent
+    listed = service.llm_calls(session_id=sid)["calls"]
+    assert [c["call_id"] for c in listed] == ["c-1", "c-2"]
+    assert [c["after_index"] for c in listed] == [None, None]  # T0 is before the turns
+    _call(service, call_id="c-3", session_id=sid, input=history, ts=time.time() + 5)
+    assert service.llm_calls(session_id=sid)["calls"][-1]["after_index"] == 1
     shown = service.llm_call("c-2")
     assert shown["call"]["input"][-1] == _msg("user", "one more")
     assert shown["diff"]["previous_call_id"] == "c-1"
@@ -181,3 +187,60 @@ def test_otel_parts_shape_is_read(service) -> None:
     _call(service, call_id="c-o", session_id="s-x", input=json.dumps(prompt), ts=T0 + 1.0)
     kinds = [m["kind"] for m in service.llm_call("c-o")["anatomy"]["messages"]]
     assert kinds == ["system_prompt", "new_user_message", "active_turns", "tool_results"]
+
+
+def _export(service: Any, path: Any, redact: str | None = None) -> dict[str, Any]:
+    service.export(None, "json", str(path), redact=redact)
+    return json.loads(path.read_text())
+
+
+def test_calls_are_exported_imported_and_redacted_with_their_session(service, settings, tmp_path) -> None:
+    from memviewer.index.embedder import HashEmbedder
+    from memviewer.io.json_import import import_file
+    from memviewer.service import MemoryService
+
+    sid, ep = _session(service)
+    secret = "mail me at alice@example.com"
+    prompt = [_msg("system", "You are the billing agent."), _msg("user", secret)]
+    _call(
+        service,
+        call_id="c-1",
+        session_id=sid,
+        episode_id=ep,
+        input=prompt,
+        output=[_msg("assistant", "ok")],
+        usage={"input_tokens": 9},
+        model="m",
+        ts=T0 + 1.0,
+    )
+    _call(service, call_id="c-2", session_id=sid, input="not json at all", ts=T0 + 2.0)
+    doc = _export(service, tmp_path / "out.json")
+    (record,) = doc["sessions"]
+    assert [c["call_id"] for c in record["llm_calls"]] == ["c-1", "c-2"]
+    assert record["llm_calls"][0]["input"] == prompt and record["llm_calls"][0]["usage"] == {
+        "input_tokens": 9
+    }
+    assert record["llm_calls"][1]["raw_input"] == "not json at all"
+
+    red = _export(service, tmp_path / "red.json", redact="standard")
+    text = json.dumps(red["sessions"][0]["llm_calls"])
+    assert "alice@example.com" not in text and "[REDACTED:email" in text
+
+    other = load_settings_copy(settings, tmp_path / "home2")
+    with MemoryService(other, embedder=HashEmbedder()) as svc2:
+        report = import_file(svc2.import_session, tmp_path / "out.json", record_calls=svc2.import_llm_calls)
+        assert not report["failed"]
+        again = svc2.llm_call("c-1")
+        assert again["call"]["input"] == prompt and again["call"]["episode_id"] == ep
+        assert svc2.llm_calls()["problems"] == {"input_not_json": 1}  # flagged again, kept as received
+        assert svc2.llm_call("c-2")["call"]["raw_input"] == "not json at all"
+        import_file(svc2.import_session, tmp_path / "out.json", record_calls=svc2.import_llm_calls)
+        assert svc2.llm_calls()["total"] == 2  # idempotent
+
+
+def load_settings_copy(settings: Any, home: Any) -> Any:
+    from memviewer.config import load_settings
+
+    return load_settings(
+        home / "no-config.toml", env={}, home=str(home), socket=str(settings.socket_path) + "2"
+    )

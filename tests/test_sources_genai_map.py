@@ -67,7 +67,8 @@ def test_flattened_gen_ai_prompt_completion_with_tool_calls() -> None:
     llm = r.commands[3]  # the call, in the flattened shape's messages, after its turns
     assert llm["input"] == [{"role": "system", "content": "be nice"}, {"role": "user", "content": "weather?"}]
     assert llm["output"][0]["tool_calls"][0]["function"]["name"] == "weather"
-    assert llm["session_id"] == r.commands[0]["session_id"] and llm["episode_id"] == r.commands[1]["episode_id"]
+    assert llm["session_id"] == r.commands[0]["session_id"]
+    assert llm["episode_id"] == r.commands[1]["episode_id"]
     call = r.commands[2]["tool_calls"][0]
     assert call == {
         "id": "call_9",

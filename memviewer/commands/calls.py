@@ -44,9 +44,8 @@ def calls_group(ctx: click.Context, session_id: str | None, limit: int, as_json:
         title=f"{page['total']} LLM calls",
     )
     if page["problems"]:
-        click.echo(
-            "kept as received: " + ", ".join(f"{n} {p}" for p, n in sorted(page["problems"].items())), err=True
-        )
+        kept = ", ".join(f"{n} {p}" for p, n in sorted(page["problems"].items()))
+        click.echo(f"kept as received: {kept}", err=True)
     if page["calls"]:
         click.echo(f"open one: memviewer calls show {page['calls'][-1]['call_id']}", err=True)
 

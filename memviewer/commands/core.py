@@ -227,7 +227,11 @@ def import_json(
         for path in paths:
             try:
                 report = import_file(
-                    svc.import_session, path, replace=replace, annotate=svc.import_annotations
+                    svc.import_session,
+                    path,
+                    replace=replace,
+                    annotate=svc.import_annotations,
+                    record_calls=svc.import_llm_calls,
                 )
             except ExportFileError as exc:
                 where = str(Path(path).expanduser())

@@ -154,7 +154,7 @@ def check_command(args: Mapping[str, Any]) -> dict[str, Any]:
         "output": out,
         "raw_input": raw_in,
         "raw_output": raw_out,
-        "problems": problems or None,
+        "problems": list(dict.fromkeys(problems)) or None,
         "meta": meta,
     }
 

@@ -136,14 +136,52 @@ def iter_records(path: Path) -> Iterator[Any]:
     yield from data["sessions"]
 
 
-Record = tuple[dict[str, Any], list[dict[str, Any]], list[dict[str, Any]], dict[str, dict[str, Any]]]
+Record = tuple[
+    dict[str, Any],
+    list[dict[str, Any]],
+    list[dict[str, Any]],
+    dict[str, dict[str, Any]],
+    list[dict[str, Any]],
+]
+
+
+def llm_calls_from_record(record: dict[str, Any], sid: str) -> list[dict[str, Any]]:
+    """The ``record_llm_call`` commands of a record's ``llm_calls``, each checked the way the
+    hub checks one (a bad call names the session and the field; nothing is stored)."""
+    from memviewer.context.calls import check_command
+
+    out = []
+    for i, item in enumerate(_list(record, "llm_calls", sid) if "llm_calls" in record else []):
+        if not isinstance(item, dict):
+            raise ExportFileError(f"session {sid}: llm_calls[{i}] must be an object, not {kind(item)}")
+        cmd = {k: v for k, v in item.items() if v is not None}
+        if cmd.get("input") is None and item.get("raw_input") is not None:
+            cmd["input"] = item["raw_input"]  # kept as received: flagged again on the way in
+        if cmd.get("output") is None and item.get("raw_output") is not None:
+            cmd["output"] = item["raw_output"]
+        cmd.pop("raw_input", None)
+        cmd.pop("raw_output", None)
+        cmd["session_id"] = sid
+        try:
+            check_command(cmd)
+        except MemviewerError as exc:
+            raise ExportFileError(f"session {sid}: {exc.message}") from None
+        out.append(cmd)
+    return out
 
 
 def _records(path: Path) -> Iterator[Record]:
     try:
         for record in iter_records(path):
             session, turns, episodes = session_from_record(record)
-            yield session, turns, episodes, annotations_from_record(record, session["id"])
+            sid = session["id"]
+            yield (
+                session,
+                turns,
+                episodes,
+                annotations_from_record(record, sid),
+                llm_calls_from_record(record, sid),
+            )
     except UnicodeDecodeError:
         raise ExportFileError("not valid UTF-8") from None
     except OSError as exc:
@@ -157,12 +195,14 @@ def import_file(
     *,
     replace: bool = False,
     annotate: Callable[[str, dict[str, dict[str, Any]]], Any] | None = None,
+    record_calls: Callable[[list[dict[str, Any]]], Any] | None = None,
 ) -> dict[str, Any]:
     """Import every session of one export file; ``{path, imported: [...], failed: [...], turns}``.
 
     ``annotate(session_id, {target id: {tags, note}})`` stores a session's tags and notes
     after the session went in (``MemoryService.import_annotations``); without it they are
-    checked but not stored.
+    checked but not stored. ``record_calls(commands)`` stores its LLM calls
+    (``MemoryService.import_llm_calls``; idempotent by call id), likewise.
 
     The whole file is read and checked first, so a malformed file (``ExportFileError``,
     message prefixed with the path) stores nothing. Then each session is imported in
@@ -176,7 +216,7 @@ def import_file(
         if not p.is_file():
             raise ExportFileError("no such file" if not p.exists() else "not a file")
         seen: set[str] = set()
-        for session, _turns, _episodes, _marks in _records(p):
+        for session, _turns, _episodes, _marks, _calls in _records(p):
             if session["id"] in seen:
                 raise ExportFileError(f"session {session['id']} appears twice")
             seen.add(session["id"])
@@ -186,7 +226,7 @@ def import_file(
     imported: list[dict[str, Any]] = []
     failed: list[dict[str, Any]] = []
     try:  # read again, streaming (an export can be large): it may have changed meanwhile
-        for i, (session, turns, episodes, marks) in enumerate(_records(p), 1):
+        for i, (session, turns, episodes, marks, calls) in enumerate(_records(p), 1):
             sid = session["id"]
             try:
                 result = import_session(session, turns, episodes, origin=origin, replace=replace)
@@ -200,6 +240,8 @@ def import_file(
                 continue
             if marks and annotate is not None:
                 annotate(sid, marks)
+            if calls and record_calls is not None:
+                record_calls(calls)
             imported.append({**result, "path": str(p)})
             if progress:
                 progress(i, len(seen), sid)

@@ -31,10 +31,15 @@ def list_page(conn: Connection, *, session_id: str | None, limit: int, offset: i
     for r in page:
         for p in r.get("problems") or []:
             problems[p] = problems.get(p, 0) + 1
+    out = [calls.public(r, full=False) for r in page]
+    if session_id is not None and out:  # where each call sits among the session's turns
+        stamps = sorted((t["timestamp"], t["idx"]) for t in repos.session_turns(conn, session_id))
+        for c in out:
+            c["after_index"] = next((i for ts, i in reversed(stamps) if ts <= c["ts"]), None)
     return {
         "total": total,
         "offset": offset,
-        "calls": [calls.public(r, full=False) for r in page],
+        "calls": out,
         "problems": problems,
         "store": counts,
     }

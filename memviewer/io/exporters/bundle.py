@@ -32,6 +32,8 @@ class Bundle:
     turns: list[dict[str, Any]]  # turn rows in projection order (archived first)
     # The user's tags and notes: {session or turn id: {"tags": [...], "note": str | None}}.
     annotations: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The session's LLM calls, messages expanded (``store.llm_calls.expand``), in call order.
+    llm_calls: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def id(self) -> str:
@@ -45,7 +47,24 @@ def load_bundle(conn: Connection, session_id: str) -> Bundle | None:
     from memviewer.session import annotations
 
     marks = annotations.safe_read(conn, annotations.of_session, session_id, default={}) or {}
-    return Bundle(row, repos.session_episodes(conn, session_id), repos.session_turns(conn, session_id), marks)
+    return Bundle(
+        row,
+        repos.session_episodes(conn, session_id),
+        repos.session_turns(conn, session_id),
+        marks,
+        _llm_calls(conn, session_id),
+    )
+
+
+def _llm_calls(conn: Connection, session_id: str) -> list[dict[str, Any]]:
+    from memviewer.store import llm_calls
+
+    try:
+        return [llm_calls.expand(conn, r) for r in llm_calls.session_calls(conn, session_id)]
+    except Exception as exc:  # a read-only store of an older schema has no calls
+        if "llm_calls" not in str(exc):
+            raise
+        return []
 
 
 def missing_ids(conn: Connection, ids: Sequence[str]) -> list[str]:
@@ -163,4 +182,20 @@ def redact_bundle(bundle: Bundle, redactor: Any) -> Bundle:
         }
         for tid, mark in bundle.annotations.items()
     }
-    return Bundle(session, episodes, turns, marks)
+    calls = [
+        {
+            **c,
+            "session_id": sid,
+            "episode_id": redactor.redact_id(c["episode_id"], "episode"),
+            "input": redactor.redact_obj(c["input"]),
+            "output": redactor.redact_obj(c["output"]),
+            "raw_input": None if c["raw_input"] is None else redactor.redact(c["raw_input"]),
+            "raw_output": None if c["raw_output"] is None else redactor.redact(c["raw_output"]),
+            "in_prompt": None
+            if c["in_prompt"] is None
+            else [redactor.redact_id(i, "turn") for i in c["in_prompt"]],
+            "meta": redactor.redact_obj(c["meta"]),
+        }
+        for c in bundle.llm_calls
+    ]
+    return Bundle(session, episodes, turns, marks, calls)

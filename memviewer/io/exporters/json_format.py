@@ -12,7 +12,9 @@ Times are epoch seconds exactly as stored (ISO strings would round them);
 their ``archived`` flag, compaction summaries flagged with ``replaced_count``.
 A session or turn the user tagged or annotated also has ``tags`` (a list) and/or
 ``note`` (text); the keys are absent otherwise.
-``memviewer import json`` reads it back (``memviewer.io.json_import``), tags and notes too.
+A session with LLM calls also has ``llm_calls`` (absent otherwise): each call as the
+``record_llm_call`` command would send it again (``CALL_FIELDS``), messages inline.
+``memviewer import json`` reads it back (``memviewer.io.json_import``), tags, notes and calls too.
 """
 
 from __future__ import annotations
@@ -71,6 +73,24 @@ TURN_FIELDS = (
     ("tool_call_id", "tool_call_id"),
     ("metadata", "meta"),
 )
+CALL_FIELDS = (
+    ("call_id", "id"),
+    ("episode_id", "episode_id"),
+    ("ts", "ts"),
+    ("source", "source"),
+    ("model", "model"),
+    ("provider", "provider"),
+    ("latency_ms", "latency_ms"),
+    ("context_window", "context_window"),
+    ("recall_ids", "recall_ids"),
+    ("in_prompt", "in_prompt"),
+    ("input", "input"),
+    ("output", "output"),
+    ("raw_input", "raw_input"),
+    ("raw_output", "raw_output"),
+    ("problems", "problems"),
+    ("meta", "meta"),
+)
 _BOOLS = {"archived", "is_compaction_summary"}
 
 
@@ -93,13 +113,23 @@ def _annotate(record: dict[str, Any], mark: dict[str, Any] | None) -> dict[str, 
     return record
 
 
+def call_record(row: dict[str, Any]) -> dict[str, Any]:
+    out = _record(row, CALL_FIELDS)
+    usage = {k: row[k] for k in ("input_tokens", "output_tokens") if row.get(k) is not None}
+    out["usage"] = usage or None
+    return out
+
+
 def session_record(bundle: Bundle) -> dict[str, Any]:
     marks = bundle.annotations
-    return {
+    out = {
         "session": _annotate(_record(bundle.session, SESSION_FIELDS), marks.get(bundle.id)),
         "episodes": [_record(e, EPISODE_FIELDS) for e in bundle.episodes],
         "turns": [_annotate(_record(t, TURN_FIELDS), marks.get(t["id"])) for t in bundle.turns],
     }
+    if bundle.llm_calls:
+        out["llm_calls"] = [call_record(c) for c in bundle.llm_calls]
+    return out
 
 
 def dumps(obj: Any) -> str:

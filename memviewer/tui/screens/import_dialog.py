@@ -44,6 +44,7 @@ def run_import(service: MemoryService, kind: str, path: str, replace: bool, prog
             progress,
             replace=replace,
             annotate=service.import_annotations,
+            record_calls=service.import_llm_calls,
         )
     except ExportFileError as exc:
         return {"imported": [], "failed": [{"path": str(target), "error": str(exc)}]}
