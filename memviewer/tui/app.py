@@ -102,6 +102,7 @@ class MemviewerApp(ViewerApp):
         "recall.tcss",
         "export.tcss",
         "recalls.tcss",
+        "context.tcss",
         "annotate.tcss",
     ]
     MODES = {"sessions": SessionsScreen, "live": LiveScreen, "recall": RecallScreen, "recalls": RecallsScreen}

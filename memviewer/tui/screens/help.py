@@ -19,6 +19,7 @@ NOTES = (
 
 
 def _screen_classes() -> list[tuple[str, type[Screen]]]:
+    from memviewer.tui.screens.context import ContextScreen
     from memviewer.tui.screens.export import ExportScreen
     from memviewer.tui.screens.live import LiveScreen
     from memviewer.tui.screens.recall import RecallScreen
@@ -30,6 +31,7 @@ def _screen_classes() -> list[tuple[str, type[Screen]]]:
         ("Session", SessionScreen),
         ("Live", LiveScreen),
         ("Recall", RecallScreen),
+        ("Context", ContextScreen),
         ("Export", ExportScreen),
     ]
 
@@ -41,6 +43,7 @@ WIDGET_KEYS = {
         ("tab", "switch between the archived and active panes"),
     ],
     "Recall": [("enter", "open the highlighted turn in its session")],
+    "Context": [("enter", "on a recalled item: open its turn in its session")],
     "Live": [("home / end", "scroll to the top (pauses the tail) / follow again")],
 }
 

@@ -22,6 +22,7 @@ from textual.widgets import DataTable, Header, Select, Static
 from memviewer.recall_log import SOURCES
 from memviewer.tui.formatting import one_line, printable
 from memviewer.tui.messages import Loaded
+from memviewer.tui.screens.recall_fill import fill_recall_screen
 from memviewer.tui.widgets.footer import CoalescedFooter
 
 if TYPE_CHECKING:
@@ -155,6 +156,7 @@ class RecallEntryScreen(Screen):
     BINDINGS = [
         Binding("ctrl+r", "rerun", "Re-run now"),
         Binding("o", "open_caller", "Caller session"),
+        Binding("L", "context", "LLM call that followed", key_display="L"),
         Binding("escape", "app.pop_screen", "Back"),
     ]
 
@@ -265,6 +267,35 @@ class RecallEntryScreen(Screen):
                 anchor = t["index"]
         self.app.call_from_thread(self.app.open_session, session_id, anchor)
 
+    def action_context(self) -> None:
+        """The Context screen of the LLM call that followed this recall: the one naming it,
+        else the caller session's first call after it."""
+        e = self.entry or {}
+        if not e.get("session_id"):
+            self.notify("this entry names no caller session", severity="warning")
+            return
+        self._open_context(e["session_id"], e["recall_id"], float(e["ts"]))
+
+    @work(thread=True, exclusive=True, group="recall-context")
+    def _open_context(self, session_id: str, recall_id: str, ts: float) -> None:
+        from memviewer.tui.screens.context import ContextScreen
+
+        try:
+            calls = self.app.service.llm_calls(session_id=session_id, limit=10_000)["calls"]
+        except Exception as exc:
+            message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+            self.app.call_from_thread(self.notify, printable(message), severity="error")
+            return
+        call = next((c for c in calls if recall_id in c["recall_ids"]), None) or next(
+            (c for c in calls if c["ts"] >= ts), None
+        )
+        if call is None:
+            self.app.call_from_thread(
+                self.notify, "no LLM call recorded after this recall", severity="warning"
+            )
+            return
+        self.app.call_from_thread(self.app.push_screen, ContextScreen(call["call_id"]))
+
     async def action_rerun(self) -> None:
         """The same question on the Recall screen, today, with the recorded parameters."""
         e = self.entry
@@ -279,27 +310,3 @@ class RecallEntryScreen(Screen):
         params = {k: v for k, v in (e.get("params") or {}).items() if k in RECALL_PARAMS}
         await self.app.switch_mode("recall")
         fill_recall_screen(self.app.screen, e["query"], params)
-
-
-def fill_recall_screen(screen: Any, query: str, params: dict[str, Any]) -> None:
-    """Put ``query`` and ``params`` into the Recall screen's inputs and run it."""
-    from textual.widgets import Input
-
-    values = {
-        "#query": query,
-        "#scope": params.get("scope") or "",
-        "#scope-id": params.get("scope_id") or "",
-        "#k": str(params.get("top_sessions") or 5),
-        "#m": str(params.get("chunks_per_session") or 3),
-        "#top-k": str(params.get("top_k") or 10),
-        "#as-of": "" if params.get("as_of") in (None, "") else str(params["as_of"]),
-    }
-    # No Changed messages: their debounced re-run would run the same recall a second time.
-    with screen.prevent(Input.Changed, Select.Changed):
-        for widget_id, value in values.items():
-            screen.query_one(widget_id, Input).value = value
-        mode = params.get("mode")
-        if mode in ("hierarchical", "flat"):
-            screen.query_one("#mode", Select).value = mode
-    if screen.action_rerun():
-        screen.action_focus_results()  # as after Enter: the screen keys act, not the query field

@@ -130,6 +130,7 @@ class SessionScreen(Screen):
         Binding("E", "session_markdown('editor')", "Session in $EDITOR", key_display="E", show=False),
         Binding("ctrl+r", "reload", "Reload", show=False),
         Binding("w", "mark_expected", "Mark expected (why-not)", show=False),
+        Binding("L", "context", "LLM call after the turn", key_display="L", show=False),
         Binding("t", "annotate_turn", "Tag / note the turn", show=False),
         Binding("T", "annotate_session", "Tag / note the session", key_display="T", show=False),
     ]
@@ -579,6 +580,30 @@ class SessionScreen(Screen):
             AnnotateScreen(self.app.service, target_id, label, mark.get("tags"), mark.get("note")),
             done,
         )
+
+    def action_context(self) -> None:
+        """The Context screen of the first LLM call sent after the highlighted turn."""
+        turn = self.current_turn
+        if turn is not None:
+            self._open_context(turn["index"])
+
+    @work(thread=True, exclusive=True, group="session-context")
+    def _open_context(self, index: int) -> None:
+        from memviewer.tui.screens.context import ContextScreen
+
+        try:
+            calls = self.app.service.llm_calls(session_id=self.session_id, limit=10_000)["calls"]
+        except Exception as exc:
+            message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
+            self.app.call_from_thread(self.notify, printable(message), severity="error")
+            return
+        call = next(
+            (c for c in calls if c.get("after_index") is not None and c["after_index"] >= index), None
+        )
+        if call is None:
+            self.app.call_from_thread(self.notify, "no LLM call recorded after this turn", severity="warning")
+            return
+        self.app.call_from_thread(self.app.push_screen, ContextScreen(call["call_id"]))
 
     def action_mark_expected(self) -> None:
         """Mark the highlighted turn "expected": the Recall screen shows where it falls out."""
