@@ -2,8 +2,8 @@
 
 Two tables. ``llm_calls`` holds one row per call (session, episode, time, model, token
 usage, latency, the recall ids it followed) with its input and output as lists of message
-hashes; ``llm_messages`` holds each distinct message once, keyed by the sha256 of its
-canonical JSON. Consecutive calls of one conversation re-send the same history, so a call
+hashes; ``llm_messages`` holds each distinct message once, keyed by the sha256 (128 bits)
+of its canonical JSON. Consecutive calls of one conversation re-send the same history, so a call
 costs one row plus ~70 bytes per message it repeats, not the history again.
 
 Input that is not a list of messages is kept verbatim in ``raw_input`` / ``raw_output``
@@ -80,7 +80,9 @@ def canonical(message: Any) -> str:
 
 
 def message_hash(body: str) -> str:
-    return hashlib.sha256(body.encode("utf-8")).hexdigest()
+    """The first 128 bits of sha256 in hex: collision-safe for any store, and the hash list a
+    call keeps costs half what the whole digest would (it is most of a call's row)."""
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()[:32]
 
 
 def _store_messages(conn: Connection, messages: Iterable[Any]) -> list[str]:
