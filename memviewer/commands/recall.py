@@ -313,11 +313,17 @@ def recall_cmd(
         }
         # The table shows a tool-call-only turn's calls; the JSON is the contract's rows.
         shown = {} if as_json else {"with_tool_calls": True}
+        from memviewer.commands.recall_why import RerunMeter
+
+        meter = RerunMeter()
         try:
             if why_turn is not None:
                 from memviewer.recall.why import why_not
 
-                out, why = why_not(svc.parts, query, why_turn, {**params, **shown}, reranker=svc.reranker)
+                with meter:
+                    out, why = why_not(
+                        svc.parts, query, why_turn, {**params, **shown}, reranker=svc.reranker, progress=meter
+                    )
                 out["why"] = why
             elif overrides is not None:
                 from memviewer.recall.compare import compare
@@ -325,6 +331,11 @@ def recall_cmd(
                 ab = compare(svc.recall, query, params, overrides)
             else:
                 out = svc.recall(query, **params, **shown, record=_CLI)
+        except KeyboardInterrupt:
+            if why_turn is None:
+                raise
+            click.echo(meter.cancelled_line(), err=True)  # nothing on stdout: no partial answer
+            ctx.exit(130)
         except MemviewerError as exc:
             fail_maybe_json(
                 as_json, exc.message, hint=exc.data.get("hint") if exc.data else None, code=exc.code

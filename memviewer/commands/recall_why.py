@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+from types import TracebackType
 from typing import Any
 
 import click
@@ -9,6 +11,45 @@ import click
 from memviewer.commands.common import print_table, short
 from memviewer.recall.compare import INT_KEYS
 from memviewer.recall.why_view import stage_lines
+
+
+class RerunMeter:
+    """The fix search's progress (``why-not: re-run 12 of at most 60``) on one stderr line
+    while a terminal watches, wiped when it ends; the counts stay for the Ctrl-C line."""
+
+    def __init__(self) -> None:
+        self.done = 0
+        self.planned = 0
+        self.tty = sys.stderr.isatty()
+        self._shown = 0
+
+    def __call__(self, done: int, planned: int) -> None:
+        self.done, self.planned = done, planned
+        if self.tty:
+            line = f"why-not: re-run {done} of at most {planned}  (Ctrl-C cancels)"
+            self._shown = len(line)
+            sys.stderr.write("\r" + line)
+            sys.stderr.flush()
+
+    def __enter__(self) -> RerunMeter:
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._shown:
+            sys.stderr.write("\r" + " " * self._shown + "\r")
+            sys.stderr.flush()
+            self._shown = 0
+
+    def cancelled_line(self) -> str:
+        if not self.done:
+            return "recall --why cancelled (Ctrl-C) before its fix search; nothing reported"
+        return (
+            f"recall --why cancelled (Ctrl-C) after {self.done} of at most {self.planned} "
+            "re-runs; no fix reported"
+        )
+
 
 ARROWS = {"up": "↑", "down": "↓", "same": "=", "new": "new", "dropped": "dropped"}
 

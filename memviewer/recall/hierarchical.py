@@ -41,6 +41,7 @@ writes: it reads SQLite and LanceDB and changes neither.
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
@@ -49,6 +50,7 @@ from memviewer import params
 from memviewer.errors import INVALID_ARGUMENT, MemviewerError
 from memviewer.recall import names, pool, scoring, stage1, stage2, timeref
 from memviewer.recall import rerank as reranking
+from memviewer.recall.rerun_cache import RerunCache, candidates_key, copy_candidates, vector_key
 from memviewer.recall.trace import RecallTrace
 from memviewer.recall.tuning import TUNING_DEFAULTS, chat_weights, own_blend
 
@@ -103,6 +105,7 @@ def recall(
     hide_later: bool = True,
     trace: RecallTrace | None = None,
     with_tool_calls: bool = False,
+    cache: RerunCache | None = None,
 ) -> dict[str, Any]:
     """Run recall and return the ``recall --json`` object of docs/cli.md.
 
@@ -117,6 +120,8 @@ def recall(
     (``memviewer.recall.trace``); the result is the same with or without it.
     ``with_tool_calls``: each result row of a turn that called tools carries them
     (``tool_calls``), for front ends that show them; off, the rows are the JSON contract's.
+    ``cache``: a ``RerunCache`` shared by runs of the same question (a why-not search): the
+    LanceDB reads and the stages whose inputs did not change are reused, the result is the same.
     """
     if not isinstance(query, str) or not query.strip():
         raise MemviewerError(INVALID_ARGUMENT, "query must be a non-empty string")
@@ -156,7 +161,7 @@ def recall(
     clock = _Clock()
     from memviewer.index.lance import SUMMARIES, TURNS, IndexMismatchError, scope_filter
 
-    index = parts.lance
+    index = parts.lance if cache is None else cache.index(parts.lance)
     if index.readonly:
         index.refresh()
     embedder = parts.embedder
@@ -205,23 +210,68 @@ def recall(
     if w.time <= 0:
         window = None
 
+    # everything Stage 2 (and so Stage 1) depends on but K, M and top_k: a cache's key
+    stage_key = repr(
+        (search, query, vector_key(qvec), turn_where, w, sorted(tune.items()), use_ann, window)
+        + (sorted(aliases.items()), where, scope, scope_id)
+    )
+
     def scored_turns(n: int, depth: int | None = None) -> list[dict[str, Any]]:
-        return stage2.turn_candidates(
-            index,
-            qvec,
-            query,
-            turn_where,
-            n,
-            w,
-            tune,
-            use_ann,
-            window,
-            trace,
-            store=parts.store,
-            depth=depth,
-            search=search,
-            aliases=aliases,
-        )
+        fetch = n if depth is None else depth
+
+        def score(cut: int) -> list[dict[str, Any]]:
+            return stage2.turn_candidates(
+                index,
+                qvec,
+                query,
+                turn_where,
+                cut,
+                w,
+                tune,
+                use_ann,
+                window,
+                trace,
+                store=parts.store,
+                depth=fetch,
+                search=search,
+                aliases=aliases,
+            )
+
+        if cache is None:
+            return score(n)
+        depth_used = max(fetch, int(tune["candidate_depth"]))  # what turn_candidates fetches
+        full = cache.stage2(f"{stage_key}|{depth_used}", lambda: score(sys.maxsize))
+        if trace is not None:
+            trace.scored = full
+        return copy_candidates(full[:n])
+
+    def ranked_sessions(kk: int, candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        def rank(cut: bool) -> list[dict[str, Any]]:
+            return stage1.rank_sessions(
+                parts.store,
+                index,
+                qvec,
+                search,
+                where,
+                (scope, scope_id),
+                kk,
+                w,
+                tune,
+                candidates,
+                window,
+                trace,
+                windows=parts.windows,
+                cut=cut,
+            )
+
+        if cache is None:
+            return rank(True)
+        depth_used = max(kk, int(tune["session_depth"]))  # what rank_sessions fetches
+        key = repr((stage_key, depth_used, candidates_key(candidates)))
+        full = cache.stage1(key, lambda: rank(False))
+        if trace is not None:
+            trace.sessions_ranked = full
+        return [{**s, "score_breakdown": dict(s["score_breakdown"])} for s in full[:kk]]
 
     if mode == "flat":
         candidates = scored_turns(top_k)
@@ -247,21 +297,7 @@ def recall(
             candidates = candidates[:pool_size]  # for agent sessions, the same pool as before
             clock.lap("stage2")
             extra_k = float(tune["adaptive_k"])
-            sessions = stage1.rank_sessions(
-                parts.store,
-                index,
-                qvec,
-                search,
-                where,
-                (scope, scope_id),
-                2 * k if extra_k > 0 else k,
-                w,
-                tune,
-                candidates,
-                window,
-                trace,
-                windows=parts.windows,
-            )
+            sessions = ranked_sessions(2 * k if extra_k > 0 else k, candidates)
             if extra_k > 0:  # sessions beyond K that score close to the best one join
                 top = sessions[0]["score"] if sessions else 0.0
                 sessions = sessions[:k] + [s for s in sessions[k:] if s["score"] >= extra_k * top]

@@ -39,9 +39,11 @@ def rank_sessions(
     trace: RecallTrace | None = None,
     *,
     windows: WindowVectors | None = None,
+    cut: bool = True,
 ) -> list[dict[str, Any]]:
     """Stage 1: sessions by summary similarity + summary BM25 (+ their best candidate turn,
-    + in a chat their best window, + closeness to a date the query names)."""
+    + in a chat their best window, + closeness to a date the query names). ``cut=False``
+    returns every ranked session (fetched as deep as for ``k``), for a ``RerunCache``."""
     import numpy as np
 
     from memviewer.index.lance import SUMMARIES, in_filter
@@ -129,7 +131,7 @@ def rank_sessions(
     out.sort(key=lambda s: (-s["score"], s["session_id"]))
     if trace is not None:
         trace.sessions_ranked = out
-    return out[:k]
+    return out[:k] if cut else out
 
 
 WINDOW_SESSIONS = 200  # at most this many sessions with a turn in the window join Stage 1

@@ -41,6 +41,7 @@ from memviewer.errors import INVALID_ARGUMENT, NOT_FOUND, MemviewerError
 from memviewer.recall import lexical, scoring
 from memviewer.recall.compare import INT_KEYS, WEIGHT_KEYS, apply_overrides
 from memviewer.recall.hierarchical import OVERFETCH, recall
+from memviewer.recall.rerun_cache import RerunCache
 from memviewer.recall.trace import RecallTrace
 
 if TYPE_CHECKING:
@@ -93,6 +94,18 @@ def check_turn(store: Store, turn_id: str, scope: str | None, scope_id: str | No
 _ID_HINT = "turn ids are in `memviewer recall --json` results and on the viewer's Session screen"
 
 
+class WhyCancelled(Exception):
+    """The caller stopped the fix search (``cancelled()`` said so) before it ended."""
+
+    def __init__(self, done: int, planned: int) -> None:
+        super().__init__(f"why-not cancelled after {done} of {planned} re-runs")
+        self.done, self.planned = done, planned
+
+
+#: ``progress(done, planned)`` after each re-run of a fix search.
+Progress = Callable[[int, int], None]
+
+
 def why_not(
     parts: IndexParts,
     query: str,
@@ -101,18 +114,39 @@ def why_not(
     *,
     reranker: Reranker | None = None,
     fix: bool = True,
+    cache: RerunCache | None = None,
+    progress: Progress | None = None,
+    cancelled: Callable[[], bool] | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(recall result, why)`` for ``turn_id`` under ``params`` (recall keyword arguments);
-    ``reranker`` is the one the recall being explained uses (the service's)."""
+    ``reranker`` is the one the recall being explained uses (the service's).
+
+    ``cache`` (default: a new one) shares reads and stages between the traced run and the
+    re-runs; pass one to several why-nots of the same question (the viewer's expected turns).
+    ``progress`` hears each re-run; ``cancelled()`` is asked before each and, once true,
+    ends the search with ``WhyCancelled``."""
     params = dict(params)
     if params.get("as_of") in (None, ""):  # one moment of asking for the run and every re-run
         params["as_of"] = time.time()
     check_turn(parts.store, turn_id, params.get("scope"), params.get("scope_id"))
+    cache = cache if cache is not None else RerunCache()
     trace = RecallTrace()
-    out = recall(parts, query, trace=trace, reranker=reranker, **params)
+    out = recall(parts, query, trace=trace, reranker=reranker, cache=cache, **params)
     why = explain(parts, query, turn_id, params, out, trace)
     if fix and why["eliminated_at"] not in (None, "not_indexed"):
-        why.update(find_fix(parts, query, turn_id, params, why, reranker=reranker))
+        why.update(
+            find_fix(
+                parts,
+                query,
+                turn_id,
+                params,
+                why,
+                reranker=reranker,
+                cache=cache,
+                progress=progress,
+                cancelled=cancelled,
+            )
+        )
     else:
         why.update({"fix": None, "fix_rank": None, "reruns": 0})
     return out, why
@@ -342,8 +376,14 @@ def find_fix(
     *,
     reranker: Reranker | None = None,
     max_reruns: int = MAX_RERUNS,
+    cache: RerunCache | None = None,
+    progress: Progress | None = None,
+    cancelled: Callable[[], bool] | None = None,
 ) -> dict[str, Any]:
-    """``{"fix", "fix_rank", "reruns", "tried"}``: the smallest verified change, or ``fix: None``."""
+    """``{"fix", "fix_rank", "reruns", "tried"}``: the smallest verified change, or ``fix: None``.
+
+    Every re-run shares ``cache`` (one is made when not given): K, M and top_k decide only
+    the cut of shared lists wherever the fetch depth stays the same (``rerun_cache.py``)."""
     cur = {key: int(params.get(key) or DEFAULTS[key]) for key in INT_KEYS}
     flat = params.get("mode") == "flat" or why["path"] in ("flat", "stage1-empty")
     keys = ["top_k"] if flat else ["top_k", "chunks_per_session", "top_sessions"]
@@ -351,13 +391,20 @@ def find_fix(
     ladders = {key: _ladder(cur[key], INT_KEYS[key], hints[key]) for key in keys}
     tried: list[dict[str, Any]] = []
     same = parts.with_embedder(_CachedEmbedder(parts.embedder))
+    shared = cache if cache is not None else RerunCache()
+    planned = [max_reruns]
 
     def attempt(change: dict[str, Any]) -> int | None:
         if len(tried) >= max_reruns:
             return None
-        out = recall(same, query, reranker=reranker, **apply_overrides(params, change))
+        if cancelled is not None and cancelled():
+            raise WhyCancelled(len(tried), planned[0])
+        out = recall(same, query, reranker=reranker, cache=shared, **apply_overrides(params, change))
         got = _position(out["results"], turn_id)
         tried.append({"change": change, "rank": got})
+        if progress is not None:
+            planned[0] = max(planned[0], len(tried))
+            progress(len(tried), planned[0])
         return got
 
     def done(change: dict[str, Any], got: int) -> dict[str, Any]:
@@ -366,6 +413,15 @@ def find_fix(
     singles = sorted(
         ((value / cur[key], keys.index(key), key, value) for key in keys for value in ladders[key]),
     )
+    pairs = []
+    if len(keys) > 1:
+        for a, b in itertools.combinations(keys, 2):
+            for va, vb in itertools.product(ladders[a][:4], ladders[b][:4]):
+                pairs.append((va / cur[a] * vb / cur[b], a, va, b, vb))
+    predicted = _predicted(why, cur) if len(keys) > 1 else []
+    weight_sets = [dict(ws) for ws in WEIGHT_SETS if all(k in WEIGHT_KEYS for k in ws)]
+    # the queue when nothing works (a found change adds a few narrowing runs, then stops)
+    planned[0] = min(max_reruns, len(singles) + len(predicted) + len(pairs) + len(weight_sets))
     for _ratio, _order, key, value in singles:
         got = attempt({key: value})
         if got is not None:
@@ -374,30 +430,24 @@ def find_fix(
             return done({key: best}, best_rank)
         if len(tried) >= max_reruns:
             break
-    if len(keys) > 1:
-        for change in _predicted(why, cur):
-            if len(tried) >= max_reruns:
-                break
-            got = attempt(change)
-            if got is not None:
-                return done(*_shrink(attempt, change, got, cur))
-        pairs = []
-        for a, b in itertools.combinations(keys, 2):
-            for va, vb in itertools.product(ladders[a][:4], ladders[b][:4]):
-                pairs.append((va / cur[a] * vb / cur[b], a, va, b, vb))
-        for _ratio, a, va, b, vb in sorted(pairs):
-            if len(tried) >= max_reruns:
-                break
-            got = attempt({a: va, b: vb})
-            if got is not None:
-                return done(*_shrink(attempt, {a: va, b: vb}, got, cur))
-    for weights in WEIGHT_SETS:
+    for change in predicted:
         if len(tried) >= max_reruns:
             break
-        if all(k in WEIGHT_KEYS for k in weights):
-            got = attempt(dict(weights))
-            if got is not None:
-                return done(dict(weights), got)
+        got = attempt(change)
+        if got is not None:
+            return done(*_shrink(attempt, change, got, cur))
+    for _ratio, a, va, b, vb in sorted(pairs):
+        if len(tried) >= max_reruns:
+            break
+        got = attempt({a: va, b: vb})
+        if got is not None:
+            return done(*_shrink(attempt, {a: va, b: vb}, got, cur))
+    for weights in weight_sets:
+        if len(tried) >= max_reruns:
+            break
+        got = attempt(weights)
+        if got is not None:
+            return done(weights, got)
     return {"fix": None, "fix_rank": None, "reruns": len(tried), "tried": tried}
 
 

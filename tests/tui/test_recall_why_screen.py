@@ -6,6 +6,7 @@ score it on the Golden screen."""
 from __future__ import annotations
 
 import asyncio
+import threading
 
 import pytest
 from tui_helpers import wait_for_workers, wait_until
@@ -109,3 +110,52 @@ def test_side_by_side_takes_any_b_parameter_set(indexed, make_app) -> None:
             assert "unknown recall parameter" in str(screen.query_one("#recall-status").render())
 
     asyncio.run(scenario())
+
+
+def test_why_not_shows_progress_and_x_cancels_it(indexed, make_app, monkeypatch) -> None:
+    """The results show at once; the why-not's re-runs are counted on the status line and
+    ``x`` stops the search (a gate holds the search after its first re-run until x is pressed)."""
+    from memviewer.tui.screens import recall as recall_screen
+
+    wide = indexed.recall(QUERY, top_k=10)
+    target = wide["results"][3]
+    gate = threading.Event()
+    real = recall_screen.why_nots
+
+    def gated(*args, progress=None, **kwargs):
+        def hold(turn: int, done: int, planned: int) -> None:
+            progress(turn, done, planned)
+            gate.wait(timeout=30)
+
+        return real(*args, progress=hold, **kwargs)
+
+    monkeypatch.setattr(recall_screen, "why_nots", gated)
+
+    async def scenario() -> None:
+        app = make_app()
+        async with app.run_test(size=(120, 36)) as pilot:
+            app.open_session(target["session_id"], anchor=target["index"])
+            await wait_until(
+                pilot, lambda: isinstance(app.screen, SessionScreen) and app.screen.data, what="session"
+            )
+            await wait_for_workers(pilot)
+            await pilot.press("w", "3")
+            screen = app.screen
+            screen.query_one("#top-k").value = "2"
+            await pilot.press(*QUERY, "enter")
+            status = screen.query_one("#recall-status")
+            await wait_until(pilot, lambda: "re-run 1 of at most" in str(status.render()), what="progress")
+            assert screen.result is not None and screen.query_one("#results").row_count == 2
+            assert "x cancels" in str(status.render()) and not screen.whys
+            await pilot.press("x")
+            gate.set()
+            await wait_until(pilot, lambda: screen.whys, what="the cancelled why-not")
+            assert "why-not cancelled (x) after 1 of" in screen.whys[0]["error"]
+            assert "cancelled" in str(screen.query_one("#trace").render())
+            assert "x cancels" not in str(status.render())
+            assert not screen.check_action("cancel_why", ())  # nothing left to cancel
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        gate.set()

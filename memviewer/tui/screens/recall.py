@@ -11,7 +11,9 @@ query ("a week ago") count from it. Naive dates are UTC, like every time shown.
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rich.text import Text
@@ -32,6 +34,7 @@ from textual.widgets import (
     TabbedContent,
     TabPane,
 )
+from textual.worker import get_current_worker
 
 from memviewer import params
 from memviewer.errors import MemviewerError
@@ -51,6 +54,7 @@ if TYPE_CHECKING:
     from memviewer.tui.viewer_app import ViewerApp
 
 RERUN_DELAY = 0.3
+CANCELLED = "why-not cancelled (x)"
 MODES = (("hierarchical", "hierarchical"), ("flat", "flat"), ("compare flat | hier.", "compare"))
 TAB_FOCUS = {
     "tab-results": "#results",
@@ -137,6 +141,7 @@ class RecallScreen(Screen):
         Binding("f", "apply_fix", "Apply why-not fix", show=False),
         Binding("a", "add_golden", "Add golden case", show=False),
         Binding("h", "golden", "Golden history", show=False),
+        Binding("x", "cancel_why", "Cancel why-not"),
     ]
 
     def __init__(self) -> None:
@@ -156,6 +161,10 @@ class RecallScreen(Screen):
         self.whys: list[dict[str, Any]] = []  # why-not of each expected turn (Session screen w)
         self._weights: dict[str, float] = {}  # weights set by an applied why-not fix
         self._b_label = ""
+        self._why_cancel: threading.Event | None = None  # set by x: the running why-not stops
+        self._why_running = False
+        self._why_line: Text | None = None
+        self._status_base = Text()  # the shown result's status line, before its why-not part
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -369,6 +378,10 @@ class RecallScreen(Screen):
         query_input.history = prefs.history
         query_input.remember(query)
         self._token += 1
+        if self._why_cancel is not None:  # a why-not of the run this one supersedes stops
+            self._why_cancel.set()
+        self._why_running, self._why_line = False, None
+        self.refresh_bindings()
         self._as_of = params.get("as_of")
         self._pending_params = (query, params)
         note = "" if self._engine_loaded else " (first run loads LanceDB and the embedding model)"
@@ -405,7 +418,6 @@ class RecallScreen(Screen):
                 if b is not None
                 else None
             )
-            whys = why_nots(service, query, kwargs, expected or [])
             titles = _titles(service, result, flat)
         except Exception as exc:
             message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
@@ -419,7 +431,24 @@ class RecallScreen(Screen):
             )
             return
         elapsed = (time.perf_counter() - started) * 1000
-        self.post_message(Loaded("recall", (result, flat, titles, elapsed, rerank, whys), token=token))
+        # the results first: the why-nots follow in this worker, with progress and a cancel key
+        self.post_message(Loaded("recall", (result, flat, titles, elapsed, rerank, []), token=token))
+        if not expected:
+            return
+        worker = get_current_worker()
+        cancel = self._why_cancel = threading.Event()
+
+        def progress(turn: int, done: int, planned: int) -> None:
+            self.post_message(Loaded("why-progress", (turn, len(expected), done, planned), token=token))
+
+        def stopped() -> bool:
+            return cancel.is_set() or worker.is_cancelled
+
+        self.post_message(Loaded("why-progress", (1, len(expected), 0, 0), token=token))
+        whys = why_nots(service, query, kwargs, expected, progress=progress, cancelled=stopped)
+        if worker.is_cancelled:  # superseded by a newer run: nobody is waiting for these
+            return
+        self.post_message(Loaded("why", whys, token=token))
 
     @property
     def run_token(self) -> int:
@@ -429,7 +458,18 @@ class RecallScreen(Screen):
 
     @on(Loaded)
     def _on_loaded(self, message: Loaded) -> None:
-        if message.kind != "recall" or message.token != self._token:
+        if message.token != self._token:
+            return
+        if message.kind == "why-progress":
+            self._why_progress(*message.data)
+            return
+        if message.kind == "why":
+            self._why_running = False
+            self.refresh_bindings()
+            self.whys = message.data
+            self._show_whys()
+            return
+        if message.kind != "recall":
             return
         if message.error:
             error = printable(message.error)
@@ -442,6 +482,29 @@ class RecallScreen(Screen):
         self.whys = message.data[5] if len(message.data) > 5 else []
         self.titles.update(titles)
         self._show_result(elapsed, rerank)
+
+    def _why_progress(self, turn: int, turns: int, done: int, planned: int) -> None:
+        """``why-not of turn 1 of 2: re-run 12 of at most 60 (x cancels)`` after the results."""
+        if not self._why_running:
+            self._why_running = True
+            self.refresh_bindings()
+        self._why_line = Text(f"why-not of expected turn {turn} of {turns}: ", style="bold magenta")
+        self._why_line.append(
+            f"re-run {done} of at most {planned}" if planned else "tracing every stage…", style="magenta"
+        )
+        self._why_line.append("  (x cancels)", style="dim")
+        self._show_whys()
+
+    def action_cancel_why(self) -> None:
+        """Stop the why-not fix search (the results stay; the trace says what was cut short)."""
+        if self._why_cancel is not None and self._why_running:
+            self._why_cancel.set()
+            self.notify("why-not cancelled", timeout=3)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "cancel_why":
+            return self._why_running
+        return True
 
     # -- rendering ------------------------------------------------------------------
     def _status(self, text: Text) -> None:
@@ -511,14 +574,25 @@ class RecallScreen(Screen):
                 key=s["session_id"],
             )
         self._render_pool(diag)
-        trace = trace_text(result, elapsed, as_of=self._as_of)
+        self._status_base = status
+        self._show_whys()
+        self._render_compare()
+
+    def _show_whys(self) -> None:
+        """The trace and the status line's why-not part (progress while it runs)."""
+        if self.result is None or self._shown is None:
+            return
+        status = self._status_base.copy()
+        trace = trace_text(self.result, self._shown[0], as_of=self._as_of)
         if self.whys:
             trace.append("\n")
             trace.append_text(why_text(self.whys))
             status.append(f"  ·  {why_summary(self.whys)}", style="bold magenta")
-            self._status(status)
+        elif self._why_running and self._why_line is not None:
+            status.append("\n")
+            status.append_text(self._why_line)
+        self._status(status)
         self.query_one("#trace", Static).update(trace)
-        self._render_compare()
 
     def _render_pool(self, diag: dict[str, Any]) -> None:
         dropped, capped = diag.get("dropped") or [], diag.get("capped") or []
@@ -707,21 +781,65 @@ class RecallScreen(Screen):
 
 
 def why_nots(
-    service: MemoryService, query: str, kwargs: dict[str, Any], expected: list[dict[str, Any]]
+    service: MemoryService,
+    query: str,
+    kwargs: dict[str, Any],
+    expected: list[dict[str, Any]],
+    *,
+    progress: Callable[[int, int, int], None] | None = None,
+    cancelled: Callable[[], bool] | None = None,
 ) -> list[dict[str, Any]]:
-    """The why-not of each expected turn in this run's scope (others are noted, not run)."""
-    from memviewer.recall.why import why_not
+    """The why-not of each expected turn in this run's scope (others are noted, not run).
 
+    One ``RerunCache`` serves every expected turn (same question, same moment);
+    ``progress(turn, done, planned)`` hears each re-run; once ``cancelled()`` says so the
+    search in flight and the turns after it say "cancelled" instead of a fix."""
+    from memviewer.recall.rerun_cache import RerunCache
+    from memviewer.recall.why import WhyCancelled, why_not
+
+    kwargs = dict(kwargs)
+    if kwargs.get("as_of") in (None, ""):  # one moment for every turn's run, so they share
+        kwargs["as_of"] = time.time()
+    cache = RerunCache()
     out = []
-    for mark in expected:
+    for n, mark in enumerate(expected, 1):
+        if cancelled is not None and cancelled():
+            out.append({"turn_id": mark["turn_id"], "index": mark.get("index"), "error": CANCELLED})
+            continue
         try:
-            _, why = why_not(service.parts, query, mark["turn_id"], kwargs, reranker=service.reranker)
+            _, why = why_not(
+                service.parts,
+                query,
+                mark["turn_id"],
+                kwargs,
+                reranker=service.reranker,
+                cache=cache,
+                progress=_for_turn(progress, n),
+                cancelled=cancelled,
+            )
+        except WhyCancelled as exc:
+            why = {
+                "turn_id": mark["turn_id"],
+                "error": f"{CANCELLED} after {exc.done} of {exc.planned} re-runs",
+            }
         except Exception as exc:
             message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
             why = {"turn_id": mark["turn_id"], "error": message}
         why["index"] = mark.get("index")
         out.append(why)
     return out
+
+
+def _for_turn(
+    progress: Callable[[int, int, int], None] | None, turn: int
+) -> Callable[[int, int], None] | None:
+    if progress is None:
+        return None
+
+    def report(done: int, planned: int) -> None:
+        progress(turn, done, planned)
+
+    return report
 
 
 def why_text(whys: list[dict[str, Any]]) -> Text:
