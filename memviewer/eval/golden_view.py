@@ -50,3 +50,18 @@ def history_rows(runs: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
 
 
 HISTORY_COLUMNS = ("run", "when", "model", "K M top_k", "cases", *METRICS, "changed")
+
+
+def screen_rows(runs: list[dict[str, Any]]) -> list[dict[str, str]]:
+    """The viewer's form of ``history_rows``: minutes for the time, ``5 3 10`` under the
+    ``K M top_k`` heading (the CLI's keys are long), one dict per run by column name."""
+    from memviewer.timeutil import utc_minutes
+
+    out = []
+    for r, row in zip(runs, history_rows(runs), strict=True):
+        cells = dict(zip(HISTORY_COLUMNS, (str(v) for v in row), strict=True))
+        p = r["params"]
+        cells["when"] = utc_minutes(r["ts"])
+        cells["K M top_k"] = f"{p.get('top_sessions')} {p.get('chunks_per_session')} {p.get('top_k')}"
+        out.append(cells)
+    return out

@@ -18,19 +18,22 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rich.cells import cell_len
 from rich.segment import Segment
 from textual import work
 from textual.app import SystemCommand
 from textual.binding import Binding
 from textual.color import Color
+from textual.content import Content
 from textual.filter import LineFilter
 from textual.notifications import SeverityLevel
 from textual.screen import ModalScreen, Screen
+from textual.widgets import Header
 from textual.worker import get_current_worker
 
 from memviewer.config import Settings
 from memviewer.tui.formatting import RENDERED_UNSAFE, printable
-from memviewer.tui.hub_link import HostedHub, HubStatus, decide, hub_sources, probe, sources_label
+from memviewer.tui.hub_link import HostedHub, HubStatus, decide, header_forms, hub_sources, probe
 from memviewer.tui.live_feed import LiveFeed
 from memviewer.tui.live_worker import follow_hub
 from memviewer.tui.messages import HubChanged, HubGone, IndexLag, LiveState
@@ -55,6 +58,7 @@ ServiceFactory = Callable[[Settings, bool], "MemoryService"]
 PAINT_REPORT_ENV = "MEMVIEWER_TUI_PAINT_REPORT"
 LIVE_BACKLOG = 500
 BOOT_FALLBACK_S = 1.0
+HEADER_CHROME = 18  # the header's icon (8) and clock space (10) beside its title
 TAKEOVER_AFTER_S = 10.0
 TAKEOVER_PROBE_S = 0.5
 LAG_FAST_S = 1.0  # how often the lag line is re-read while the index is behind
@@ -154,6 +158,8 @@ class MemviewerApp(ViewerApp):
         self._booted = False
         self._control_filter = ControlCharFilter()
         self.hub_line = self.hub_status.label()  # the header: the hub's state, then the index lag
+        self.hub_shorter: tuple[str, ...] = (self.hub_status.short_label(),)
+        self._sub_title_forms = [printable(self.hub_line)]
         self.lag_text = ""
         self.index_lag: dict[str, Any] | None = None
         self.sub_title = printable(self.hub_line)
@@ -161,10 +167,31 @@ class MemviewerApp(ViewerApp):
         if self.prefs.theme and self.prefs.theme in self.available_themes:
             self.theme = self.prefs.theme
 
-    def set_hub_line(self, label: str) -> None:
-        """The header's subtitle: what the hub is doing, then the index lag (when behind)."""
-        self.hub_line = label
-        self.sub_title = printable(f"{label} · {self.lag_text}" if self.lag_text else label)
+    def set_hub_line(self, label: str, shorter: Sequence[str] = ()) -> None:
+        """The header's subtitle: what the hub is doing, then the index lag (when behind).
+        ``shorter``: the same said in fewer columns (shortest last); the header shows the
+        longest form that fits the terminal (``format_title``)."""
+        self.hub_line, self.hub_shorter = label, tuple(shorter)
+        forms = [printable(f"{f} · {self.lag_text}" if self.lag_text else f) for f in (label, *shorter)]
+        self._sub_title_forms = forms
+        self.sub_title = forms[0]
+
+    def format_title(self, title: str, sub_title: str) -> Content:
+        """Textual's title — subtitle, with the subtitle's longest form that fits the width
+        (the socket path goes first, then folder paths; each source keeps its state)."""
+        forms = self._sub_title_forms if sub_title == self._sub_title_forms[0] else [sub_title]
+        room = self.size.width - HEADER_CHROME - cell_len(title) - 3
+        fits = next((f for f in forms if cell_len(f) <= room), forms[-1])
+        return super().format_title(title, fits)
+
+    def on_resize(self) -> None:
+        """The header's subtitle form follows the width (Textual re-formats it only when a
+        title changes)."""
+        from textual.widgets._header import HeaderTitle
+
+        for header in self.screen.query(Header):
+            for title in header.query(HeaderTitle):
+                title.update(header.format_title())
 
     def get_line_filters(self) -> Sequence[LineFilter]:
         return [*super().get_line_filters(), self._control_filter]
@@ -219,11 +246,11 @@ class MemviewerApp(ViewerApp):
             )
             self.live_enabled = False
             self.feed.set_state("off", self.hub_status.label())
-            self.post_message(HubChanged(self.hub_status.label()))
+            self.post_message(HubChanged(self.hub_status.label(), (self.hub_status.short_label(),)))
             self.notify(printable(self.hub_status.label()), severity="warning", timeout=8, markup=False)
             return
         self.hosted = hosted
-        self.post_message(HubChanged(self.hub_status.label()))
+        self.post_message(HubChanged(self.hub_status.label(), (self.hub_status.short_label(),)))
         if self.live_enabled:
             self.start_live()
 
@@ -246,10 +273,7 @@ class MemviewerApp(ViewerApp):
     def refresh_sources(self) -> None:
         """The header names the hub's sources (PraisonAI folders, OTLP) and their last delivery."""
         sources = hub_sources(self.hosted, self.settings.socket_path)
-        label = self.hub_status.label()
-        if sources:
-            label += " · " + sources_label(sources)
-        self.post_message(HubChanged(label))
+        self.post_message(HubChanged(*header_forms(self.hub_status, sources)))
 
     @work(thread=True, exclusive=True, group="index-lag")
     def watch_index_lag(self) -> None:
@@ -290,10 +314,10 @@ class MemviewerApp(ViewerApp):
         # nobody works on is the Recall screen's notice (and doctor's), not a countdown.
         lag = message.lag if message.lag and message.lag.get("embedding") else None
         self.lag_text = lag_line(lag)
-        self.set_hub_line(self.hub_line)
+        self.set_hub_line(self.hub_line, self.hub_shorter)
 
     def on_hub_changed(self, message: HubChanged) -> None:
-        self.set_hub_line(message.label)
+        self.set_hub_line(message.label, message.shorter)
 
     def on_live_state(self, message: LiveState) -> None:
         self.feed.set_state(message.state, message.detail)
@@ -307,11 +331,14 @@ class MemviewerApp(ViewerApp):
                 if self.takeover_after is None
                 else f" (hosting here if it stays down {self.takeover_after:g} s)"
             )
-            self.set_hub_line(f"hub on {self.settings.socket_path} not answering: reconnecting{note}")
+            self.set_hub_line(
+                f"hub on {self.settings.socket_path} not answering: reconnecting{note}",
+                (f"hub not answering: reconnecting{note}", "hub not answering: reconnecting"),
+            )
             if self.takeover_after is not None:
                 self.check_takeover()
         elif message.state in ("connected", "resumed"):
-            self.set_hub_line(self.hub_status.label())
+            self.set_hub_line(self.hub_status.label(), (self.hub_status.short_label(),))
 
     @work(thread=True, exclusive=True, group="takeover")
     def check_takeover(self) -> None:
@@ -344,7 +371,10 @@ class MemviewerApp(ViewerApp):
                 message.service.close()
             return
         if message.service is None:  # cannot host: the truth in the header, reconnecting goes on
-            self.set_hub_line(f"hub on {self.settings.socket_path} gone ({message.detail}); reconnecting")
+            self.set_hub_line(
+                f"hub on {self.settings.socket_path} gone ({message.detail}); reconnecting",
+                (f"hub gone ({message.detail}); reconnecting",),
+            )
             return
         self.workers.cancel_group(self, "live")
         old, self.service = self.service, message.service

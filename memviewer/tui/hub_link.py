@@ -41,6 +41,14 @@ class HubStatus:
             return "no hub (viewer only)"
         return f"hub not available: {self.detail}"
 
+    def short_label(self) -> str:
+        """The header's form where the full one does not fit: the role without the path."""
+        return {
+            "hosting": "hosting hub",
+            "connected": "connected to hub",
+            "off": "no hub (viewer only)",
+        }.get(self.role, "hub not available")
+
 
 def probe(socket_path: Path) -> tuple[str | None, str]:
     """``(answer, error)``: the hub's identity when one answers on the socket."""
@@ -86,9 +94,11 @@ def decide(socket_path: Path, mode: str, settings: Settings | None = None) -> Hu
     return HubStatus("hosting", socket_path)
 
 
-def sources_label(sources: list[dict[str, Any]], now: float | None = None) -> str:
+def sources_label(sources: list[dict[str, Any]], now: float | None = None, form: str = "full") -> str:
     """``praisonai ~/sessions: 12s ago · otlp 127.0.0.1:4318: waiting`` for the header:
-    which sources the hub follows, whether each is connected and when it last delivered."""
+    which sources the hub follows, whether each is connected and when it last delivered.
+    ``form="short"`` names a folder by its last part and an address by its port, ``"kind"``
+    only the kind: the state of each source stays in every form."""
     import time
 
     now = time.time() if now is None else now
@@ -98,6 +108,16 @@ def sources_label(sources: list[dict[str, Any]], now: float | None = None) -> st
         home = str(Path.home())
         if target.startswith(home + "/"):
             target = "~" + target[len(home) :]
+        if form == "short":
+            target = (
+                "…/" + Path(target).name
+                if "/" in target.rstrip("/")
+                else ":" + target.rsplit(":", 1)[-1]
+                if ":" in target
+                else target
+            )
+        elif form == "kind":
+            target = ""
         if not src.get("connected"):
             state = "not connected"
         elif src.get("last_delivery"):
@@ -107,8 +127,21 @@ def sources_label(sources: list[dict[str, Any]], now: float | None = None) -> st
             )
         else:
             state = "nothing yet"
-        parts.append(f"{src.get('kind', '?')} {target}: {state}")
+        parts.append(f"{src.get('kind', '?')}{' ' + target if target else ''}: {state}")
     return " · ".join(parts)
+
+
+def header_forms(
+    status: HubStatus, sources: list[dict[str, Any]], now: float | None = None
+) -> tuple[str, tuple[str, ...]]:
+    """The header's hub-and-sources line, then the same in fewer columns (shortest last):
+    without the socket path, then with short folder names, then the source kinds alone."""
+    label, short = status.label(), status.short_label()
+    if not sources:
+        return label, (short,)
+    forms = tuple(f"{short} · {sources_label(sources, now, form)}" for form in ("full", "short", "kind"))
+    tight = forms[-1].replace("nothing yet", "none yet").replace("not connected", "off")
+    return f"{label} · {sources_label(sources, now)}", (*forms, tight)
 
 
 def hub_sources(hosted: HostedHub | None, socket_path: Path) -> list[dict[str, Any]]:

@@ -150,6 +150,16 @@ def event_text(event: EventRecord, width: int = 200) -> Text:
     out.append(f"{event.seq:>8} ", style="bold")
     out.append(f"{stamp} ", style="dim")
     out.append(printable(f"{event.kind:<20} "), style=KIND_STYLES.get(event.kind, ""))
-    out.append(printable(f"{(event.session_id or '-')[-12:]:>12} "), style="blue")
+    id_width = 12 if width < 100 else 20 if width < 150 else 28
+    out.append(printable(f"{short_id(event.session_id or '-', id_width):>{id_width}} "), style="blue")
     out.append(one_line(_summary(event), width))
     return out
+
+
+def short_id(value: str, width: int) -> str:
+    """``value`` whole when it fits, else its start and its end around an ellipsis: the
+    prefix says what kind of id it is, the end tells ids of one kind apart."""
+    if len(value) <= width:
+        return value
+    head = (width - 1) // 2
+    return value[:head] + "…" + value[len(value) - (width - 1 - head) :]

@@ -17,9 +17,10 @@ if TYPE_CHECKING:
 class HubChanged(Message):
     """The hub role or its socket state changed (header subtitle follows)."""
 
-    def __init__(self, label: str) -> None:
+    def __init__(self, label: str, shorter: tuple[str, ...] = ()) -> None:
         super().__init__()
         self.label = label
+        self.shorter = shorter  # the same said shorter, for a narrow header (shortest last)
 
 
 class HubGone(Message):

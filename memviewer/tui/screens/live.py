@@ -71,9 +71,7 @@ class LiveScreen(Screen):
             yield Static(id="live-status")
             yield Sparkline([0.0], id="live-rate")
         with Horizontal(id="live-filters"):
-            yield Input(
-                placeholder="kinds, e.g. episode.turn_added,session.  (k)", id="kind-filter", compact=True
-            )
+            yield Input(placeholder="kinds, e.g. session.,episode.  (k)", id="kind-filter", compact=True)
             yield Input(placeholder="session id contains  (/)", id="session-filter", compact=True)
         yield EventLog(cap=self.cap, id="events")
         yield Static(id="live-pending")

@@ -64,6 +64,8 @@ TAB_FOCUS = {
     "tab-compare": "#cmp-hier",
 }
 NARROW = 100  # below this the results table trims session, role and rank (Content keeps ~30)
+SIDE_BY_SIDE = 130  # from here the side-by-side's two tables stand side by side (else stacked)
+WIDE = 170  # from here every parameter field, the B field too, fits on one row
 ROLE_SHORT = {"assistant": "asst", "system": "sys"}
 # (field, parameter, default, bound): recall's own (memviewer.params), refused here, inline.
 INT_PARAMS = (
@@ -128,7 +130,9 @@ class RecallScreen(Screen):
         app = getters.app(ViewerApp)
 
     TITLE = "Recall"
-    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
+    # -narrow: short columns; -medium: parameter groups stacked, the side-by-side's tables
+    # stacked too; -roomy: tables side by side; -wide: the parameters on one row.
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (NARROW, "-medium"), (SIDE_BY_SIDE, "-roomy"), (WIDE, "-wide")]
     VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
     BINDINGS = [
         Binding("slash", "focus_query", "Query", key_display="/"),
@@ -174,8 +178,9 @@ class RecallScreen(Screen):
             compact=True,
             history=self.app.prefs.history,
         )
-        # Two groups: one row from 120 columns, stacked below that (the -narrow breakpoint),
-        # so no field sits off-screen where tab reaches it but nobody sees it.
+        # Three groups: one row from WIDE columns, stacked below that (recall.tcss), so no
+        # field sits off-screen where tab reaches it but nobody sees it; the B field's group
+        # shows only in compare mode.
         with Horizontal(id="recall-params"):
             with Horizontal(classes="param-group"):
                 yield Label("scope")
@@ -195,6 +200,8 @@ class RecallScreen(Screen):
                     "rerank", value=False, id="rerank", compact=True, disabled=not self._has_reranker()
                 )
                 yield Select(MODES, value="hierarchical", allow_blank=False, id="mode", compact=True)
+            with Horizontal(classes="param-group", id="vs-group"):
+                yield Label("B")
                 yield Input(
                     placeholder="B: key=value,… (empty: flat)",
                     id="vs",
@@ -222,7 +229,7 @@ class RecallScreen(Screen):
                 with VerticalScroll(id="trace-box"):
                     yield Static(id="trace")
             with TabPane("Flat vs hierarchical", id="tab-compare"):
-                with Horizontal():
+                with Horizontal(id="cmp-row"):
                     with Vertical(classes="cmp"):
                         yield Static(Text("HIERARCHICAL", style="bold green"), classes="cmp-title")
                         yield DataTable(id="cmp-hier", cursor_type="row", zebra_stripes=True)
@@ -287,7 +294,7 @@ class RecallScreen(Screen):
             width,
             [("Why", 14), ("Score", 6), ("Session", 24), ("Turn id", 0)],
         )
-        half = (width - 2) // 2
+        half = (width - 2) // 2 if width >= SIDE_BY_SIDE else width
         for table_id in ("#cmp-hier", "#cmp-flat"):
             _columns(
                 self.query_one(table_id, DataTable),
@@ -723,7 +730,7 @@ class RecallScreen(Screen):
 
     @on(Select.Changed, "#mode")
     def _mode_changed(self) -> None:
-        self.query_one("#vs", Input).display = self.compare
+        self.query_one("#vs-group").display = self.query_one("#vs", Input).display = self.compare
 
     # -- why-not and golden cases --------------------------------------------------------
     def action_apply_fix(self) -> None:

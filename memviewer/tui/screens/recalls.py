@@ -64,13 +64,34 @@ class RecallsScreen(Screen):
         yield CoalescedFooter()
 
     def on_mount(self) -> None:
-        table = self.query_one("#recalls", DataTable)
-        for label, width in (("When (UTC)", 19), ("Source", 6), ("Kind", 6), ("Caller", 14), ("#", 4)):
-            table.add_column(label, width=width)
-        table.add_column("Query")
-        table.focus()
+        self._setup_columns()
+        self.query_one("#recalls", DataTable).focus()
         self.action_reload()
         self.set_interval(1.0, self._watch_events)
+
+    def _setup_columns(self) -> None:
+        """Below 100 columns the time drops its year and seconds and the caller narrows, so
+        the query keeps about 30 characters; the query takes what is left of the width."""
+        table = self.query_one("#recalls", DataTable)
+        self._width = width = self.app.size.width
+        self._narrow = width < 100
+        table.clear(columns=True)
+        cols = [
+            ("When (UTC)", 11 if self._narrow else 19),
+            ("Source", 6),
+            ("Kind", 6),
+            ("Caller", 10 if self._narrow else 14),
+            ("#", 4),
+        ]
+        for label, w in cols:
+            table.add_column(label, width=w)
+        fixed = sum(w for _, w in cols) + 2 * table.cell_padding * (len(cols) + 1) + 2
+        table.add_column("Query", width=max(20, width - fixed))
+
+    def on_resize(self) -> None:
+        if getattr(self, "_width", None) != self.app.size.width:
+            self._setup_columns()
+            self.action_reload()
 
     def on_screen_resume(self) -> None:
         self.action_reload()
@@ -115,10 +136,14 @@ class RecallsScreen(Screen):
         table.clear()
         for e in self.entries:
             table.add_row(
-                Text((e.get("at") or "")[:19].replace("T", " ")),
+                Text(
+                    (e.get("at") or "")[5 if self._narrow else 0 : 16 if self._narrow else 19].replace(
+                        "T", " "
+                    )
+                ),
                 Text(e["source"], style="bold cyan" if e["source"] in ("agent", "mcp", "otlp") else ""),
                 Text(e["kind"]),
-                Text(one_line(e.get("session_id") or "-", 14)),
+                Text(one_line(e.get("session_id") or "-", 10 if self._narrow else 14)),
                 Text(str(e["result_count"])),
                 Text(one_line(e["query"] or "(browse)", 200)),
                 key=e["recall_id"],

@@ -167,8 +167,16 @@ class SessionScreen(Screen):
         yield CoalescedFooter()
 
     def on_mount(self) -> None:
+        self._setup_episode_columns()
+        self._apply_view()
+        self._fetch()
+
+    def _setup_episode_columns(self) -> None:
+        """Below 100 columns the start time leaves the episodes table (each episode's header
+        in the turn list carries it) and the rule takes what is left, so Turns stays."""
         table = self.query_one("#episodes", DataTable)
-        for key, label, width in (
+        self._episodes_width = width = self.app.size.width
+        cols = [
             ("n", "#", 3),
             ("intent", "Intent", 12),
             ("rule", "Rule that fired", 30),
@@ -177,10 +185,21 @@ class SessionScreen(Screen):
             ("reward", "Reward", 6),
             ("turns", "Turns", 5),
             ("started", "Started", 16),
-        ):
-            table.add_column(label, key=key, width=width)
-        self._apply_view()
-        self._fetch()
+        ]
+        if width < 100:
+            cols = [c for c in cols if c[0] != "started"]
+            fixed = sum(w for k, _, w in cols if k != "rule") + 2 * table.cell_padding * len(cols) + 2
+            cols = [(k, label, max(12, width - fixed) if k == "rule" else w) for k, label, w in cols]
+        self._episode_keys = [k for k, _, _ in cols]
+        table.clear(columns=True)
+        for key, label, w in cols:
+            table.add_column(label, key=key, width=w)
+
+    def on_resize(self) -> None:
+        if self.app.size.width != getattr(self, "_episodes_width", None):
+            self._setup_episode_columns()
+            if self.data is not None:
+                self._fill_episodes(self.data["episodes"], self.data["turns"])
 
     @work(thread=True, exclusive=True, group="session-load")
     def _fetch(self) -> None:
@@ -317,17 +336,17 @@ class SessionScreen(Screen):
             intent = e.get("intent") or {}
             status = e.get("closed_by") or e.get("status") or ""
             reward = "" if e.get("r_task") is None else f"{float(e['r_task']):.2f}"
-            table.add_row(
-                Text(str(n)),
-                Text(printable(intent.get("kind", "")), style="cyan"),
-                Text(printable(intent.get("rule_id", "")), overflow="ellipsis"),
-                Text(f"{float(intent.get('confidence') or 0):.2f}"),
-                status_text(status),
-                Text(reward, justify="right"),
-                Text(str(counts.get(e["episode_id"], 0)), justify="right"),
-                Text(short_time(e.get("started_at"))),
-                key=e["episode_id"],
-            )
+            cells = {
+                "n": Text(str(n)),
+                "intent": Text(printable(intent.get("kind", "")), style="cyan"),
+                "rule": Text(printable(intent.get("rule_id", "")), overflow="ellipsis"),
+                "conf": Text(f"{float(intent.get('confidence') or 0):.2f}"),
+                "status": status_text(status),
+                "reward": Text(reward, justify="right"),
+                "turns": Text(str(counts.get(e["episode_id"], 0)), justify="right"),
+                "started": Text(short_time(e.get("started_at"))),
+            }
+            table.add_row(*(cells[k] for k in self._episode_keys), key=e["episode_id"])
         table.display = bool(episodes)
 
     def _fill_bookends(self, turns: list[dict[str, Any]]) -> None:

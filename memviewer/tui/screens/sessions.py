@@ -61,6 +61,9 @@ COLUMN_SORTS = {
 }
 NARROW = 100  # below this width the less important columns go, so Ep/Act/Arch/Status stay
 NARROW_DROPPED = frozenset({"scope", "started", "badges"})
+MEDIUM = 140  # below this the start date goes too (Last seen carries a date): the title gains 12
+MEDIUM_DROPPED = frozenset({"started"})
+ROOMY = 160  # from here the agent column is wide enough for the demo's names (14)
 EMPTY_HINT = (
     "No sessions yet. Load the demo history with `.venv/bin/memviewer demo` (or `memviewer demo`), "
     "or connect an agent: `from memviewer.client import Publisher` publishes to this viewer's hub "
@@ -125,6 +128,7 @@ class SessionsScreen(Screen):
         self._filter_timer: Timer | None = None
         self._seen_events = 0
         self._shown_columns = [key for key, _, _ in FIXED_COLUMNS]
+        self._shown_widths = [(key, w) for key, _, w in FIXED_COLUMNS]
         self.loaded_once = False
 
     def compose(self) -> ComposeResult:
@@ -273,9 +277,13 @@ class SessionsScreen(Screen):
     def _columns(self) -> list[tuple[str, str, int]]:
         """The fixed columns that fit: a narrow terminal drops scope, start date and badges
         (the session screen shows them) and keeps the counts and the status."""
-        if self.app.size.width >= NARROW:
+        width = self.app.size.width
+        if width >= ROOMY:
+            return [(k, label, 14 if k == "agent" else w) for k, label, w in FIXED_COLUMNS]
+        if width >= MEDIUM:
             return list(FIXED_COLUMNS)
-        return [c for c in FIXED_COLUMNS if c[0] not in NARROW_DROPPED]
+        dropped = MEDIUM_DROPPED if width >= NARROW else NARROW_DROPPED
+        return [c for c in FIXED_COLUMNS if c[0] not in dropped]
 
     def _compute_title_width(self) -> int:
         padding = 2 * self.query_one("#sessions", PagedTable).cell_padding
@@ -287,13 +295,14 @@ class SessionsScreen(Screen):
         table = self.query_one("#sessions", PagedTable)
         self._title_width = self._compute_title_width()
         self._shown_columns = [key for key, _, _ in self._columns()]
+        self._shown_widths = [(key, w) for key, _, w in self._columns()]
         table.clear(columns=True)
         table.add_column("Title", key="title", width=self._title_width)
         for key, label, w in self._columns():
             table.add_column(label, key=key, width=w)
 
     def on_resize(self) -> None:
-        narrow_changed = [key for key, _, _ in self._columns()] != self._shown_columns
+        narrow_changed = [(key, w) for key, _, w in self._columns()] != self._shown_widths
         if self._compute_title_width() == self._title_width and not narrow_changed:
             return
         table = self.query_one("#sessions", PagedTable)
