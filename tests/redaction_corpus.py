@@ -175,3 +175,130 @@ def leak_forms(value: str) -> list[str]:
     if "\n" in value:
         forms.update(line for line in value.split("\n") if len(line) >= 16 and "-----" not in line)
     return sorted(forms)
+
+
+# -- the audit's classes (issue 32, row 17): what `standard` used to pass ------------------------
+
+#: The classes the audit found passing ``standard`` (``password_sentence`` and
+#: ``azure_client_secret`` passed ``strict`` too).
+AUDIT_CLASSES = (
+    "password_sentence",
+    "vendor_key_sentence",
+    "azure_client_secret",
+    "gcp_private_key_id",
+    "nested_assignment",
+)
+HEX = "0123456789abcdef"
+AZ = string.ascii_letters + string.digits + "_~.-"
+
+
+def _password(rng: random.Random) -> str:
+    """A password as people pick them: a word-ish stem, digits, maybe a symbol."""
+    stem = _pick(rng, string.ascii_uppercase, 1) + _pick(rng, string.ascii_lowercase, rng.randint(4, 7))
+    return stem + _pick(rng, string.digits, rng.randint(2, 4)) + rng.choice(["", "!", "#", "$", "&"])
+
+
+def azure_client_secret(rng: random.Random) -> str:
+    """Entra ID's current client-secret shape: 3 characters, a digit, ``Q~``, 34 more."""
+    body = _pick(rng, AZ, 33) + _pick(rng, ALNUM, 1)  # ends on a letter or digit, as real ones do
+    return _pick(rng, ALNUM, 3) + rng.choice(string.digits) + "Q~" + body
+
+
+def _uuid(rng: random.Random) -> str:
+    h = _pick(rng, HEX, 32)
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-a{h[17:20]}-{h[20:]}"
+
+
+def audit_corpus(seed: int = 32) -> dict[str, tuple[str, str, str]]:
+    """``{name: (audit class, fake value, the value in its context)}``, several phrasings per
+    class. Generated at test time so that no secret scanner sees a literal key in the repo."""
+    rng = random.Random(seed)
+    out: dict[str, tuple[str, str, str]] = {}
+
+    def add(name: str, cls: str, value: str, context: str) -> None:
+        assert value in context
+        out[name] = (cls, value, context)
+
+    pw = [_password(rng) for _ in range(9)]
+    add("pw_my_is", "password_sentence", pw[0], f"my password is {pw[0]}")
+    add("pw_the_colon", "password_sentence", pw[1], f"ok, the password: {pw[1]}")
+    add("pw_for_is", "password_sentence", pw[2], f"The password for the staging db is {pw[2]}.")
+    add("pw_with", "password_sentence", pw[3], f"log in as admin with password {pw[3]} and change it")
+    add("pw_changed_to", "password_sentence", pw[4], f"I changed my password to {pw[4]} yesterday")
+    add("pw_wifi", "password_sentence", pw[5], f"wifi password is {pw[5]}, network HomeNet-5G")
+    word = rng.choice(["sunflower", "marmalade", "bluebirds", "tangerine"])
+    add("pw_plain_word", "password_sentence", word, f"My email password is {word}.")
+    phrase = " ".join(
+        rng.choice(["correct", "horse", "battery", "staple", "violet", "anchor"]) for _ in range(4)
+    )
+    add("pw_quoted_phrase", "password_sentence", phrase, f'the passphrase is "{phrase}"')
+    add("pw_short_label", "password_sentence", pw[6], f"user: deploy  pw: {pw[6]}")
+
+    stripe_like = _pick(rng, ALNUM, 32)
+    add("key_stripe", "vendor_key_sentence", stripe_like, f"here is my Stripe key {stripe_like}")
+    mailgun = _pick(rng, HEX, 32)
+    add("key_mailgun_is", "vendor_key_sentence", mailgun, f"My Mailgun API key is {mailgun}, keep it private")
+    twilio = _pick(rng, HEX, 32)
+    add("key_twilio_colon", "vendor_key_sentence", twilio, f"Twilio auth token: {twilio}")
+    datadog = _pick(rng, HEX, 32)
+    add("key_for_the", "vendor_key_sentence", datadog, f"use this Datadog key for the agent: {datadog}")
+    weather = _pick(rng, ALNUM, 24)
+    add("token_is", "vendor_key_sentence", weather, f"the OpenWeather token is {weather}.")
+    algolia = _pick(rng, ALNUM, 32)
+    add("admin_key", "vendor_key_sentence", algolia, f"Algolia admin key {algolia} (do not commit)")
+
+    az = [azure_client_secret(rng) for _ in range(5)]
+    app, tenant = _uuid(rng), _uuid(rng)
+    add(
+        "az_sentence", "azure_client_secret", az[0], f"the client secret for the app registration is {az[0]}."
+    )
+    add(
+        "az_cli",
+        "azure_client_secret",
+        az[1],
+        f"az login --service-principal -u {app} -p {az[1]} --tenant {tenant}",
+    )
+    add(
+        "az_json",
+        "azure_client_secret",
+        az[2],
+        json.dumps({"clientId": app, "clientSecret": az[2], "tenantId": tenant}),
+    )
+    add("az_env", "azure_client_secret", az[3], f"AZURE_CLIENT_ID={app}\nAZURE_CLIENT_SECRET={az[3]}")
+    add("az_bare", "azure_client_secret", az[4], f"new value {az[4]} expires in 6 months")
+
+    key_ids = [_pick(rng, HEX, 40) for _ in range(3)]
+    service_account = {
+        "type": "service_account",
+        "project_id": "acme-prod-4821",
+        "private_key_id": key_ids[0],
+        "private_key": _pem(rng, "PRIVATE KEY", 4) + "\n",
+        "client_email": "deployer@acme-prod-4821.iam.gserviceaccount.com",
+        "client_id": str(rng.randint(10**20, 10**21)),
+        "token_uri": "https://oauth2.googleapis.com/token",
+    }
+    add("gcp_sa_json", "gcp_private_key_id", key_ids[0], json.dumps(service_account, indent=2))
+    add("gcp_toml", "gcp_private_key_id", key_ids[1], f'private_key_id = "{key_ids[1]}"')
+    add("gcp_yaml", "gcp_private_key_id", key_ids[2], f"privateKeyId: {key_ids[2]}")
+
+    tok = [_pick(rng, ALNUM, 28) for _ in range(3)]
+    add("nest_env", "nested_assignment", pw[7], f"env: DB_PASSWORD={pw[7]} LOG_LEVEL=info")
+    add("nest_args", "nested_assignment", tok[0], f"args: --api-token={tok[0]} --verbose")
+    add("nest_conn", "nested_assignment", pw[8], f"connection: Server=db;User Id=app;Password={pw[8]};")
+    add("nest_config", "nested_assignment", tok[1], f"config: secret_key={tok[1]}")
+    add("nest_yaml_cmd", "nested_assignment", tok[2], f"- run: deploy.sh SENTRY_AUTH_TOKEN={tok[2]}")
+    return out
+
+
+def azure_tool_calls(seed: int = 33) -> list[tuple[str, str]]:
+    """``(fake secret, tool-call arguments JSON)``: an Azure client secret the way agents pass
+    one to tools (a shell command, an env map, nested credentials, a file written)."""
+    rng = random.Random(seed)
+    app, tenant = _uuid(rng), _uuid(rng)
+    s = [azure_client_secret(rng) for _ in range(4)]
+    return [
+        (s[0], json.dumps({"command": f"az login --service-principal -u {app} -p {s[0]} --tenant {tenant}"})),
+        (s[1], json.dumps({"command": "terraform apply", "env": {"ARM_CLIENT_SECRET": s[1]}})),
+        (s[2], json.dumps({"auth": {"credentials": {"client_id": app, "secret": s[2]}}})),
+        (s[3], json.dumps({"path": ".env", "content": f"TENANT={tenant}\nSECRET={s[3]}\n"})),
+    ]

@@ -159,3 +159,79 @@ def test_strict_masks_long_hex_standard_keeps_it() -> None:
     sha = "3f786850e387550fdab836ed7e6dc881de23001b"
     assert Redactor().redact(sha) == sha
     assert Redactor("strict").redact(sha) == "[REDACTED:hex:1]"
+
+
+# -- the audit's classes (issue 32, row 17) ------------------------------------------------------
+
+PW = "Marlow" + "4471" + "!"  # built here, not a literal credential
+_RNG = random.Random(32)
+KEY32 = "".join(_RNG.choice("abcdefghijkmnpqrstuvwxyzABCDEFGH23456789") for _ in range(32))
+HEX40 = "".join(_RNG.choice("0123456789abcdef") for _ in range(40))
+
+
+@pytest.mark.parametrize("level", ["standard", "strict"])
+@pytest.mark.parametrize(
+    ("text", "kept", "value"),
+    [
+        (f"my password is {PW}", "my password is ", PW),
+        (f"the password: {PW}", "the password: ", PW),
+        (f"Password for my gmail account is {PW}.", "account is ", PW),
+        (f"she said the root password was {PW} but it changed", "was ", PW),
+        ("my password is sunflower.", "my password is ", "sunflower"),
+        ('use the passphrase "violet anchor staple"', "passphrase ", "violet anchor staple"),
+        (f"log in with password {PW} please", "with password ", PW),
+        ("my PIN is 482913", "my PIN is ", "482913"),
+        (f"here is my Stripe key {KEY32}", "Stripe key ", KEY32),
+        (f"Mailgun API key: {KEY32}", "API key: ", KEY32),
+        (f"the token for the bot is {KEY32}", "bot is ", KEY32),
+        (f'"private_key_id": "{HEX40}"', '"private_key_id": "', HEX40),
+        (f"config: api_key={KEY32}", "config: api_key=", KEY32),
+        (f"env: DB_PASSWORD={PW} LOG_LEVEL=info", "LOG_LEVEL=info", PW),
+        (f"conn: Server=db;Password={PW};Encrypt=true", "Encrypt=true", PW),
+    ],
+)
+def test_audit_phrasings_are_masked(level: str, text: str, kept: str, value: str) -> None:
+    out = Redactor(level).redact(text)
+    assert value not in out and kept in out and "[REDACTED:" in out
+
+
+def test_azure_client_secret_is_an_api_key_anywhere() -> None:
+    from redaction_corpus import azure_client_secret
+
+    secret = azure_client_secret(random.Random(5))
+    for text in (secret, f"-p {secret} --tenant x", f"value {secret}.", json.dumps({"v": secret})):
+        out = Redactor().redact(text)
+        assert secret not in out and "[REDACTED:api_key:1]" in out, text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the password is wrong, try again",
+        "Your password is required for login.",
+        "A strong password is important for every account.",
+        "the password is hashed with bcrypt before it is stored",
+        "Reset the password to something memorable.",
+        "Use a password manager like Bitwarden.",
+        "1. **Use a password manager**: Tools like LastPass help.",
+        "* **Password Generation:** LastPass generates strong passwords",
+        "password = input('Password: ')",
+        "WHERE username = '$user' AND password = '$pass'",
+        "the password is 8 characters long",
+        "the key is to stay calm and keep going",
+        "the primary key is user_id_2024 on that table",
+        "token 0x1f9840a85d5af5bf1d1762f925bdaddc4201f984 on Ethereum",
+        "the API key is stored in settings.api_key_v2",
+        "the session token is sent in a cookie",
+        '"client_id": "114823334526741987325", "client_email_verified": true',
+    ],
+)
+def test_audit_rules_keep_prose_and_code(text: str) -> None:
+    assert Redactor().redact(text) == text
+
+
+def test_private_key_id_is_a_secret_name_other_ids_are_not() -> None:
+    assert is_secret_name("private_key_id") and is_secret_name("privateKeyId")
+    assert not is_secret_name("client_id") and not is_secret_name("key_id")
+    out = Redactor().redact_obj({"private_key_id": HEX40, "project_id": "acme-prod"})
+    assert out == {"private_key_id": "[REDACTED:secret:1]", "project_id": "acme-prod"}

@@ -9,7 +9,9 @@ Three sources, in one table (``RULES``), run from the most specific class to the
   (no CLI, no files);
 * our own secret rules for what it does not cover or covers only in code syntax: whole PEM /
   OpenSSH private-key blocks, ``NAME=<secret>`` assignments and ``"password": "…"`` pairs,
-  ``Authorization: Basic|Bearer …``, newer key formats (``sk_live_``, ``npm_``, ``sk-proj-``);
+  ``Authorization: Basic|Bearer …``, newer key formats (``sk_live_``, ``npm_``, ``sk-proj-``,
+  Azure AD client secrets ``xxxNQ~…``), and secrets named only by the sentence around them
+  ("my password is …", "here is my Stripe key …");
 * PII with checksums where the format has one: Luhn for card numbers (any common spacing),
   ISO 7064 mod-97 for IBANs, the SSA's rules for US social security numbers; e-mail, IP and
   phone formats.
@@ -315,10 +317,17 @@ _NOT_A_VALUE = frozenset(
 _WORD_SPLIT = re.compile(r"[_.\-\s]+|(?<=[a-z0-9])(?=[A-Z])")
 
 
+# Names whose last word would read as "describes the secret" but whose value identifies one:
+# a GCP service account's ``private_key_id`` names the key a leaked file signs with.
+_SECRET_NAME_TAILS = frozenset({("private", "key", "id")})
+
+
 @cache
 def is_secret_name(name: str) -> bool:
     """Whether a key or variable called ``name`` holds a secret (``DB_PASSWORD``, ``apiKey``)."""
     words = [w.lower() for w in _WORD_SPLIT.split(name.strip("\"'[]")) if w]
+    if tuple(words[-3:]) in _SECRET_NAME_TAILS:
+        return True
     if not words or len(words) > 8 or words[-1] in _NOT_A_VALUE:
         return False
     if any(w in _SECRET_WORDS for w in words):
@@ -379,17 +388,22 @@ class _AssignmentRule:
     regex = re.compile(_ASSIGN, _A)
 
     def spans(self, text: str) -> Spans:
-        for match in self.regex.finditer(text):
+        # Not ``finditer``: a value that is no secret is searched again, because it may hold
+        # one (``env: DB_PASSWORD=x``, ``args: --token=x``: the outer ``name: value`` match
+        # would otherwise swallow the inner pair).
+        pos = 0
+        while (match := self.regex.search(text, pos)) is not None:
             group = "qs" if match.group("vq") else "bs"
             value = match.group(group)
-            if group == "bs" and _is_reference(
-                value, text[match.end() : match.end() + 1], match.group("name")
-            ):
-                continue
-            view = _AssignmentMatch(match, value)
-            if _assignment_value(view):  # type: ignore[arg-type]
+            if not (
+                group == "bs"
+                and _is_reference(value, text[match.end() : match.end() + 1], match.group("name"))
+            ) and _assignment_value(_AssignmentMatch(match, value)):  # type: ignore[arg-type]
                 start, end = match.span(group)
                 yield start, end
+                pos = end
+            else:
+                pos = max(match.start() + 1, match.start(group))
 
 
 _DOTTED = re.compile(r"[A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)+", _A)
@@ -412,6 +426,148 @@ class _AssignmentMatch:
 
     def group(self, name: str) -> str:
         return self._value if name == "s" else self._match.group(name) or ""
+
+
+# ---- secrets named only by the sentence around them -------------------------------------------
+
+# Words that follow "the password is" in ordinary prose (and type names after "password:").
+_NOT_A_PASSWORD = frozenset(
+    {
+        "a", "an", "the", "my", "your", "our", "their", "his", "her", "its", "this", "that", "it",
+        "not", "no", "now", "still", "also", "just", "only", "too", "very", "so", "being", "been",
+        "wrong", "incorrect", "correct", "right", "invalid", "valid", "expired", "required",
+        "optional", "missing", "empty", "blank", "weak", "strong", "secure", "insecure", "safe",
+        "unsafe", "long", "short", "same", "different", "new", "old", "case", "sensitive",
+        "hidden", "unknown", "forgotten", "lost", "stolen", "compromised", "important", "needed",
+        "necessary", "mandatory", "set", "reset", "changed", "saved", "stored", "sent", "shown",
+        "masked", "encrypted", "hashed", "protected", "correctly", "ok", "okay", "fine", "good",
+        "bad", "here", "there", "below", "above", "attached", "included", "provided", "given",
+        "none", "null", "nil", "undefined", "true", "false", "str", "string", "int", "bool",
+        "number", "text", "any", "password", "passwords", "secret", "hunter", "redacted",
+        "something", "anything", "nothing", "everything", "enabled", "disabled",
+        "easy", "hard", "simple", "complex", "unique", "random", "generated", "temporary",
+        "what", "which", "whatever", "used", "one", "two", "three", "and", "or", "but", "for",
+        "of", "on", "in", "to", "at", "by", "with", "as", "if", "then", "when", "where", "yes",
+    }
+)  # fmt: skip
+# Suffixes of adjectives, participles and adverbs: "the password is expiring / reusable / mandatory".
+_WORDY_SUFFIXES = (
+    "ed", "ing", "ly", "ble", "ive", "ful", "less", "ous", "ant", "ent", "ary", "ory", "ic", "al"
+)  # fmt: skip
+_QUOTES = "\"'`\u2018\u2019\u201c\u201d"
+_PASSWORD_SENTENCE = re.compile(
+    r"(?i:\b(?P<det>(?:my|our|your|his|her|their|the|new|wifi|wi-fi|admin|root|default|"
+    r"temporary|temp|account|login|router|master|db|database)\s+)?"
+    r"(?P<kw>pass(?:word|wd|phrase|code)s?|pwd|pw|pin(?:\s+code)?)\b"
+    # "for the router" may sit between the word and the verb, never before a bare value
+    r"(?:(?:\s+(?:for|to|of|on|at)(?:\s+[\w.@'-]+){1,3}?)?"
+    r"(?P<op>\s*[:=]\s*|\s+(?:is|was|will\s+be|would\s+be|should\s+be|remains|is\s+now|is\s+still"
+    r"|has\s+been\s+(?:changed|set|reset|updated)\s+to|(?:changed|set|reset|updated)\s+to|to)(?:\s*:)?\s+)"
+    r"|\s+))"
+    r"(?:(?P<q>[" + _QUOTES + r"])(?P<qs>[^\n" + _QUOTES + r"]{3,128})[" + _QUOTES + r"]"
+    r"|(?P<bs>[^\s" + _QUOTES + r"<>(){}\[\],;]{3,64}))"
+)
+_TRAILING = ".,;:)]}"  # "!" and "?" stay: a password may end on one
+
+
+class _PasswordSentenceRule:
+    """A password written in prose: "my password is X", "the password: X", "PIN is 4821".
+
+    Only the value is masked. A value with a digit or a symbol is a password; a plain word only
+    when it ends the phrase and does not read as prose ("the password is wrong", "... is
+    required for", "... is hashed"). With no verb ("log in with password X") the value must mix
+    letters with digits or symbols.
+    """
+
+    regex = _PASSWORD_SENTENCE
+
+    def spans(self, text: str) -> Spans:
+        for match in self.regex.finditer(text):
+            if match.group("qs"):
+                value, start = match.group("qs"), match.start("qs")
+                if not _placeholder(value):
+                    yield start, start + len(value)
+                continue
+            value, start = match.group("bs"), match.start("bs")
+            if value.startswith("*"):
+                continue  # Markdown: "**Password**: ..." is a heading, not a value
+            trimmed = value.rstrip(_TRAILING + "*")
+            if len(trimmed) >= 3 and self._accept(match, trimmed, text[start + len(trimmed) :]):
+                yield start, start + len(trimmed)
+
+    @staticmethod
+    def _accept(match: re.Match[str], value: str, after: str) -> bool:
+        lower = value.lower()
+        if _placeholder(value):
+            return False
+        if _DOTTED.fullmatch(value) or value.startswith(("/", "./", "~/", "http")) or after[:1] in ("(", "["):
+            return False  # code (``password = request.form``), a path or a link
+        op = (match.group("op") or "").strip()
+        kw = match.group("kw").lower()
+        symbolic = not value.isalpha()
+        if kw.startswith("pin"):
+            return value.isdigit() and 4 <= len(value) <= 8 and bool(op)
+        if not op:  # "with password X": letters and digits both, as in no word of prose
+            return len(value) >= 6 and any(c.isalpha() for c in value) and any(c.isdigit() for c in value)
+        if op in (":", "=") and not match.group("det"):
+            # the assignment rule's case ("password: X" in config or code); here only
+            # short symbolic values it leaves
+            return symbolic and len(value) >= 4
+        if symbolic:
+            return True
+        # A plain word: only when it ends the phrase and does not read as prose.
+        if lower.endswith(_WORDY_SUFFIXES) or len(value) < 4:
+            return False
+        return after == "" or after[0] in "\n" + _TRAILING and (len(after) == 1 or after[1] in " \n\t")
+
+
+def _placeholder(value: str) -> bool:
+    """A stand-in for a password, not one: ``your-password``, ``$pass``, ``<pw>``, ``****``."""
+    lower = value.strip().lower()
+    if lower in _NOT_A_PASSWORD or set(lower) <= set("*.-_#x "):
+        return True
+    if value.startswith(("[REDACTED", "$", "%", "{{", "<", "*")):
+        return True
+    return any(word in lower for word in ("your", "password", "passwd", "example", "placeholder"))
+
+
+# "here is my Stripe key <value>", "the client secret is <value>", "OpenAI token: <value>".
+_NAMED_KEY = re.compile(
+    r"(?i:\b(?:(?:api|access|secret|auth|private|license|licence|app|client|webhook|signing|"
+    r"developer|dev|live|test|prod|production|service|account|master|personal\s+access)[ _-]?)?"
+    r"(?:key|token|secret)s?\b"
+    r"(?:\s+(?:for|from|of|to)\s+(?:the\s+|my\s+|our\s+)?[\w.-]+)?"
+    r"(?:\s*[:=]\s*|\s+(?:is|was|is\s+now|=)(?:\s*:)?\s+|\s+(?:here|below)\s*:\s*|\s+))"
+    r"[" + _QUOTES + r"]?(?P<s>[A-Za-z0-9_+/=.~-]{16,256})"
+)
+_IDENT_WORDS = re.compile(r"[A-Za-z]+(?:[_.-][A-Za-z]+)*[_.-]?[0-9]{0,4}", _A)
+
+
+def _credential_like(value: str) -> bool:
+    """An opaque credential rather than a word, an identifier or a number: letters and at least
+    two digits, not a dotted/snake name with a version at the end, long enough for its alphabet."""
+    digits = sum(c.isdigit() for c in value)
+    letters = sum(c.isalpha() for c in value)
+    if digits < 2 or letters < 4 or _IDENT_WORDS.fullmatch(value) or "://" in value:
+        return False
+    if re.fullmatch(r"0[xX][0-9a-fA-F]+", value):
+        return False  # a contract address or a hash, not a credential
+    if re.fullmatch(r"[0-9a-fA-F-]+", value):
+        return len(value.replace("-", "")) >= 32  # hex: a token's length, not a short hash
+    return len(value) >= 16
+
+
+class _NamedKeyRule:
+    """A key whose vendor or kind is named only by the words before it (no prefix to match)."""
+
+    regex = _NAMED_KEY
+
+    def spans(self, text: str) -> Spans:
+        for match in self.regex.finditer(text):
+            start, end = match.span("s")
+            value = text[start:end].rstrip(".")
+            if _credential_like(value):
+                yield start, start + len(value)
 
 
 RULES: dict[str, tuple[Any, ...]] = {
@@ -443,6 +599,11 @@ RULES: dict[str, tuple[Any, ...]] = {
         _r(rf"{_B}SG\.[A-Za-z0-9_-]{{16,32}}\.[A-Za-z0-9_-]{{16,64}}{_E}"),  # SendGrid
         _r(rf"{_B}(?:shpat|shpss|shpca|shppa)_[a-fA-F0-9]{{32}}{_E}"),  # Shopify
         _r(rf"{_B}dop_v1_[a-f0-9]{{64}}{_E}"),  # DigitalOcean
+        # Azure AD (Entra ID) client secret: 3 characters, a digit, "Q~", 31-34 more.
+        _r(
+            r"(?<![A-Za-z0-9_~.-])[A-Za-z0-9_~.]{3}[0-9]Q~[A-Za-z0-9_~.-]{31,34}"
+            r"(?![A-Za-z0-9_~-]|\.[A-Za-z0-9_~-])"
+        ),
         # JWT: header.payload.signature, header and payload are base64url JSON ("eyJ" = '{"').
         _r(rf"{_B}eyJ{_TOKEN}{{8,}}\.eyJ{_TOKEN}{{8,}}\.{_TOKEN}*"),
         DetectSecretsRule(_vendor_plugins),
@@ -465,11 +626,13 @@ RULES: dict[str, tuple[Any, ...]] = {
             _has_letter_and_digit,
             group="s",
         ),
+        _NamedKeyRule(),
     ),
     "secret": (
         # Password in URL userinfo: scheme://user:PASSWORD@host
         _r(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s/:@]+:(?P<s>[^\s/@]+)@", group="s"),
         _AssignmentRule(),
+        _PasswordSentenceRule(),
         DetectSecretsRule(_entropy_plugins),
         # A random-looking base64 token (40+), also right after "NAME=".
         _r(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{40,}={0,2}(?![A-Za-z0-9+/=_-])", looks_random),
