@@ -12,13 +12,21 @@ Two sources of ordinary text:
 the redacted text (multiset intersection), so one mask over three words costs three.
 Every mask is printed by class with a sample so a false positive can be judged by eye.
 
-    .venv/bin/python bench/bench_redaction.py [--dev PATH] [--limit N]
+``--compare REV`` measures before and after side by side in one run: the redactor of git
+revision REV (loaded from ``git show REV:memviewer/io/redact*.py`` into private modules) and
+the working tree's, on the same texts: leaks of the audit corpus per class
+(tests/redaction_corpus.py, issue 32 row 17), words kept on the first ``--limit`` questions of
+the dev haystack at both levels, every text whose redaction changed (with the masked words),
+and the spans the added rules find on the whole haystack (rules alone: fast).
+
+    .venv/bin/python bench/bench_redaction.py [--dev PATH] [--limit N] [--compare REV]
 """
 
 from __future__ import annotations
 
 import argparse
 import gzip
+import importlib.util
 import json
 import re
 import subprocess
@@ -27,7 +35,10 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+from types import ModuleType
+from typing import Any
 
+from memviewer.io import redact_rules
 from memviewer.io.redact import MASK_RE, Redactor
 
 DEV = Path("/work/shared/data/longmemeval_s_dev100.json.gz")
@@ -124,12 +135,135 @@ def bench_dev(path: Path, level: str, limit: int | None) -> None:
     report(f"LongMemEval dev haystack, {level}", pairs, _samples(pairs), elapsed)
 
 
+def load_baseline(rev: str) -> ModuleType:
+    """The ``redact`` module of git revision ``rev``, with its own copy of the rules."""
+    root = Path(__file__).resolve().parent.parent
+    tmp = Path(tempfile.mkdtemp(prefix="redact-baseline-"))
+    modules: dict[str, ModuleType] = {}
+    for name in ("redact_rules", "redact"):
+        src = subprocess.run(
+            ["git", "-C", str(root), "show", f"{rev}:memviewer/io/{name}.py"],
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
+        src = src.replace("from memviewer.io.redact_rules import", "from baseline_redact_rules import")
+        path = tmp / f"baseline_{name}.py"
+        path.write_text(src, encoding="utf-8")
+        spec = importlib.util.spec_from_file_location(f"baseline_{name}", path)
+        assert spec and spec.loader
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[f"baseline_{name}"] = module
+        spec.loader.exec_module(module)
+        modules[name] = module
+    return modules["redact"]
+
+
+def _dev_texts(path: Path, limit: int | None) -> list[str]:
+    data = json.load(gzip.open(path))
+    texts: dict[str, None] = {}
+    for item in data[:limit]:
+        for session in item["haystack_sessions"]:
+            for turn in session:
+                texts.setdefault(turn["content"], None)
+    return list(texts)
+
+
+def compare_corpus(old: ModuleType) -> None:
+    """Leaks of the audit corpus per class, old and new redactor, both levels."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+    from redaction_corpus import AUDIT_CLASSES, audit_corpus, azure_tool_calls
+
+    items = [(cls, value, text) for cls, value, text in audit_corpus().values()]
+    items += [("azure_client_secret", value, args) for value, args in azure_tool_calls()]
+    print(
+        f"audit corpus: {len(items)} items; leaks per class"
+        " (old standard / new standard / old strict / new strict)"
+    )
+    for cls in AUDIT_CLASSES:
+        row = [sum(1 for c, _, _ in items if c == cls)]
+        for level in ("standard", "strict"):
+            for redactor in (old.Redactor(level), Redactor(level)):
+                row.append(sum(1 for c, v, t in items if c == cls and v in redactor.redact_obj(t)))
+        print(f"    {cls}: of {row[0]}: {row[1]} / {row[2]} / {row[3]} / {row[4]}")
+
+
+def compare_dev(old: ModuleType, texts: list[str], level: str) -> None:
+    """Words kept by the old and the new redactor on the same texts, and what changed."""
+    results: dict[str, list[tuple[str, str]]] = {}
+    for name, redactor in (("old", old.Redactor(level)), ("new", Redactor(level))):
+        t = time.perf_counter()
+        pairs = [(text, redactor.redact(text)) for text in texts]
+        elapsed = time.perf_counter() - t
+        results[name] = pairs
+        report(
+            f"LongMemEval dev haystack ({len(texts)} turns), {level}, {name}", pairs, _samples(pairs), elapsed
+        )
+    changed = [
+        (before, a, b) for (before, a), (_, b) in zip(results["old"], results["new"], strict=True) if a != b
+    ]
+    print(f"    texts redacted differently: {len(changed)}")
+    for _before, a, b in changed[:40]:
+        gone = Counter(a.split()) - Counter(b.split())
+        back = Counter(b.split()) - Counter(a.split())
+        print(f"      new masks {' '.join(back)[:70]!r} over {' '.join(gone)[:90]!r}")
+
+
+def added_rule_spans(old: ModuleType, texts: list[str]) -> None:
+    """What the rules this change adds or widens find on the whole haystack, rules alone."""
+    old_rules = sys.modules["baseline_redact_rules"]
+    new_assign = next(r for r in redact_rules.RULES["secret"] if isinstance(r, redact_rules._AssignmentRule))
+    old_assign = next(r for r in old_rules.RULES["secret"] if type(r).__name__ == "_AssignmentRule")
+    azure = next(
+        r for r in redact_rules.RULES["api_key"] if "Q~" in getattr(getattr(r, "regex", None), "pattern", "")
+    )
+    rules: dict[str, Any] = {
+        "password in a sentence": redact_rules._PasswordSentenceRule(),
+        "key named by its sentence": redact_rules._NamedKeyRule(),
+        "azure client secret": azure,
+    }
+    t = time.perf_counter()
+    lost = 0  # spans the old assignment rule found and the new one does not
+    found: dict[str, list[str]] = {
+        name: [] for name in [*rules, "assignment (nested, new spans)", "private_key_id"]
+    }
+    for text in texts:
+        for name, rule in rules.items():
+            found[name] += [text[max(0, a - 40) : a] + "[[" + text[a:b] + "]]" for a, b in rule.spans(text)]
+        new_spans, old_spans = set(new_assign.spans(text)), set(old_assign.spans(text))
+        extra = new_spans - old_spans
+        lost += len(old_spans - new_spans)
+        found["assignment (nested, new spans)"] += [
+            text[max(0, a - 40) : a] + "[[" + text[a:b] + "]]" for a, b in extra
+        ]
+        if "private_key_id" in text or "privateKeyId" in text:
+            found["private_key_id"].append(text[:60])
+    print(f"added rules alone on {len(texts)} turns ({time.perf_counter() - t:.1f} s):")
+    for name, hits in found.items():
+        print(f"    {name}: {len(hits)} spans")
+        for hit in hits[:20]:
+            print(f"        {hit.replace(chr(10), ' ')!r}")
+    print(f"    assignment spans the old rule found and the new one does not: {lost}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--dev", type=Path, default=DEV)
     ap.add_argument("--limit", type=int, default=None, help="questions of the dev set to read")
     ap.add_argument("--skip-demo", action="store_true")
+    ap.add_argument(
+        "--compare", metavar="REV", help="also run the redactor of git revision REV, side by side"
+    )
     args = ap.parse_args()
+    if args.compare:
+        old = load_baseline(args.compare)
+        compare_corpus(old)
+        if args.dev.exists():
+            added_rule_spans(old, _dev_texts(args.dev, None))
+            subset = _dev_texts(args.dev, args.limit)
+            for level in ("standard", "strict"):
+                compare_dev(old, subset, level)
+        return
     for level in ("standard", "strict"):
         if not args.skip_demo:
             bench_demo(level)

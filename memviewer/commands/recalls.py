@@ -17,6 +17,54 @@ from memviewer.commands.common import (
 )
 from memviewer.recall_log import SOURCES
 
+REDACT_HELP = (
+    "mask secrets and personal data in queries, result texts, params and diagnostics, as "
+    "export --redact does (the log itself keeps the text as it was)"
+)
+
+
+def _redactor(ctx: click.Context, level: str | None) -> Any:
+    if level is None:
+        return None
+    from memviewer.io.redact import Redactor, installation_key
+
+    return Redactor(level, id_key=installation_key(settings_of(ctx).home_path))
+
+
+def _redact_result(r: Any, result: dict[str, Any]) -> dict[str, Any]:
+    out = dict(result)
+    for key in ("text", "title"):
+        if isinstance(out.get(key), str):
+            out[key] = r.redact(out[key])
+    for key, prefix in (("session_id", "session"), ("turn_id", "turn")):
+        if key in out:
+            out[key] = r.redact_id(out[key], prefix)
+    if isinstance(out.get("result"), dict):  # a diff item wraps its result
+        out["result"] = _redact_result(r, out["result"])
+    if isinstance(out.get("key"), str):  # "text:<what an agent reported>"
+        out["key"] = r.redact(out["key"])
+    return out
+
+
+def redact_entry(r: Any, entry: dict[str, Any]) -> dict[str, Any]:
+    """A recall log entry (or a re-run) with its free text redacted; ids that hold a secret
+    become the same pseudonyms an export writes, other ids (``recall_id``) stay usable."""
+    out = dict(entry)
+    if isinstance(out.get("query"), str):
+        out["query"] = r.redact(out["query"])
+    for key in ("params", "diagnostics"):
+        if key in out:
+            out[key] = r.redact_obj(out[key])
+    if "session_id" in out:
+        out["session_id"] = r.redact_id(out["session_id"], "session")
+    if isinstance(out.get("results"), list):
+        out["results"] = [_redact_result(r, x) if isinstance(x, dict) else x for x in out["results"]]
+    if isinstance(out.get("diff"), dict):
+        out["diff"] = {
+            k: [_redact_result(r, x) for x in v] if isinstance(v, list) else v for k, v in out["diff"].items()
+        }
+    return out
+
 
 @click.group("recalls", invoke_without_command=True)
 @click.option("--source", type=click.Choice(SOURCES), default=None, help="only this front end's")
@@ -25,15 +73,19 @@ from memviewer.recall_log import SOURCES
     "--kind", type=click.Choice(("search", "recall")), default=None, help="only searches or recalls"
 )
 @click.option("--limit", type=click.IntRange(1, 10_000), default=20, show_default=True)
+@click.option("--redact", type=click.Choice(("standard", "strict")), default=None, help=REDACT_HELP)
 @click.option("--json", "as_json", is_flag=True, help="print JSON (docs/cli.md, ## recalls)")
 @click.pass_context
-def recalls_group(ctx: click.Context, source, session_id, kind, limit, as_json) -> None:
+def recalls_group(ctx: click.Context, source, session_id, kind, limit, redact, as_json) -> None:
     """Searches and recalls as they happened, newest first (CLI, viewer, hub, MCP, agents)."""
     if ctx.invoked_subcommand is not None:
         return
     check_text(session_id, "--session", as_json=as_json)
     with open_service(ctx, readonly=True, json_errors=as_json) as svc:
         page = svc.recalls(source=source, session_id=session_id, kind=kind, limit=limit)
+    redactor = _redactor(ctx, redact)
+    if redactor is not None:
+        page = {**page, "recalls": [redact_entry(redactor, e) for e in page["recalls"]]}
     if as_json:
         emit_json(page)
         return
@@ -95,9 +147,10 @@ def _rerun(svc: Any, entry: dict[str, Any]) -> dict[str, Any]:
 @recalls_group.command("show")
 @click.argument("recall_id")
 @click.option("--rerun", is_flag=True, help="run it again now and show what changed (new, dropped, moved)")
+@click.option("--redact", type=click.Choice(("standard", "strict")), default=None, help=REDACT_HELP)
 @click.option("--json", "as_json", is_flag=True, help="print JSON (docs/cli.md, ## recalls)")
 @click.pass_context
-def show_cmd(ctx: click.Context, recall_id: str, rerun: bool, as_json: bool) -> None:
+def show_cmd(ctx: click.Context, recall_id: str, rerun: bool, redact: str | None, as_json: bool) -> None:
     """One recorded search or recall: what the caller got at that moment (and, with
     --rerun, what the same question returns now)."""
     from memviewer.errors import MemviewerError
@@ -126,6 +179,10 @@ def show_cmd(ctx: click.Context, recall_id: str, rerun: bool, as_json: bool) -> 
                 out["rerun"] = _rerun(svc, entry)
             except MemviewerError as exc:
                 fail_maybe_json(as_json, exc.message, hint=exc.data.get("hint"), code=exc.code)
+    redactor = _redactor(ctx, redact)
+    if redactor is not None:  # one redactor: a secret gets the same mask in the entry and the re-run
+        out = {k: redact_entry(redactor, v) for k, v in out.items()}
+        entry = out["recall"]
     if as_json:
         emit_json(out)
         return
