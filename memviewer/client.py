@@ -623,7 +623,11 @@ class Publisher:
                 self.spool_dir,
             )
         if kept:
-            log.warning("publisher closed with unsent commands left in %s", ", ".join(map(str, kept)))
+            log.warning(
+                "publisher closed before a hub stored every command: they are kept in %s, and the "
+                "next hub on this home (or the next publisher that reaches one) replays them",
+                ", ".join(map(str, kept)),
+            )
         return ok and done and stored
 
     def _spool_remainder(self) -> None:
