@@ -45,6 +45,10 @@ def _fail(message: str, hint: str | None, code: int = 1) -> None:
     sys.exit(code)
 
 
+def _from_command_line(ctx: click.Context, name: str) -> bool:
+    return ctx.get_parameter_source(name) == click.core.ParameterSource.COMMANDLINE
+
+
 @click.group(cls=_Cli, invoke_without_command=True, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="memviewer")
 @click.option(
@@ -90,8 +94,10 @@ def cli(ctx: click.Context, home, socket_path, config_file, log_level) -> None:
         settings = load_settings(
             Path(config_file) if config_file else None,
             config_required=bool(config_file),
-            home=home,
-            socket=socket_path,
+            # Only a real flag is a flag: MEMVIEWER_HOME/MEMVIEWER_SOCKET reach the env layer
+            # themselves, so `memviewer config` names them as the source.
+            home=home if _from_command_line(ctx, "home") else None,
+            socket=socket_path if _from_command_line(ctx, "socket_path") else None,
         )
     except ValueError as exc:
         hint = None  # a bad value: the message names the key and the layer it came from

@@ -196,6 +196,9 @@ class Settings:
     sources: dict[str, str] = field(default_factory=dict, compare=False)
     #: Problems that do not stop loading (an unknown key in the file); the CLI prints them.
     warnings: list[str] = field(default_factory=list, compare=False)
+    #: The config file this was read from, or looked for (``config_found`` says which).
+    config_file: str = field(default="", compare=False)
+    config_found: bool = field(default=False, compare=False)
 
     @property
     def values(self) -> dict[str, Any]:
@@ -217,7 +220,13 @@ class Settings:
             if value is not None:
                 values[name] = _coerce(KEY_BY_NAME[name], value)
                 sources[name] = "flag"
-        return Settings(**values, sources=sources, warnings=list(self.warnings))
+        return Settings(
+            **values,
+            sources=sources,
+            warnings=list(self.warnings),
+            config_file=self.config_file,
+            config_found=self.config_found,
+        )
 
 
 def _read_file(path: Path, required: bool) -> dict[str, Any]:
@@ -305,4 +314,10 @@ def load_settings(
             f"retention must be 'compact' or 'keep_all', not {values['retention']!r} ({sources['retention']})"
         )
     _check_ranges(values, sources)
-    return Settings(**values, sources=sources, warnings=_unknown_key_warnings(file_values, path))
+    return Settings(
+        **values,
+        sources=sources,
+        warnings=_unknown_key_warnings(file_values, path),
+        config_file=str(path),
+        config_found=path.exists(),
+    )

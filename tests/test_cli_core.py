@@ -67,6 +67,29 @@ def test_config_shows_values_and_sources(tmp_path):
     assert data["llm_model"]["source"] == "env:MEMVIEWER_LLM_MODEL"
 
 
+def test_config_names_env_home_and_socket_as_env_and_the_file_it_read(tmp_path, monkeypatch):
+    """Issue 34 item 2: MEMVIEWER_HOME alone is reported as env, not flag; --home is a flag; the
+    text form names the config file read, or looked for."""
+    monkeypatch.delenv("MEMVIEWER_CONFIG")  # the default file applies
+    home, sock = tmp_path / "h", tmp_path / "x.sock"
+    missing = tmp_path / "nowhere" / "config.toml"
+    env = {
+        "MEMVIEWER_HOME": str(home),
+        "MEMVIEWER_SOCKET": str(sock),
+        "XDG_CONFIG_HOME": str(missing.parent.parent),
+    }
+    data = json.loads(run("config", "--json", env=env).output)
+    assert data["home"] == {"value": str(home), "source": "env:MEMVIEWER_HOME"}
+    assert data["socket"] == {"value": str(sock), "source": "env:MEMVIEWER_SOCKET"}
+    flagged = json.loads(run("--home", str(tmp_path / "f"), "config", "--json", env=env).output)
+    assert flagged["home"] == {"value": str(tmp_path / "f"), "source": "flag"}
+    text = run("config", env=env).output.splitlines()[0]
+    assert text.startswith("config file: ") and text.endswith("(not found, defaults apply)")
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("active_window = 12\n")
+    assert run("--config", str(cfg), "config", env=env).output.splitlines()[0] == f"config file: {cfg} (read)"
+
+
 def test_bad_config_is_a_clear_error(tmp_path):
     cfg = tmp_path / "c.toml"
     cfg.write_text("retention = 'forever'\n")

@@ -160,7 +160,7 @@ def test_settings_has_one_typed_field_per_key() -> None:
 
     fields = {f.name: f for f in dataclasses.fields(Settings)}
     hints = typing.get_type_hints(Settings)
-    assert set(fields) - {"sources", "warnings"} == {k.name for k in KEYS}
+    assert set(fields) - {"sources", "warnings", "config_file", "config_found"} == {k.name for k in KEYS}
     for key in KEYS:
         hint = hints[key.name]
         allowed = {typing.get_origin(a) or a for a in typing.get_args(hint) or (hint,)}  # list[str] -> list

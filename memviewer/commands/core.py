@@ -179,6 +179,8 @@ def config_cmd(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         emit_json(data)
         return
+    state = "read" if s.config_found else "not found, defaults apply"
+    click.echo(f"config file: {s.config_file} ({state})")
     print_table(("key", "value", "source"), [(k, v["value"], v["source"]) for k, v in data.items()])
 
 
