@@ -3,7 +3,8 @@ IBANs with valid mod-97 check digits, well-formed keys of each vendor's shape.
 
 ``corpus(seed)`` returns ``{name: (level_class, value)}`` where ``level_class`` is
 ``"secret"`` (``standard`` must mask it) or ``"pii"`` (``strict`` must; ``standard`` masks
-these too). Used by tests/test_redact_corpus.py.
+these too). Used by tests/test_redact_corpus.py and tests/test_redact_audit.py, which also
+share the session and turn shapes they import and the export they read back (below).
 """
 
 from __future__ import annotations
@@ -12,9 +13,56 @@ import base64
 import json
 import random
 import string
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from memviewer.cli import cli
 
 B64 = string.ascii_letters + string.digits + "+/"
 ALNUM = string.ascii_letters + string.digits
+T0 = 1_781_000_000.0
+FORMATS = ("json", "jsonl", "md", "praisonai")
+
+
+def export_turn(sid: str, i: int, role: str, content: str, **kw: Any) -> dict[str, Any]:
+    """A turn as ``SessionManager.import_session`` takes it."""
+    return {
+        "id": f"{sid}-t{i}",
+        "role": role,
+        "content": content,
+        "timestamp": T0 + i,
+        "archived": False,
+        **kw,
+    }
+
+
+def export_session(sid: str, title: str) -> dict[str, Any]:
+    return {
+        "id": sid,
+        "agent": "ops-bot",
+        "scope": "user",
+        "scope_id": "u-1",
+        "title": title,
+        "started_at": T0,
+        "last_seen_at": T0 + 100,
+        "status": "closed",
+    }
+
+
+def run_export(home: Path, out: Path, fmt: str, level: str | None, ids: tuple[str, ...] = ()) -> str:
+    """Export through the real CLI (all sessions, or ``ids``) and return the text written."""
+    name = f"{fmt}-{level}-{len(ids)}"
+    target = out / name if fmt == "praisonai" else out / f"{name}.{fmt}"
+    args = ["--home", str(home), "export", *(ids or ("--all",)), "--format", fmt, "-o", str(target)]
+    if level:
+        args += ["--redact", level]
+    r = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert r.exit_code == 0, r.output
+    if fmt == "praisonai":
+        return "\n".join(p.read_text(encoding="utf-8") for p in sorted(target.glob("*.json")))
+    return target.read_text(encoding="utf-8")
 
 
 def _pick(rng: random.Random, alphabet: str, n: int) -> str:

@@ -14,52 +14,32 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
-from redaction_corpus import AUDIT_CLASSES, audit_corpus, azure_tool_calls
+from redaction_corpus import (
+    AUDIT_CLASSES,
+    FORMATS,
+    audit_corpus,
+    azure_tool_calls,
+    export_session,
+    export_turn,
+    run_export,
+)
 
 import memviewer.store.fts  # noqa: F401 - registers migration 3
-from memviewer.cli import cli
 from memviewer.session.manager import SessionManager
 from memviewer.store.db import Store
 
-T0 = 1_781_000_000.0
 ITEMS = audit_corpus()
 AZURE_CALLS = azure_tool_calls()
-FORMATS = ("json", "jsonl", "md", "praisonai")
 LEVELS = ("standard", "strict")
 TOOL_SESSIONS = ("s-audit-tools", "s-audit-azure-tools")
-
-
-def _turn(sid: str, i: int, role: str, content: str, **kw: Any) -> dict[str, Any]:
-    return {
-        "id": f"{sid}-t{i}",
-        "role": role,
-        "content": content,
-        "timestamp": T0 + i,
-        "archived": False,
-        **kw,
-    }
-
-
-def _session(sid: str, title: str) -> dict[str, Any]:
-    return {
-        "id": sid,
-        "agent": "ops-bot",
-        "scope": "user",
-        "scope_id": "u-1",
-        "title": title,
-        "started_at": T0,
-        "last_seen_at": T0 + 100,
-        "status": "closed",
-    }
 
 
 def _calls(sid: str, arguments: list[str]) -> list[dict[str, Any]]:
     turns = []
     for i, args in enumerate(arguments):
         call = {"id": f"call_{i}", "type": "function", "function": {"name": "shell", "arguments": args}}
-        turns.append(_turn(sid, 2 * i, "assistant", "", tool_calls=[call]))
-        turns.append(_turn(sid, 2 * i + 1, "tool", "done", tool_call_id=f"call_{i}"))
+        turns.append(export_turn(sid, 2 * i, "assistant", "", tool_calls=[call]))
+        turns.append(export_turn(sid, 2 * i + 1, "tool", "done", tool_call_id=f"call_{i}"))
     return turns
 
 
@@ -71,37 +51,24 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     mgr = SessionManager(store)
     contexts = {name: context for name, (_, _, context) in ITEMS.items()}
     mgr.import_session(
-        _session("s-audit-content", "content"),
-        [_turn("s-audit-content", i, "user", c) for i, c in enumerate(contexts.values())],
+        export_session("s-audit-content", "content"),
+        [export_turn("s-audit-content", i, "user", c) for i, c in enumerate(contexts.values())],
     )
     meta = [
-        _turn("s-audit-meta", i, "assistant", "noted", meta={"note": c, "source": "crm"})
+        export_turn("s-audit-meta", i, "assistant", "noted", meta={"note": c, "source": "crm"})
         for i, c in enumerate(contexts.values())
     ]
-    mgr.import_session(_session("s-audit-meta", "metadata"), meta)
+    mgr.import_session(export_session("s-audit-meta", "metadata"), meta)
     args = [json.dumps({"command": c, "cwd": "/srv/app"}) for c in contexts.values()]
-    mgr.import_session(_session("s-audit-tools", "tools"), _calls("s-audit-tools", args))
+    mgr.import_session(export_session("s-audit-tools", "tools"), _calls("s-audit-tools", args))
     azure = _calls("s-audit-azure-tools", [a for _, a in AZURE_CALLS])
-    mgr.import_session(_session("s-audit-azure-tools", "azure tools"), azure)
+    mgr.import_session(export_session("s-audit-azure-tools", "azure tools"), azure)
     for name, context in contexts.items():
         if "\n" not in context:
             sid = f"s-audit-title-{name}"
-            mgr.import_session(_session(sid, context), [_turn(sid, 0, "user", "see title")])
+            mgr.import_session(export_session(sid, context), [export_turn(sid, 0, "user", "see title")])
     store.close()
     return h
-
-
-def _export(home: Path, out: Path, fmt: str, level: str | None, ids: tuple[str, ...] = ()) -> str:
-    name = f"{fmt}-{level}-{len(ids)}"
-    target = out / name if fmt == "praisonai" else out / f"{name}.{fmt}"
-    args = ["--home", str(home), "export", *(ids or ("--all",)), "--format", fmt, "-o", str(target)]
-    if level:
-        args += ["--redact", level]
-    r = CliRunner().invoke(cli, args, catch_exceptions=False)
-    assert r.exit_code == 0, r.output
-    if fmt == "praisonai":
-        return "\n".join(p.read_text(encoding="utf-8") for p in sorted(target.glob("*.json")))
-    return target.read_text(encoding="utf-8")
 
 
 def _forms(value: str) -> set[str]:
@@ -134,13 +101,13 @@ def test_the_corpus_covers_every_class_in_several_phrasings() -> None:
 def test_every_item_is_in_the_plain_export(home: Path, tmp_path: Path, fmt: str) -> None:
     # the leak count below could fail: unredacted, every value is there
     expected = {cls: sum(1 for c, _ in ALL if c == cls) for cls in AUDIT_CLASSES}
-    assert _leaks(_export(home, tmp_path, fmt, None), ALL) == expected
+    assert _leaks(run_export(home, tmp_path, fmt, None), ALL) == expected
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("level", LEVELS)
 def test_no_class_leaks_in_any_format(home: Path, tmp_path: Path, fmt: str, level: str) -> None:
-    text = _export(home, tmp_path, fmt, level)
+    text = run_export(home, tmp_path, fmt, level)
     assert _leaks(text, ALL) == NONE_LEAKED
     # the prose and the names around the secrets stay readable
     for kept in ("my password is", "here is my Stripe key", "private_key_id", "DB_PASSWORD=", "az login"):
@@ -150,14 +117,14 @@ def test_no_class_leaks_in_any_format(home: Path, tmp_path: Path, fmt: str, leve
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("level", LEVELS)
 def test_no_class_leaks_in_tool_call_arguments(home: Path, tmp_path: Path, fmt: str, level: str) -> None:
-    plain = _export(home, tmp_path, fmt, None, TOOL_SESSIONS)
+    plain = run_export(home, tmp_path, fmt, None, TOOL_SESSIONS)
     assert _leaks(plain, ALL) != NONE_LEAKED  # the arguments really carry the values
-    text = _export(home, tmp_path, fmt, level, TOOL_SESSIONS)
+    text = run_export(home, tmp_path, fmt, level, TOOL_SESSIONS)
     assert _leaks(text, ALL) == NONE_LEAKED
 
 
 def test_tool_call_arguments_stay_valid_json(home: Path, tmp_path: Path) -> None:
-    doc = json.loads(_export(home, tmp_path, "json", "standard", ("s-audit-azure-tools",)))
+    doc = json.loads(run_export(home, tmp_path, "json", "standard", ("s-audit-azure-tools",)))
     args = [
         json.loads(call["function"]["arguments"])
         for session in doc["sessions"]

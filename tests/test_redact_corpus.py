@@ -6,71 +6,44 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
-from click.testing import CliRunner
-from redaction_corpus import corpus, leak_forms, placed
+from redaction_corpus import FORMATS, corpus, export_session, export_turn, leak_forms, placed, run_export
 
 import memviewer.store.fts  # noqa: F401 - registers migration 3
-from memviewer.cli import cli
 from memviewer.session.manager import SessionManager
 from memviewer.store.db import Store
 
-T0 = 1_781_000_000.0
 VALUES = corpus()
 PLACED = placed(VALUES)
-FORMATS = ("json", "jsonl", "md", "praisonai")
-
-
-def _turn(sid: str, i: int, role: str, content: str, **kw: Any) -> dict[str, Any]:
-    return {
-        "id": f"{sid}-t{i}",
-        "role": role,
-        "content": content,
-        "timestamp": T0 + i,
-        "archived": False,
-        **kw,
-    }
-
-
-def _session(sid: str, title: str) -> dict[str, Any]:
-    return {
-        "id": sid,
-        "agent": "ops-bot",
-        "scope": "user",
-        "scope_id": "u-1",
-        "title": title,
-        "started_at": T0,
-        "last_seen_at": T0 + 100,
-        "status": "closed",
-    }
 
 
 def _populate(mgr: SessionManager) -> None:
     names = list(PLACED)
-    content = [_turn("s-content", i, "user", PLACED[n]) for i, n in enumerate(names)]
-    mgr.import_session(_session("s-content", "content"), content)
+    content = [export_turn("s-content", i, "user", PLACED[n]) for i, n in enumerate(names)]
+    mgr.import_session(export_session("s-content", "content"), content)
     meta = [
-        _turn("s-meta", i, "assistant", "noted", meta={"note": PLACED[n], "source": "crm"})
+        export_turn("s-meta", i, "assistant", "noted", meta={"note": PLACED[n], "source": "crm"})
         for i, n in enumerate(names)
     ]
     # A number in metadata is looked at too.
     meta.append(
-        _turn("s-meta", len(names), "tool", "ok", meta={"card_number": int(VALUES["card_in_meta_int"][1])})
+        export_turn(
+            "s-meta", len(names), "tool", "ok", meta={"card_number": int(VALUES["card_in_meta_int"][1])}
+        )
     )
-    mgr.import_session(_session("s-meta", "metadata"), meta)
+    mgr.import_session(export_session("s-meta", "metadata"), meta)
     tools = []
     for i, n in enumerate(names):
         args = json.dumps({"command": PLACED[n], "cwd": "/srv/app"})
         call = {"id": f"call_{i}", "type": "function", "function": {"name": "shell", "arguments": args}}
-        tools.append(_turn("s-tools", 2 * i, "assistant", "", tool_calls=[call]))
-        tools.append(_turn("s-tools", 2 * i + 1, "tool", "done", tool_call_id=f"call_{i}"))
-    mgr.import_session(_session("s-tools", "tools"), tools)
+        tools.append(export_turn("s-tools", 2 * i, "assistant", "", tool_calls=[call]))
+        tools.append(export_turn("s-tools", 2 * i + 1, "tool", "done", tool_call_id=f"call_{i}"))
+    mgr.import_session(export_session("s-tools", "tools"), tools)
     for n in names:
         if "\n" not in PLACED[n]:
             sid = f"s-title-{n}"
-            mgr.import_session(_session(sid, PLACED[n]), [_turn(sid, 0, "user", "see title")])
+            mgr.import_session(export_session(sid, PLACED[n]), [export_turn(sid, 0, "user", "see title")])
 
 
 @pytest.fixture(scope="module")
@@ -81,18 +54,6 @@ def home(tmp_path_factory: pytest.TempPathFactory) -> Path:
     _populate(SessionManager(store))
     store.close()
     return h
-
-
-def _export(home: Path, out: Path, fmt: str, level: str | None) -> str:
-    target = out / f"{fmt}-{level}" if fmt == "praisonai" else out / f"{level}.{fmt}"
-    args = ["--home", str(home), "export", "--all", "--format", fmt, "-o", str(target)]
-    if level:
-        args += ["--redact", level]
-    r = CliRunner().invoke(cli, args, catch_exceptions=False)
-    assert r.exit_code == 0, r.output
-    if fmt == "praisonai":
-        return "\n".join(p.read_text(encoding="utf-8") for p in sorted(target.glob("*.json")))
-    return target.read_text(encoding="utf-8")
 
 
 def _leaks(text: str, classes: tuple[str, ...]) -> list[str]:
@@ -107,7 +68,7 @@ def _leaks(text: str, classes: tuple[str, ...]) -> list[str]:
 
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_the_corpus_is_in_the_plain_export(home: Path, tmp_path: Path, fmt: str) -> None:
-    text = _export(home, tmp_path, fmt, None)
+    text = run_export(home, tmp_path, fmt, None)
     missing = [n for n, (_, v) in VALUES.items() if v not in text and json.dumps(v)[1:-1] not in text]
     assert not missing  # the check below could fail: every value is really there unredacted
 
@@ -115,7 +76,7 @@ def test_the_corpus_is_in_the_plain_export(home: Path, tmp_path: Path, fmt: str)
 @pytest.mark.parametrize("fmt", FORMATS)
 @pytest.mark.parametrize("level", ["standard", "strict"])
 def test_nothing_leaks(home: Path, tmp_path: Path, fmt: str, level: str) -> None:
-    text = _export(home, tmp_path, fmt, level)
+    text = run_export(home, tmp_path, fmt, level)
     assert _leaks(text, ("secret", "pii")) == []
     # the prose around the secrets survives
     assert "wire it to IBAN" in text and "keep it safe" in text and "the db host is" in text
@@ -134,8 +95,8 @@ def _detect_secrets(path: Path) -> set[str]:
 @pytest.mark.parametrize("fmt", ["json", "md"])
 def test_detect_secrets_finds_nothing_it_found_before(home: Path, tmp_path: Path, fmt: str) -> None:
     plain, redacted = tmp_path / f"plain.{fmt}", tmp_path / f"redacted.{fmt}"
-    plain.write_text(_export(home, tmp_path, fmt, None), encoding="utf-8")
-    redacted.write_text(_export(home, tmp_path, fmt, "standard"), encoding="utf-8")
+    plain.write_text(run_export(home, tmp_path, fmt, None), encoding="utf-8")
+    redacted.write_text(run_export(home, tmp_path, fmt, "standard"), encoding="utf-8")
     before, after = _detect_secrets(plain), _detect_secrets(redacted)
     assert len(before) >= 15  # its scanner sees the corpus
     assert before & after == set()
