@@ -27,6 +27,13 @@ def indexed(filled):
     return filled
 
 
+async def open_at_turn(app, pilot, target: dict) -> None:  # noqa: ANN001
+    """Open the target turn's session at that turn and wait until it is shown."""
+    app.open_session(target["session_id"], anchor=target["index"])
+    await wait_until(pilot, lambda: isinstance(app.screen, SessionScreen) and app.screen.data, what="session")
+    await wait_for_workers(pilot)
+
+
 def test_mark_expected_trace_fix_and_golden(indexed, make_app) -> None:
     wide = indexed.recall(QUERY, top_k=10)
     target = wide["results"][3]
@@ -36,11 +43,7 @@ def test_mark_expected_trace_fix_and_golden(indexed, make_app) -> None:
     async def scenario() -> None:
         app = make_app()
         async with app.run_test(size=(120, 36)) as pilot:
-            app.open_session(target["session_id"], anchor=target["index"])
-            await wait_until(
-                pilot, lambda: isinstance(app.screen, SessionScreen) and app.screen.data, what="session"
-            )
-            await wait_for_workers(pilot)
+            await open_at_turn(app, pilot, target)
             assert app.screen.current_turn["turn_id"] == target["turn_id"]
             await pilot.press("w")
             assert [m["turn_id"] for m in expected_turns(app)] == [target["turn_id"]]
@@ -134,11 +137,7 @@ def test_why_not_shows_progress_and_x_cancels_it(indexed, make_app, monkeypatch)
     async def scenario() -> None:
         app = make_app()
         async with app.run_test(size=(120, 36)) as pilot:
-            app.open_session(target["session_id"], anchor=target["index"])
-            await wait_until(
-                pilot, lambda: isinstance(app.screen, SessionScreen) and app.screen.data, what="session"
-            )
-            await wait_for_workers(pilot)
+            await open_at_turn(app, pilot, target)
             await pilot.press("w", "3")
             screen = app.screen
             screen.query_one("#top-k").value = "2"
