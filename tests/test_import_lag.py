@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from memviewer.index.progress import catch_up_pid, eta_seconds, index_lag
+from memviewer.index.progress import catch_up_pid, eta_seconds, index_lag, read_state
 from memviewer.recall.lagging import INDEX_LAGGING
 
 FIXTURES = Path(__file__).parent / "fixtures" / "praisonai"
@@ -128,6 +128,40 @@ def test_import_wait_returns_once_embedded_and_doctor_shows_lag_and_eta(
     assert _cli(home, "import", "praisonai", str(extra), "--no-index", socket=sock).returncode == 0
     doctor = _cli(home, "doctor", socket=sock)
     assert "lag 1 turns, ETA" in doctor.stdout, doctor.stdout
+
+
+@pytest.mark.integration
+@pytest.mark.model
+def test_recall_without_a_hub_answers_at_once_on_a_big_backlog_and_leaves_it_to_an_indexer(
+    tmp_path: Path, short_tmp: Path
+) -> None:
+    from memviewer.commands.recall import INLINE_CATCH_UP_TURNS
+
+    home = tmp_path / "home"
+    sock = short_tmp / "none.sock"
+    folder = tmp_path / "big"
+    folder.mkdir()
+    n = INLINE_CATCH_UP_TURNS + 44
+    msgs = [{"role": "user", "content": f"note {i}: the ledger of crate {i % 17}"} for i in range(n - 1)]
+    msgs.append({"role": "user", "content": "the quokka vaccine schedule moved to march"})
+    (folder / "big.json").write_text(json.dumps({"session_id": "big", "agent_name": "a", "messages": msgs}))
+    # --no-index: stored, nothing embeds it, so recall meets the whole backlog
+    assert _cli(home, "import", "praisonai", str(folder), "--no-index", socket=sock).returncode == 0
+    proc = _cli(home, "recall", "quokka vaccine schedule", "--json", socket=sock)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    d = out["diagnostics"]
+    assert INDEX_LAGGING in d["escalations"] and d["index_lag"]["lag"] == n  # nothing embedded inline
+    assert "quokka" in out["results"][0]["content"] and "keyword_only" in out["results"][0]["score_breakdown"]
+    assert "a background indexer embeds them (pid" in proc.stderr, proc.stderr
+    deadline = time.monotonic() + 180  # the watermark covers every turn and the indexer is gone
+    while (read_state(home).get("turn_num", 0) < n or catch_up_pid(home)) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert read_state(home).get("turn_num", 0) >= n, (home / "indexer.log").read_text(errors="replace")
+    again = json.loads(_cli(home, "recall", "quokka vaccine schedule", "--json", socket=sock).stdout)
+    assert INDEX_LAGGING not in again["diagnostics"]["escalations"]
+    top = again["results"][0]
+    assert "quokka" in top["content"] and "keyword_only" not in top["score_breakdown"]
 
 
 def _hostile_package(folder: Path, marker: Path) -> None:

@@ -46,8 +46,21 @@ def _model_errors() -> tuple[type[BaseException], ...]:
     return (ModelNotFoundError, ModelChecksumError)
 
 
-def _prepare(svc: Any, hub: bool) -> None:
-    """Catch the index up (only when this process may write) and load the model once."""
+#: A plain ``recall`` without a hub embeds a backlog inline only when it is this small (a few
+#: seconds of the model on 2 cores); a bigger one is left to a background indexer and recall
+#: answers at once with what is indexed plus keyword results (``index:lagging``).
+INLINE_CATCH_UP_TURNS = 256
+
+
+def _prepare(svc: Any, hub: bool, ctx: click.Context | None = None) -> None:
+    """Catch the index up (only when this process may write) and load the model once.
+
+    With ``ctx`` (a single recall, not an evaluation) a backlog over
+    ``INLINE_CATCH_UP_TURNS`` is not embedded here: a background indexer is started for it
+    (``background_index.catch_up_in_background``) and recall answers on the lagging index."""
+    if not hub and not svc.readonly and ctx is not None and _leave_to_background(ctx, svc):
+        svc.embedder.embed(["warm-up"])
+        return
     if not hub and not svc.readonly:
         update, close = progress_callback("indexing")
         try:
@@ -62,6 +75,23 @@ def _prepare(svc: Any, hub: bool) -> None:
         finally:
             close()
     svc.embedder.embed(["warm-up"])
+
+
+def _leave_to_background(ctx: click.Context, svc: Any) -> bool:
+    """True when the backlog is too big to embed before answering; starts (or finds) the
+    background indexer for it and says so on stderr."""
+    from memviewer.commands.background_index import catch_up_in_background
+    from memviewer.commands.background_index import describe as describe_lag
+    from memviewer.index.progress import index_lag
+
+    with svc.store.read() as conn:
+        lag = index_lag(svc.home, conn)
+    if lag["lag"] <= INLINE_CATCH_UP_TURNS:
+        return False
+    info = catch_up_in_background(ctx, svc)
+    if info.get("lag"):
+        click.echo(f"note: {describe_lag(info)}; recall answers with what is indexed now", err=True)
+    return True
 
 
 def _human(out: dict[str, Any]) -> None:
@@ -293,7 +323,7 @@ def recall_cmd(
                 fail_maybe_json(json_out, exc.message, hint=(exc.data or {}).get("hint"), code=exc.code)
         if reader is None:
             try:
-                _prepare(svc, bool(hub))
+                _prepare(svc, bool(hub), ctx if batch is None else None)
             except _model_errors() as exc:
                 fail_maybe_json(json_out, f"embedding model unavailable: {exc}")
         if batch is not None:
