@@ -199,9 +199,33 @@ def test_bad_bodies_are_answered_and_the_receiver_keeps_serving(otlp_hub) -> Non
     assert post(url, json.dumps(payload).encode(), "application/json")[0] == 200
     sid = "otel-" + uid("trace:" + "cd" * 16)
     assert [t["content"] for t in _turns(remote, sid)] == ["no conv"]
+    # a lone UTF-16 surrogate can never be stored: a malformed body (400), not a 500
+    status, body = post(url, b'{"resourceSpans": [{"x": "\\ud800"}]}', "application/json")
+    assert status == 400 and b"surrogate" in body, body
+    # spans with neither a trace id nor a conversation id are refused one by one, never
+    # merged across requests into one "no trace" session
+    for n in range(2):
+        says = [{"role": "user", "parts": [{"type": "text", "content": "x"}]}]
+        orphan = _json_span(f"e{n}" * 8, None, says)
+        orphan["traceId"] = ""
+        payload = {"resourceSpans": [{"scopeSpans": [{"spans": [orphan]}]}]}
+        status, body = post(url, json.dumps(payload).encode(), "application/json")
+        answer = json.loads(body)["partialSuccess"]
+        assert status == 200 and answer["rejectedSpans"] == "1"
+        assert "neither a trace id" in answer["errorMessage"]
+    assert remote.sessions()["total"] == 2  # conv-7 and the trace's session only
+    # a message over the 1,000,000-character cap is stored cut, and the answer says so
+    huge = "y" * 1_200_000
+    big = _json_span("dd" * 8, "conv-big", [{"role": "user", "parts": [{"type": "text", "content": huge}]}])
+    payload = {"resourceSpans": [{"scopeSpans": [{"spans": [big]}]}]}
+    status, body = post(url, json.dumps(payload).encode(), "application/json")
+    answer = json.loads(body)["partialSuccess"]
+    assert status == 200 and answer["rejectedSpans"] == "0"
+    assert "1 message longer than 1,000,000 characters (the longest 1,200,000)" in answer["errorMessage"]
+    assert [len(t["content"]) for t in _turns(remote, session_for("conv-big"))] == [1_000_000]
     c = otlp_status(remote)["counters"]
-    assert c["bad_requests"] == 5 and c["unsupported_media_type"] == 1
-    assert c["rejected_spans"] == 1 and c["without_conversation_id"] == 1
+    assert c["bad_requests"] == 6 and c["unsupported_media_type"] == 1
+    assert c["rejected_spans"] == 3 and c["without_conversation_id"] == 1 and c["messages_cut"] == 1
     # still serving the protocol socket
     assert remote.hello()["server"] == "memviewer-hub"
 

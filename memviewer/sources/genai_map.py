@@ -36,6 +36,7 @@ The mapping (documented in docs/connect-your-agent.md):
 
 from __future__ import annotations
 
+import contextvars
 import hashlib
 import json
 import logging
@@ -60,6 +61,21 @@ MESSAGE_EVENTS = {
 CHAT_OPS = {"chat", "text_completion", "generate_content", "invoke_agent", "create_agent", "execute_tool"}
 RETRIEVAL_OPS = {"retrieval", "retrieve", "search_memory", "memory_search", "embeddings_search"}
 MAX_TEXT = 1_000_000  # characters of one message kept (the hub's frame limit applies anyway)
+#: Lengths of the messages cut to ``MAX_TEXT`` while one request is mapped (reported back to
+#: the exporter in ``partial_success``: a cut is a loss the sender must hear about).
+_CUTS: contextvars.ContextVar[list[int] | None] = contextvars.ContextVar("otlp_cuts", default=None)
+
+
+def _cap(text: str) -> str:
+    """``text`` cut to ``MAX_TEXT`` characters, the cut noted for the request's answer."""
+    if len(text) <= MAX_TEXT:
+        return text
+    cuts = _CUTS.get()
+    if cuts is not None:
+        cuts.append(len(text))
+    return text[:MAX_TEXT]
+
+
 MAX_CONVERSATIONS = 10_000  # conversations whose state the mapper remembers
 
 
@@ -100,6 +116,7 @@ class MapResult:
     genai_spans: int = 0
     rejected: list[tuple[str, str]] = field(default_factory=list)  # (span id, reason)
     counters: dict[str, int] = field(default_factory=dict)
+    cut: list[int] = field(default_factory=list)  # original lengths of messages cut to MAX_TEXT
 
     def count(self, name: str, n: int = 1) -> None:
         self.counters[name] = self.counters.get(name, 0) + n
@@ -123,7 +140,7 @@ def _text_of(content: Any) -> str:
     if content is None:
         return ""
     if isinstance(content, str):
-        return content[:MAX_TEXT]
+        return _cap(content)
     if isinstance(content, list):
         out = []
         for part in content:
@@ -135,8 +152,8 @@ def _text_of(content: Any) -> str:
                     out.append(text)
                 elif part.get("type"):
                     out.append(f"[{part['type']}]")
-        return "\n".join(out)[:MAX_TEXT]
-    return json.dumps(content, ensure_ascii=False, sort_keys=True, default=str)[:MAX_TEXT]
+        return _cap("\n".join(out))
+    return _cap(json.dumps(content, ensure_ascii=False, sort_keys=True, default=str))
 
 
 def _args_text(value: Any) -> str:
@@ -225,7 +242,7 @@ def messages_from_parts(raw: Any, what: str, ts: float) -> list[Message]:
             elif kind:
                 texts.append(f"[{kind}]")
         if texts or calls:
-            out.append(Message(_role(role), "\n".join(texts)[:MAX_TEXT], calls or None, ts=ts))
+            out.append(Message(_role(role), _cap("\n".join(texts)), calls or None, ts=ts))
     return out
 
 
@@ -303,7 +320,7 @@ def message_from_event(name: str, attrs: dict[str, Any], body: Any, ts: float, k
         text = attrs.get("gen_ai.prompt" if name.endswith("prompt") else "gen_ai.completion")
         if not isinstance(text, str):
             return None
-        return Message("user" if name.endswith("prompt") else "assistant", text[:MAX_TEXT], ts=ts, key=key)
+        return Message("user" if name.endswith("prompt") else "assistant", _cap(text), ts=ts, key=key)
     role = MESSAGE_EVENTS.get(name)
     if role is None:
         return None
@@ -459,10 +476,14 @@ class GenAIMapper:
                     if len(self._trace_conv) > self.max_conversations:
                         self._trace_conv.popitem(last=False)
                 return key
+        if not trace_id:  # "trace:none" would merge unrelated spans of every request into one session
+            raise BadInput(
+                "has neither a trace id nor gen_ai.conversation.id/session.id: no session to put it in"
+            )
         if trace_id in self._trace_conv:
             return self._trace_conv[trace_id]
         result.count("without_conversation_id")
-        return f"trace:{trace_id or 'none'}"
+        return f"trace:{trace_id}"
 
     def _conv(self, key: str) -> _Conversation:
         conv = self._convs.get(key)
@@ -498,6 +519,15 @@ class GenAIMapper:
 
     def map_spans(self, spans: list[SpanRecord]) -> MapResult:
         result = MapResult(spans=len(spans))
+        token = _CUTS.set(result.cut)
+        try:
+            return self._map_spans(spans, result)
+        finally:
+            _CUTS.reset(token)
+            if result.cut:
+                result.count("messages_cut", len(result.cut))
+
+    def _map_spans(self, spans: list[SpanRecord], result: MapResult) -> MapResult:
         ordered = sorted(spans, key=lambda s: (s.start, s.end))
         agents = {
             s.trace_id: s.attrs["gen_ai.agent.name"] for s in ordered if s.attrs.get("gen_ai.agent.name")
@@ -653,6 +683,15 @@ class GenAIMapper:
     def map_logs(self, records: list[LogRecord]) -> MapResult:
         """``gen_ai.*`` event records, and Claude Code's ``user_prompt`` / ``tool_result``."""
         result = MapResult(spans=len(records))
+        token = _CUTS.set(result.cut)
+        try:
+            return self._map_logs(records, result)
+        finally:
+            _CUTS.reset(token)
+            if result.cut:
+                result.count("messages_cut", len(result.cut))
+
+    def _map_logs(self, records: list[LogRecord], result: MapResult) -> MapResult:
         for i, r in enumerate(sorted(records, key=lambda r: r.time)):
             name = r.event_name or (
                 r.body if isinstance(r.body, str) and r.body.startswith("claude_code.") else ""
@@ -667,7 +706,12 @@ class GenAIMapper:
                 result.count("records_ignored")
                 continue
             result.genai_spans += 1
-            key = self._conv_key(r.attrs, r.trace_id, result)
+            try:
+                key = self._conv_key(r.attrs, r.trace_id, result)
+            except BadInput as exc:
+                result.rejected.append((r.span_id, f"log record {name or '?'}: {exc}"))
+                result.count("bad_messages")
+                continue
             conv = self._conv(key)
             agent = self._agent(r.attrs, r.resource)
             meta = {"otlp": {"trace_id": r.trace_id}} if r.trace_id else {"otlp": {}}
@@ -686,13 +730,13 @@ class GenAIMapper:
                 if isinstance(prompt, str)
                 else f"<prompt not exported; {r.attrs.get('prompt_length', '?')} chars>"
             )
-            return Message("user", text[:MAX_TEXT], ts=r.time, key=key)
+            return Message("user", _cap(text), ts=r.time, key=key)
         if short == "tool_result":
             tool = str(r.attrs.get("tool_name") or "tool")
             params = r.attrs.get("tool_parameters")
             ok = r.attrs.get("success")
             text = f"{tool}: success={ok}" + (f" {params}" if params else "")
-            return Message("tool", text[:MAX_TEXT], name=tool, ts=r.time, key=key)
+            return Message("tool", _cap(text), name=tool, ts=r.time, key=key)
         return None
 
     def _llm_call(self, span: SpanRecord, op: str, conv: _Conversation, result: MapResult) -> None:

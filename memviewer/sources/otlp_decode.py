@@ -18,6 +18,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+from memviewer.jsonvalues import check_value
+
 
 class OtlpDecodeError(ValueError):
     """The body is not an OTLP export request of the expected kind."""
@@ -212,10 +214,16 @@ def _hex_id(value: Any, size: int, what: str) -> str:
 
 
 def _loads(body: bytes) -> Any:
+    """The body as JSON; a value that could never be stored (a lone UTF-16 surrogate such as
+    ``"\\ud800"``, absurd nesting) is a malformed body (400), not a storage failure later."""
     try:
-        return json.loads(body.decode("utf-8"))
+        data = json.loads(body.decode("utf-8"))
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise OtlpDecodeError(f"not valid JSON: {exc}") from None
+    problem = check_value(data)
+    if problem is not None:
+        raise OtlpDecodeError(f"not a valid request: {problem}")
+    return data
 
 
 def decode_traces_json(body: bytes) -> list[SpanRecord]:

@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from memviewer.errors import MemviewerError
 from memviewer.sources import otlp_decode
-from memviewer.sources.genai_map import GenAIMapper, MapResult
+from memviewer.sources.genai_map import MAX_TEXT, GenAIMapper, MapResult
 from memviewer.sources.status import SourceStatus
 
 if TYPE_CHECKING:
@@ -346,13 +346,14 @@ class OtlpReceiver:
         st.count("rejected_spans", rejected)
         if stored:
             st.delivered()
+        if result.cut:  # stored, but not whole: the exporter hears it as a warning (rejected 0)
+            longest = max(result.cut)
+            problems.append(
+                f"{len(result.cut)} message{'s' if len(result.cut) != 1 else ''} longer than "
+                f"{MAX_TEXT:,} characters (the longest {longest:,}) stored cut to {MAX_TEXT:,}"
+            )
         message = "; ".join(problems[:3])
-        return (
-            200,
-            answer_type,
-            _response(answer_type, signal, rejected, message if (rejected or problems) else ""),
-            [],
-        )
+        return 200, answer_type, _response(answer_type, signal, rejected, message), []
 
 
 def _decompress(body: bytes, encoding: str, limit: int) -> bytes:
