@@ -50,6 +50,7 @@ KEYS: tuple[Key, ...] = (
     Key("ann_threshold", int, 50_000, "turns in a scope before an IVF_PQ index is built"),
     Key("recall_log_max", int, 5000, "searches and recalls kept in the recall log (0 = no logging)"),
     Key("recall_log_days", float, 30.0, "recall log entries older than this many days go (0 = no age limit)"),
+    Key("recall_log_mb", float, 64.0, "recall log size cap in MiB: the oldest entries go first (0 = no cap)"),
     Key(
         "watch_praisonai",
         list,
@@ -94,6 +95,7 @@ RANGES: dict[str, tuple[float, bool]] = {
     "ann_threshold": (0, True),
     "recall_log_max": (0, True),
     "recall_log_days": (0, True),
+    "recall_log_mb": (0, True),
     "watch_max_file_bytes": (1024, True),
     "watch_read_timeout": (0, False),
 }
@@ -187,6 +189,7 @@ class Settings:
     ann_threshold: int = 50_000
     recall_log_max: int = 5000
     recall_log_days: float = 30.0
+    recall_log_mb: float = 64.0
     watch_praisonai: list[str] | None = None
     watch_follow_symlinks: bool = False
     watch_max_file_bytes: int = 1 << 30

@@ -13,6 +13,7 @@ The log is never read by search or recall.
 
 from __future__ import annotations
 
+import json
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -28,6 +29,12 @@ TEXT_CHARS = 500  # text kept per result of memviewer's own recalls (the turn it
 DIAG_TEXT_CHARS = 300  # strings inside stored diagnostics (Stage-1 summaries)
 MAX_RESULTS = 1000
 MAX_ID_CHARS = 200
+#: Query text kept per entry (like PostgreSQL's ``track_activity_query_size``): the log is a
+#: record for people, and a query of megabytes would make every entry that size.
+QUERY_CHARS = 4096
+#: One entry's encoded size at most (query, results, params, diagnostics): over it the
+#: diagnostics go first, then results from the end; ``cut`` says what went.
+MAX_ENTRY_BYTES = 64 * 1024
 RESULT_KEYS = {"turn_id": str, "text": str, "session_id": str, "role": str, "title": str}
 
 #: A ``record_recall`` command, or a function that builds it. A search served by the hub
@@ -49,6 +56,9 @@ class RecordAs:
     source: str
     session_id: str | None = None
     episode_id: str | None = None
+    #: Who asked, as the process that logs it knows (the hub: the connection's peer uid/pid
+    #: and hello name; never what the client claims). Not part of ``to_param``.
+    caller: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
@@ -128,7 +138,16 @@ def _command(
         cmd["session_id"] = record.session_id
     if record.episode_id:
         cmd["episode_id"] = record.episode_id
+    if record.caller:
+        cmd["caller"] = record.caller
     return cmd
+
+
+def local_caller() -> dict[str, Any]:
+    """The caller of an entry this process writes itself (no hub in between)."""
+    import os
+
+    return {"via": "in-process", "pid": os.getpid(), "uid": os.getuid()}
 
 
 def recall_command(
@@ -223,6 +242,7 @@ def check_command(args: Mapping[str, Any]) -> dict[str, Any]:
         "source",
         "diagnostics",
         "kind",
+        "caller",
     }
     unknown = set(args) - known
     if unknown:
@@ -243,7 +263,7 @@ def check_command(args: Mapping[str, Any]) -> dict[str, Any]:
         value = args.get(key)
         if value is not None and (not isinstance(value, str) or len(value) > MAX_ID_CHARS):
             raise bad(f"{key} must be a string of at most {MAX_ID_CHARS} characters")
-    for key in ("params", "diagnostics"):
+    for key in ("params", "diagnostics", "caller"):
         if args.get(key) is not None and not isinstance(args.get(key), dict):
             raise bad(f"{key} must be an object")
     results = args.get("results")
@@ -265,17 +285,72 @@ def check_command(args: Mapping[str, Any]) -> dict[str, Any]:
         rank = item.get("rank")
         if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int)):
             raise bad(f"results[{i}].rank must be an integer")
-    return {
-        "id": rid,
-        "query": query,
-        "source": source,
-        "kind": kind,
-        "session_id": args.get("session_id"),
-        "episode_id": args.get("episode_id"),
-        "params": args.get("params"),
-        "results": [{**item, "rank": item.get("rank") or i} for i, item in enumerate(results, 1)],
-        "diagnostics": args.get("diagnostics"),
-    }
+    return bound(
+        {
+            "id": rid,
+            "query": query,
+            "source": source,
+            "kind": kind,
+            "session_id": args.get("session_id"),
+            "episode_id": args.get("episode_id"),
+            "params": args.get("params"),
+            "results": [{**item, "rank": item.get("rank") or i} for i, item in enumerate(results, 1)],
+            "diagnostics": args.get("diagnostics"),
+            "caller": _clip_strings(args.get("caller"), MAX_ID_CHARS),
+        }
+    )
+
+
+def _size(value: Any) -> int:
+    return len(json.dumps(value, ensure_ascii=False, default=str).encode("utf-8", "replace"))
+
+
+def bound(values: dict[str, Any]) -> dict[str, Any]:
+    """``values`` within the log's limits, with ``bytes`` (the entry's encoded size) and
+    ``cut`` (what was cut, or None) added.
+
+    Whatever a client sends is kept only this far: the query to ``QUERY_CHARS``, every
+    result string to ``TEXT_CHARS`` and every params/diagnostics string to
+    ``DIAG_TEXT_CHARS``; an entry still over ``MAX_ENTRY_BYTES`` loses its diagnostics,
+    then results from the end. Memviewer's own entries are built within these already."""
+    cut: dict[str, Any] = {}
+    query = values["query"]
+    if len(query) > QUERY_CHARS:
+        cut["query_chars"] = len(query)
+        values["query"] = query[: QUERY_CHARS - 1] + "…"
+    clipped = 0
+    results = []
+    for item in values["results"]:
+        out = {}
+        for k, v in item.items():
+            if isinstance(v, str) and len(v) > TEXT_CHARS:
+                clipped += 1
+            out[k] = _clip_strings(v, TEXT_CHARS)
+        results.append(out)
+    if clipped:
+        cut["result_strings"] = clipped
+    values["results"] = results
+    for key in ("params", "diagnostics"):
+        if values.get(key) is not None:
+            before = _size(values[key])
+            values[key] = _clip_strings(values[key], DIAG_TEXT_CHARS)
+            if _size(values[key]) < before:
+                cut[key] = "strings clipped"
+    size = _size({k: values.get(k) for k in ("query", "params", "results", "diagnostics")})
+    if size > MAX_ENTRY_BYTES and values.get("diagnostics"):
+        cut["diagnostics"] = "dropped"
+        size -= _size(values["diagnostics"]) - _size({})
+        values["diagnostics"] = {}
+    dropped = 0
+    while size > MAX_ENTRY_BYTES and values["results"]:
+        size -= _size(values["results"].pop()) + 1
+        dropped += 1
+    if dropped:
+        cut["results_dropped"] = dropped
+    values["cut"] = cut or None
+    kept = ("query", "params", "results", "diagnostics", "caller")
+    values["bytes"] = _size({k: values.get(k) for k in kept})
+    return values
 
 
 # -- recorded vs now ------------------------------------------------------------------------

@@ -160,6 +160,7 @@ class MemoryService:
         )
         self.manager.recall_log_max = settings.recall_log_max
         self.manager.recall_log_days = settings.recall_log_days
+        self.manager.recall_log_mb = settings.recall_log_mb
         # Where recall log entries go when not written here directly: a hub running on this
         # service sets it to hand them to its one writer thread (see ``record_recall``).
         self.record_sink: Callable[[recall_log.Entry], None] | None = None
@@ -568,7 +569,8 @@ class MemoryService:
                 self.record_sink(command)
                 return True
             command = recall_log.built(command)
-            if not self.readonly:
+            if not self.readonly:  # written here: this process is the caller
+                command.setdefault("caller", recall_log.local_caller())
                 self.manager.apply(command)
             else:
                 self._record_elsewhere(command)
@@ -594,6 +596,7 @@ class MemoryService:
                     route = SessionManager(store)
                     route.recall_log_max = self.manager.recall_log_max
                     route.recall_log_days = self.manager.recall_log_days
+                    route.recall_log_mb = self.manager.recall_log_mb
                 self._log_route = route
             if isinstance(route, SessionManager):
                 route.apply(command)
@@ -619,24 +622,30 @@ class MemoryService:
         limit: int = 50,
         offset: int = 0,
     ) -> dict[str, Any]:
-        """A page of the recall log, newest first (entries without results and diagnostics)."""
+        """A page of the recall log, newest first (entries without results and diagnostics),
+        and ``log``: its counters (``store.recall_log.counters``) and limits."""
         from memviewer.store import recall_log as rows
 
         if limit < 1 or offset < 0:
             raise MemviewerError(INVALID_ARGUMENT, "limit must be >= 1 and offset >= 0")
+        counts: dict[str, int] = {}
         with self.store.read() as conn:
             try:
                 total, page = rows.list_records(
                     conn, source=source, session_id=session_id, kind=kind, limit=limit, offset=offset
                 )
+                counts = rows.counters(conn)
             except Exception as exc:  # a read-only store of an older schema has no log yet
                 if "recall_log" not in str(exc):
                     raise
                 total, page = 0, []
+        m = self.manager
+        limits = {"max_entries": m.recall_log_max, "max_days": m.recall_log_days}
         return {
             "total": total,
             "offset": offset,
             "recalls": [rows.record_public(r, full=False) for r in page],
+            "log": {**counts, **limits, "max_bytes": int(m.recall_log_mb * 1024 * 1024)},
         }
 
     def recall_entry(self, recall_id: str) -> dict[str, Any]:

@@ -92,3 +92,25 @@ def test_keyword_search_falls_back_to_a_scan_on_postgres(pg_store, tmp_path):
     assert [m["index"] for m in svc.search(session_id="s1", around=2, window=1)["messages"]] == [1, 2, 3]
     assert {r["session_id"]: r["message_count"] for r in svc.search()["results"]} == {"s1": 8, "s2": 1}
     svc.close()
+
+
+def test_recall_log_bounds_and_size_retention_on_postgres(pg_store):
+    """The recall log's portable path: cut entries, the byte counter and size retention."""
+    import time
+
+    from memviewer.session.manager import SessionManager
+    from memviewer.store import recall_log as rows
+
+    mgr = SessionManager(pg_store)
+    mgr.recall_log_mb = 0.05  # 52,428 bytes
+    page = [{"text": "z" * 480, "score": 0.5}] * 40
+    for i in range(8):
+        mgr.record_recall(recall_id=f"r-{i}", query="q" * 9000, results=page, ts=time.time() + i)
+    mgr.record_recall(recall_id="r-7", query="a replay", results=[])  # a no-op
+    with pg_store.read() as conn:
+        counts = rows.counters(conn)
+        kept, total = conn.exec_driver_sql("SELECT COUNT(*), COALESCE(SUM(bytes), 0) FROM recall_log").one()
+        newest = rows.record_public(rows.get(conn, "r-7") or {})
+    assert counts["bytes"] == total <= 0.05 * 1024 * 1024 and counts["entries"] == kept < 8
+    assert counts["evicted_bytes"] == 8 - kept and counts["entries_cut"] == 8
+    assert newest["cut"] == {"query_chars": 9000} and len(newest["query"]) == 4096

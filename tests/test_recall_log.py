@@ -179,6 +179,55 @@ def test_the_sqlite_entry_writer_stores_what_the_portable_statements_store(servi
     assert service.recall_entry("r-raw")["results"] == values("r-raw")["results"]
 
 
+def test_an_entry_is_kept_within_its_bounds_and_says_what_was_cut(service: MemoryService) -> None:
+    huge = [{"text": "x" * 50_000, "score": 1.0 - i / 1000, "title": "t" * 900} for i in range(200)]
+    service.apply_batch(
+        [_cmd(recall_id="r-huge", query="q" * 1_000_000, results=huge, diagnostics={"d": "y" * 9000})]
+    )
+    entry = service.recall_entry("r-huge")
+    assert len(entry["query"]) == recall_log.QUERY_CHARS and entry["query"].endswith("…")
+    cut = entry["cut"]
+    assert cut["query_chars"] == 1_000_000 and cut["result_strings"] > 0 and cut["results_dropped"] > 0
+    assert 0 < entry["result_count"] < 200  # the first (best) results stay
+    assert all(len(r["text"]) <= recall_log.TEXT_CHARS for r in entry["results"])
+    assert 0 < entry["bytes"] <= recall_log.MAX_ENTRY_BYTES
+    service.apply_batch([_cmd(recall_id="r-small")])
+    small = service.recall_entry("r-small")
+    assert small["cut"] is None and small["results"] == [
+        {"text": "we chose Adyen", "score": 0.9, "rank": 1},
+        {"turn_id": "t-x", "score": 0.5, "rank": 2},
+    ]
+
+
+def test_retention_by_size_drops_the_oldest_and_counts_it(settings: Settings) -> None:
+    from memviewer.index.embedder import HashEmbedder
+    from memviewer.store import recall_log as rows
+
+    svc = MemoryService(settings.with_overrides(recall_log_mb=0.1), embedder=HashEmbedder())  # 104,857 bytes
+    try:
+        now = time.time()
+        page = [{"text": "z" * 480, "score": 0.5}] * 40  # about 20 KB an entry
+        for i in range(12):
+            svc.apply_batch([_cmd(recall_id=f"r-{i}", ts=now + i, results=page)])
+        with svc.store.read() as conn:
+            counts = rows.counters(conn)
+            kept = conn.exec_driver_sql("SELECT COALESCE(SUM(bytes), 0), COUNT(*) FROM recall_log").one()
+        assert counts["bytes"] == kept[0] <= 0.1 * 1024 * 1024  # the running total is the table's
+        assert counts["entries"] == kept[1] and 3 <= kept[1] < 12
+        assert counts["evicted_bytes"] == 12 - kept[1] and counts["evicted_count"] == 0
+        page = svc.recalls(limit=50)
+        ids = [r["recall_id"] for r in page["recalls"]]
+        assert ids == [f"r-{i}" for i in range(11, 11 - len(ids), -1)]  # the newest stay
+        assert (
+            page["log"]["max_bytes"] == int(0.1 * 1024 * 1024)
+            and page["log"]["evicted_bytes"] == 12 - kept[1]
+        )
+        shown = CliRunner().invoke(cli, ["--home", str(settings.home_path), "recalls"])
+        assert f"removed: 0 over the count, 0 by age, {12 - kept[1]} over the size" in shown.stderr
+    finally:
+        svc.close()
+
+
 def test_logging_off_records_nothing(settings: Settings) -> None:
     from memviewer.index.embedder import HashEmbedder
 

@@ -118,6 +118,33 @@ def test_hub_rpc_search_is_recorded_by_the_hub(tmp_path: Path, short_tmp: Path) 
         assert [e["session_id"] for e in entries if e["source"] == "mcp"] == ["s-caller"]
 
 
+def test_the_hub_records_the_caller_it_knows_not_the_one_a_client_claims(
+    tmp_path: Path, short_tmp: Path
+) -> None:
+    import os
+
+    home, sock = tmp_path / "home", short_tmp / "hub.sock"
+    with HubProcess(home, sock), Publisher(sock, tmp_path / "spool", client_name="claims-to-be") as pub:
+        forged = {"via": "socket", "uid": 12345, "pid": 1, "client": "root"}
+        pub.publish(
+            {"op": "record_recall", "recall_id": "r-forged", "query": "q", "results": [], "caller": forged}
+        )
+        assert pub.flush(timeout=20)
+        with RemoteService(sock, client="a-reader") as remote:
+            remote.search("anything", record=RecordAs("mcp"))
+            remote.search("marker", record=RecordAs("cli"))
+        entries = {
+            e["query"]: e for e in _until(lambda: len(_entries(home, sock)) == 3 and _entries(home, sock))
+        }
+    published = entries["q"]["caller"]
+    # the kernel's peer credentials of this test process, and the hello name it gave
+    assert published["uid"] == os.getuid() and published["pid"] == os.getpid() != 1
+    assert published["via"] == "socket" and published["client"] == "claims-to-be"
+    searched = entries["anything"]["caller"]
+    assert searched["via"] == "socket" and searched["client"] == "a-reader" and searched["pid"] == os.getpid()
+    assert searched["connection"] != published["connection"]
+
+
 def test_cli_search_with_a_hub_is_written_by_the_hub(tmp_path: Path, short_tmp: Path) -> None:
     home, sock = tmp_path / "home", short_tmp / "hub.sock"
     with HubProcess(home, sock) as hub, Publisher(sock, tmp_path / "spool") as pub:

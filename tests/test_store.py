@@ -220,3 +220,36 @@ def test_another_applications_sqlite_file_is_not_a_store(tmp_path):
     with store.engine.connect() as conn:
         assert migrations.check_compatible(conn) == migrations.latest_version()
     store.close()
+
+
+def test_a_store_from_before_the_recall_log_bounds_gets_them_with_its_entries_sized(tmp_path):
+    """Migration 8 landed after 9: a store at 1–7 and 9 gets 8 on open, its entries sized."""
+    from memviewer.store import recall_log
+
+    path = tmp_path / "old.db"
+    old = Store.open(path, migrate=False)
+    with old.engine.connect() as conn, conn.begin():
+        migrations.migrate(conn, target=7)
+        v9 = next(m for m in migrations.MIGRATIONS if m.version == 9)
+        v9.apply(conn)
+        conn.execute(
+            text("INSERT INTO schema_migrations (version, name, applied_at) VALUES (9, 'llm calls', 0)")
+        )
+        conn.execute(
+            text(
+                "INSERT INTO recall_log (id, ts, source, kind, query, results) "
+                "VALUES ('r-old', 1.0, 'cli', 'search', 'billing', :r)"
+            ),
+            {"r": json.dumps([{"rank": 1, "text": "we chose Adyen"}])},
+        )
+    old.close()
+    store = Store.open(path)
+    try:
+        assert store.schema_version() == migrations.latest_version()
+        with store.read() as conn:
+            counts = recall_log.counters(conn)
+            entry = recall_log.record_public(recall_log.get(conn, "r-old") or {})
+        assert entry["bytes"] == len("billing") + len(json.dumps([{"rank": 1, "text": "we chose Adyen"}]))
+        assert counts["bytes"] == entry["bytes"] and counts["entries"] == 1 and entry["caller"] is None
+    finally:
+        store.close()

@@ -106,6 +106,17 @@ def recalls_group(ctx: click.Context, source, session_id, kind, limit, redact, a
         rows,
         title=f"{page['total']} recorded searches and recalls, newest first",
     )
+    log = page.get("log") or {}
+    if log.get("entries") is not None:
+        gone = {k: log.get(k, 0) for k in ("evicted_count", "evicted_age", "evicted_bytes")}
+        click.echo(
+            f"the log holds {log['entries']:,} entries in {log.get('bytes', 0) / 1048576:.1f} MiB "
+            f"(limits: {log['max_entries']:,} entries, {log['max_days']:g} days, "
+            f"{log['max_bytes'] / 1048576:g} MiB); {log.get('entries_cut', 0):,} cut to fit; "
+            f"removed: {gone['evicted_count']:,} over the count, {gone['evicted_age']:,} by age, "
+            f"{gone['evicted_bytes']:,} over the size",
+            err=True,
+        )
     if page["recalls"]:
         click.echo(f"open one: memviewer recalls show {page['recalls'][0]['recall_id']} --rerun", err=True)
 
@@ -208,6 +219,11 @@ def _print_entry(e: dict[str, Any]) -> None:
     caller = f" for session {e['session_id']}" if e.get("session_id") else ""
     click.echo(f"{e['kind']} {e['recall_id']} at {e['at']} from {e['source']}{caller}")
     click.echo(f"query: {e['query']!r}")
+    who = e.get("caller") or {}
+    if who:  # what the process that logged it knew, not what the client claimed
+        click.echo("asked by: " + ", ".join(f"{k} {who[k]}" for k in sorted(who)))
+    if e.get("cut"):
+        click.echo("cut to fit the log: " + ", ".join(f"{k}={v}" for k, v in sorted(e["cut"].items())))
     if e.get("params"):
         click.echo("params: " + ", ".join(f"{k}={v}" for k, v in sorted(e["params"].items())))
     print_table(

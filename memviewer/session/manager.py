@@ -80,6 +80,7 @@ class SessionManager:
         # Recall log retention (``recall_log_max`` entries, ``recall_log_days``); the service sets them.
         self.recall_log_max = 5000
         self.recall_log_days = 30.0
+        self.recall_log_mb = 64.0
         store.on_commit(self.bus.emit_all)
 
     @property
@@ -507,6 +508,7 @@ class SessionManager:
                 {**values, "ts": t},
                 max_rows=self.recall_log_max,
                 max_age_s=days * 86400.0 if days > 0 else None,
+                max_bytes=int(self.recall_log_mb * 1024 * 1024),
                 now=now(),
                 event_kind="recall.performed",
                 event_payload=payload,

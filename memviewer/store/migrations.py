@@ -153,6 +153,14 @@ def _v7_annotations(conn: Connection) -> None:
     annotations.create(conn)
 
 
+def _v8_recall_log_bounds(conn: Connection) -> None:
+    """What each recall log entry costs and who asked (``bytes``, ``cut``, ``caller``), and
+    the log's counters (``memviewer.store.recall_log``)."""
+    from memviewer.store import recall_log
+
+    recall_log.add_bounds(conn)
+
+
 def _v9_llm_calls(conn: Connection) -> None:
     """LLM calls and their content-addressed messages (``memviewer.store.llm_calls``)."""
     from memviewer.store import llm_calls
@@ -189,6 +197,7 @@ MIGRATIONS: list[Migration] = [
     Migration(5, "recall log", _v5_recall_log),
     Migration(6, "golden sets", _v6_golden),
     Migration(7, "tags and notes", _v7_annotations),
+    Migration(8, "recall log bounds", _v8_recall_log_bounds),
     Migration(9, "llm calls", _v9_llm_calls),
 ]
 

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import struct
 import threading
 import time
 from collections import deque
@@ -17,6 +18,20 @@ from memviewer.store.events import EventRecord
 from memviewer.wire import protocol
 
 log = logging.getLogger("memviewer.hub")
+
+
+def peer_credentials(writer: asyncio.StreamWriter) -> dict[str, int]:
+    """The peer's pid and uid of a Unix socket (``SO_PEERCRED``, Linux); {} elsewhere."""
+    sock = writer.get_extra_info("socket")
+    option = getattr(socket, "SO_PEERCRED", None)
+    if sock is None or option is None or sock.family != socket.AF_UNIX:
+        return {}
+    try:
+        raw = sock.getsockopt(socket.SOL_SOCKET, option, struct.calcsize("3i"))
+        pid, uid, _gid = struct.unpack("3i", raw)
+    except OSError:
+        return {}
+    return {"pid": pid, "uid": uid}
 
 
 class Connection:
@@ -41,6 +56,12 @@ class Connection:
         self.wlock = threading.Lock()
         self.tail: list[bytes] = []
         self.tsock: socket.socket | None = None  # the serving thread's copy of the socket
+        self.peer = peer_credentials(writer)  # {"pid", "uid"} from the kernel, {} where unknown
+
+    def caller(self) -> dict[str, Any]:
+        """Who is on this connection as the hub knows it (for the recall log's ``caller``):
+        the kernel's peer pid/uid, the hello's client name and the connection number."""
+        return {"via": "socket", "connection": self.id, "client": self.client, **self.peer}
 
     def write(self, data: bytes) -> None:
         with self.wlock:
@@ -221,10 +242,11 @@ class AfterAnswer:
 class HeldRecords:
     """The recall log entries one read request made, held until its answer is written."""
 
-    def __init__(self) -> None:
+    def __init__(self, caller: dict[str, Any] | None = None) -> None:
         self.lock = threading.Lock()
         self.items: list[recall_log.Entry] = []  # built when queued (``Hub._queue_record``)
         self.closed = False  # released: later entries are queued directly
+        self.caller = caller  # the request's connection (``Connection.caller``), stamped on each
 
 
 def event_frame(ev: EventRecord) -> bytes:

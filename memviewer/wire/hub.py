@@ -721,7 +721,7 @@ class Hub:
             # Admitted to the write queue now, by its size on the wire: a refused frame is
             # answered and let go before the next one is read.
             try:
-                pending = self._admit_publish(params["commands"], len(line))
+                pending = self._admit_publish(params["commands"], len(line), conn)
             except RpcError as err:
                 conn.slots.release()
                 if not is_note:
@@ -849,10 +849,12 @@ class Hub:
                 if not held.closed:
                     held.items.append(command)
                     return
-        loop.call_soon_threadsafe(self._queue_record, recall_log.built(command))
+        caller = held.caller if held is not None else {"via": "hub", "pid": os.getpid()}
+        loop.call_soon_threadsafe(self._queue_record, recall_log.built(command), caller)
 
-    def _queue_record(self, entry: recall_log.Entry) -> None:
-        """Loop thread: the entry waits in ``recall_log`` for a quiet moment (``recall_buffer``)."""
+    def _queue_record(self, entry: recall_log.Entry, caller: dict[str, Any] | None = None) -> None:
+        """Loop thread: the entry waits in ``recall_log`` for a quiet moment (``recall_buffer``);
+        ``caller`` (the request's connection) replaces any the entry names."""
         assert self._loop is not None
         try:
             command = recall_log.built(entry)
@@ -860,6 +862,8 @@ class Hub:
             self.counters["recall_log_failed"] += 1
             log.exception("a recall log entry could not be built")
             return
+        if caller is not None:
+            command["caller"] = caller
         if self._records_closed or not self.writes.ready or self.recall_log is None:
             self.counters["recall_log_failed"] += 1
             log.warning("recall log entry %s not written: the hub is stopping", command.get("recall_id"))
@@ -899,9 +903,9 @@ class Hub:
         (``HeldRecords``), then queued; none is dropped (a cancelled request queues them too).
         """
 
-        async def run(_conn: Connection, params: dict[str, Any]) -> Any:
+        async def run(conn: Connection, params: dict[str, Any]) -> Any:
             assert self._loop is not None
-            held = HeldRecords()
+            held = HeldRecords(conn.caller())
             try:
                 result = await self._loop.run_in_executor(self._reader_pool, self._holding, held, fn, params)
             except BaseException:
@@ -928,7 +932,7 @@ class Hub:
             held.closed = True
             items, held.items = held.items, []
         for command in items:
-            self._queue_record(command)
+            self._queue_record(command, held.caller)
 
     # -- methods ------------------------------------------------------------------------
     async def _m_hello(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:
@@ -959,14 +963,24 @@ class Hub:
         """``publish`` (``_frame`` admits it itself, by its frame's size; this is the same
         path for a caller without a frame)."""
         commands = params["commands"]
-        return await self._publish_results(self._admit_publish(commands, len(protocol.encode(commands))))
+        frame_bytes = len(protocol.encode(commands))
+        return await self._publish_results(self._admit_publish(commands, frame_bytes, conn))
 
-    def _admit_publish(self, commands: list[Any], frame_bytes: int) -> asyncio.Future[Results] | None:
+    def _admit_publish(
+        self, commands: list[Any], frame_bytes: int, conn: Connection
+    ) -> asyncio.Future[Results] | None:
         """Queue the commands for the writer (None: nothing to write). Raises the retryable
-        ``overloaded`` error at once when the write queue is full, or when the hub stops."""
+        ``overloaded`` error at once when the write queue is full, or when the hub stops.
+
+        A ``record_recall`` is stamped with the connection's ``caller`` (what the hub knows:
+        the kernel's peer pid/uid and the hello name), replacing any the client sent."""
         self.counters["publish_requests"] += 1
         if not commands:
             return None
+        caller: dict[str, Any] | None = None
+        for cmd in commands:
+            if isinstance(cmd, dict) and cmd.get("op") == "record_recall":
+                cmd["caller"] = caller = caller or conn.caller()
         if self._closing:
             raise protocol.app_error(
                 "internal", "the hub is shutting down; publish again later", {"retry": True}

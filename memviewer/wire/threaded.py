@@ -263,7 +263,7 @@ class ThreadedReads:
             self._done(None)
             return False
         conn.requests += 1
-        held = HeldRecords()
+        held = HeldRecords(conn.caller())
         try:
             with self.running:
                 try:
