@@ -155,10 +155,22 @@ def _v7_annotations(conn: Connection) -> None:
 
 def _v8_recall_log_bounds(conn: Connection) -> None:
     """What each recall log entry costs and who asked (``bytes``, ``cut``, ``caller``), and
-    the log's counters (``memviewer.store.recall_log``)."""
-    from memviewer.store import recall_log
-
-    recall_log.add_bounds(conn)
+    the log's counters (``memviewer.store.recall_log.COUNTERS``), frozen here as plain SQL;
+    ``bytes`` of the entries already there is estimated from their stored text."""
+    conn.execute(text("ALTER TABLE recall_log ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0"))
+    conn.execute(text("ALTER TABLE recall_log ADD COLUMN cut JSON"))
+    conn.execute(text("ALTER TABLE recall_log ADD COLUMN caller JSON"))
+    conn.execute(
+        text("CREATE TABLE recall_log_counters (name VARCHAR PRIMARY KEY, value BIGINT NOT NULL DEFAULT 0)")
+    )
+    parts = " + ".join(
+        f"COALESCE(LENGTH(CAST({c} AS TEXT)), 0)" for c in ("query", "params", "results", "diagnostics")
+    )
+    conn.execute(text(f"UPDATE recall_log SET bytes = {parts}"))
+    total = conn.execute(text("SELECT COALESCE(SUM(bytes), 0) FROM recall_log")).scalar()
+    conn.execute(
+        text("INSERT INTO recall_log_counters (name, value) VALUES ('bytes', :v)"), {"v": int(total or 0)}
+    )
 
 
 def _v9_llm_calls(conn: Connection) -> None:

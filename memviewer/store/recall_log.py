@@ -64,25 +64,6 @@ def insert_record(conn: Connection, values: dict[str, Any]) -> None:
 COUNTERS = ("bytes", "entries_cut", "evicted_count", "evicted_age", "evicted_bytes")
 
 
-def add_bounds(conn: Connection) -> None:
-    """Migration 8: ``bytes``/``cut``/``caller`` on every entry, and the counters table;
-    ``bytes`` of the entries already there is estimated from their stored text."""
-    conn.execute(text("ALTER TABLE recall_log ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0"))
-    conn.execute(text("ALTER TABLE recall_log ADD COLUMN cut JSON"))
-    conn.execute(text("ALTER TABLE recall_log ADD COLUMN caller JSON"))
-    conn.execute(
-        text("CREATE TABLE recall_log_counters (name VARCHAR PRIMARY KEY, value BIGINT NOT NULL DEFAULT 0)")
-    )
-    parts = " + ".join(
-        f"COALESCE(LENGTH(CAST({c} AS TEXT)), 0)" for c in ("query", "params", "results", "diagnostics")
-    )
-    conn.execute(text(f"UPDATE recall_log SET bytes = {parts}"))
-    total = conn.execute(text("SELECT COALESCE(SUM(bytes), 0) FROM recall_log")).scalar()
-    conn.execute(
-        text("INSERT INTO recall_log_counters (name, value) VALUES ('bytes', :v)"), {"v": int(total or 0)}
-    )
-
-
 class _Db:
     """The statements of ``write_entry`` on either connection: SQLite's driver connection
     directly (a tenth of the CPU of SQLAlchemy, see ``write_entry``), or SQLAlchemy's
