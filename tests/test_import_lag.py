@@ -8,6 +8,7 @@ real model (marked): ``import praisonai`` returns with the lag, a detached
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -17,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from memviewer.index.lance import WRITE_LOCK
 from memviewer.index.progress import catch_up_pid, eta_seconds, index_lag, read_state
 from memviewer.recall.lagging import INDEX_LAGGING
 
@@ -147,7 +149,17 @@ def test_recall_without_a_hub_answers_at_once_on_a_big_backlog_and_leaves_it_to_
     (folder / "big.json").write_text(json.dumps({"session_id": "big", "agent_name": "a", "messages": msgs}))
     # --no-index: stored, nothing embeds it, so recall meets the whole backlog
     assert _cli(home, "import", "praisonai", str(folder), "--no-index", socket=sock).returncode == 0
-    proc = _cli(home, "recall", "quokka vaccine schedule", "--json", socket=sock)
+    # The test holds the index's write lock while recall answers, so the catch-up that recall
+    # starts cannot finish first (on a fast machine it could, and the lag would be gone).
+    lance = home / "lance"
+    lance.mkdir(parents=True, exist_ok=True)
+    fd = os.open(lance / WRITE_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        proc = _cli(home, "recall", "quokka vaccine schedule", "--json", socket=sock)
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     d = out["diagnostics"]
