@@ -47,3 +47,26 @@ def test_import_a_folder_with_progress(make_app, tmp_path) -> None:
             assert "billing-review-8c1e" in [r["session_id"] for r in sessions.rows]
 
     asyncio.run(scenario())
+
+
+def test_the_path_placeholder_names_praisonais_session_folder(make_app) -> None:
+    """PraisonAI keeps its sessions in ``~/.praisonai/sessions`` (``praisonaiagents.paths``);
+    ``~/.praison`` is its legacy home, which a fresh install never creates."""
+
+    async def scenario() -> None:
+        app = make_app()
+        async with app.run_test(size=(120, 36)) as pilot:
+            await wait_for_workers(pilot)
+            await pilot.press("i")
+            dialog = app.screen
+            assert isinstance(dialog, ImportScreen)
+            assert dialog.query_one("#import-path").placeholder == "~/.praisonai/sessions or export.json"
+
+    asyncio.run(scenario())
+
+
+def test_no_page_or_module_names_the_legacy_praison_folder() -> None:
+    root = Path(__file__).parents[2]
+    files = [root / "README.md", *(root / "docs").glob("*.md"), *(root / "memviewer").rglob("*.py")]
+    named = [str(p.relative_to(root)) for p in files if ".praison/" in p.read_text(encoding="utf-8")]
+    assert named == []

@@ -72,7 +72,9 @@ class ImportScreen(ModalScreen[int]):
                 yield Checkbox("replace existing", value=False, id="import-replace", compact=True)
             with Horizontal(classes="import-row"):
                 yield Label("path  ")
-                yield Input(placeholder="~/.praison/sessions or export.json", id="import-path", compact=True)
+                yield Input(
+                    placeholder="~/.praisonai/sessions or export.json", id="import-path", compact=True
+                )
             yield ProgressBar(total=1, show_eta=False, id="import-progress")  # steady until it runs
             yield Static("", id="import-status")
             with Horizontal(classes="import-row"):
