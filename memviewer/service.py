@@ -58,11 +58,15 @@ def open_store(home: Path, store_url: str | None = None, readonly: bool = False)
         f"move {db} aside to start a new store there"
     }
     if store_url is None:
-        if home.exists() and not home.is_dir():
+        if home.exists() and not home.is_dir():  # no memviewer.db to move aside: the home itself is
             raise MemviewerError(
                 INTERNAL,
                 f"{home} is not a memviewer store (it is a file, not a folder)",
-                data={"reason": "not_a_store", **hint},
+                data={
+                    "reason": "not_a_store",
+                    "hint": "the home must be a folder: pick another --home (or MEMVIEWER_HOME), "
+                    f"or move the file {home} aside",
+                },
             )
         if db.is_dir():
             raise MemviewerError(

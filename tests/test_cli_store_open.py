@@ -42,6 +42,12 @@ def test_a_home_that_is_a_file(tmp_path: Path, short_tmp: Path) -> None:
     home.write_text("not a folder")
     _check_refused(home, short_tmp, f"{home} is not a memviewer store (it is a file, not a folder)")
     assert home.read_text() == "not a folder"
+    hint = _run(home, short_tmp, "sessions").stderr.splitlines()[1]
+    # no memviewer.db under a file to move aside: the hint names the file and another home
+    assert hint == (
+        "hint: the home must be a folder: pick another --home (or MEMVIEWER_HOME), "
+        f"or move the file {home} aside"
+    )
     res = _run(home, short_tmp, "doctor", "--json")
     store = next(c for c in json.loads(res.stdout)["checks"] if c["name"] == "store")
     assert res.exit_code == 1 and store["ok"] is False and "is a file" in store["detail"]
