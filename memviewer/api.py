@@ -140,7 +140,9 @@ class RecallParams:
             raise MemviewerError(INVALID_ARGUMENT, "rerank must be true or false")
         as_of = raw.get("as_of")
         if as_of is not None and (isinstance(as_of, bool) or not isinstance(as_of, (int, float, str))):
-            raise MemviewerError(INVALID_ARGUMENT, "as_of must be epoch seconds or an ISO 8601 string")
+            from memviewer.recall.timeref import AS_OF_FORMS
+
+            raise MemviewerError(INVALID_ARGUMENT, f"as_of must be {AS_OF_FORMS}")
         return cls(
             query=query,
             scope=_opt_text("scope", raw.get("scope")),

@@ -9,7 +9,7 @@ import pytest
 from dated import ASKED, DAY_S, add_dated_session, cooking_sessions
 
 from memviewer.errors import MemviewerError
-from memviewer.recall.timeref import parse_as_of
+from memviewer.recall.timeref import AS_OF_FORMS, parse_as_of
 from memviewer.timeutil import parse_ts, utc_minutes
 
 
@@ -62,8 +62,40 @@ def test_as_of_reads_days_ago() -> None:
     before = time.time()
     assert before - 6 * DAY_S - 1 <= parse_as_of("6 days ago") <= time.time() - 6 * DAY_S
     assert abs(parse_as_of("a week ago") - (time.time() - 7 * DAY_S)) < 5
-    with pytest.raises(ValueError, match="as_of must be epoch seconds or an ISO 8601 date"):
+    with pytest.raises(ValueError, match="as_of must be epoch seconds, an ISO 8601 date or time"):
         parse_as_of("6 days")
+
+
+def test_a_bad_as_of_names_every_form_that_is_accepted(tmp_path) -> None:
+    """The refusal lists each form ``parse_as_of`` reads, and each example it gives parses."""
+    from click.testing import CliRunner
+
+    from memviewer.cli import cli
+
+    with pytest.raises(ValueError) as refused:
+        parse_as_of("next tuesday")
+    assert str(refused.value) == f"as_of must be {AS_OF_FORMS}, not 'next tuesday'"
+    for form in ("epoch seconds", "ISO 8601", "2024/05/30 (Thu) 14:00", "days|weeks|months|years ago"):
+        assert form in AS_OF_FORMS
+    for example in ("2024-05-30", "2024-05-30T14:00Z", "2024/05/30 (Thu) 14:00", "6 days ago", "a week ago"):
+        assert example in AS_OF_FORMS
+        parse_as_of(example)  # the examples the message gives are read
+    for other in ("1717077600", "3 months ago", "two years ago", "1 day ago"):
+        parse_as_of(other)
+    res = CliRunner().invoke(
+        cli,
+        [
+            "--home",
+            str(tmp_path / "h"),
+            "--socket",
+            str(tmp_path / "s"),
+            "recall",
+            "x",
+            "--as-of",
+            "next tuesday",
+        ],
+    )
+    assert res.exit_code == 1 and res.stderr.splitlines()[0] == f"error: {refused.value}"
 
 
 def test_readme_example_on_the_demo_data(service) -> None:

@@ -89,6 +89,12 @@ class TimeWindow:
         }
 
 
+# Every form ``parse_as_of`` reads, named in its error (CLI, viewer, hub, MCP alike).
+AS_OF_FORMS = (
+    "epoch seconds, an ISO 8601 date or time (2024-05-30, 2024-05-30T14:00Z), "
+    "a date written 2024/05/30 (Thu) 14:00, or 'N days|weeks|months|years ago' "
+    "('6 days ago', 'a week ago')"
+)
 _LME_DATE = re.compile(r"^(\d{4})/(\d{1,2})/(\d{1,2})(?:\s*\([A-Za-z]{3}\))?(?:\s+(\d{1,2}):(\d{2}))?$")
 _EARLIEST, _LATEST = 0.0, 253_402_300_799.0  # 1970-01-01 … 9999-12-31 23:59:59 UTC
 
@@ -115,7 +121,7 @@ def parse_as_of(value: object) -> float:
     except TimestampRangeError:
         epoch = math.nan  # a number, but no date: the range message below
     except (ValueError, OverflowError, TypeError):
-        raise ValueError(f"as_of must be epoch seconds or an ISO 8601 date, not {value!r}") from None
+        raise ValueError(f"as_of must be {AS_OF_FORMS}, not {value!r}") from None
     if epoch is None or not (math.isfinite(epoch) and _EARLIEST <= epoch <= _LATEST):
         raise ValueError(f"as_of must be a date between 1970 and 9999, not {value!r}")
     return epoch

@@ -10,6 +10,7 @@ from dated import ASKED, DAY_S, cooking_sessions
 from tui_helpers import cell_texts, screen_text, wait_for_workers, wait_until
 
 from memviewer.recall.snippets import text_or_tool_calls, tool_call_label
+from memviewer.recall.timeref import AS_OF_FORMS
 from memviewer.tui.screens.recall import RecallScreen
 from memviewer.tui.screens.recall_view import breakdown_text, result_detail, trace_text
 from memviewer.tui.screens.session import SessionScreen
@@ -245,7 +246,7 @@ def test_bad_as_of_is_reported_and_the_screen_stays_usable(make_app) -> None:
             as_of = screen.query_one("#as-of")
             as_of.value = "next tuesday"
             await pilot.press(*"refund", "enter")
-            expected = "bad parameter: as_of must be epoch seconds or an ISO 8601 date, not 'next tuesday'"
+            expected = f"bad parameter: as_of must be {AS_OF_FORMS}, not 'next tuesday'"
             assert expected in str(status.render())
             assert screen.result is None and not [w for w in app.workers if w.group == "recall"]
             as_of.value = "nan"  # a number, but no date: refused before recall sees it
