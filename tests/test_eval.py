@@ -191,7 +191,7 @@ def test_cli_reports_a_truncated_gzip_instead_of_aborted(tmp_path: Path) -> None
 def test_keep_home_refuses_a_real_memviewer_home(dataset: Path, tmp_path: Path, service) -> None:
     service.open_session(session_id="s-mine", title="my real memory")
     home = service.settings.home_path
-    with pytest.raises(ValueError, match="1 sessions that are not from an evaluation"):
+    with pytest.raises(ValueError, match="holding 1 session not from an evaluation"):
         run(dataset, home=home, embedder=HashEmbedder(), cache_dir=tmp_path / "cache")
     (tmp_path / "project").mkdir()
     (tmp_path / "project" / "notes.txt").write_text("x")

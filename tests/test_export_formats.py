@@ -277,7 +277,11 @@ def test_cli_export_to_stdout_and_file(home: Path, tmp_path: Path) -> None:
     assert r.exit_code == 0
     lines = r.stdout.strip().split("\n")
     assert len(lines) == 7 and json.loads(lines[0])["turn_id"] == "t-0"
-    assert "exported 1 sessions (7 turns)" in r.stderr
+    assert "exported 1 session (7 turns)" in r.stderr
+    one = tmp_path / "one.json"
+    assert _run(home, "export", "s-live", "--format", "json", "-o", str(one)).exit_code == 0
+    r = _run(tmp_path / "other-home", "import", "json", str(one), "--no-index")
+    assert r.exit_code == 0 and r.stdout.startswith("imported 1 session (7 turns, 7 new)\n")
     r = _run(home, "export", "--all", "--format", "json")  # no -o: stdout
     assert r.exit_code == 0 and len(json.loads(r.stdout)["sessions"]) == 2
     out = tmp_path / "all.md"
@@ -458,7 +462,7 @@ def test_cli_pseudonyms_are_keyed_by_the_home(home: Path, tmp_path: Path) -> Non
     assert key_file.stat().st_mode & 0o777 == 0o600
     key = bytes.fromhex(key_file.read_text().strip())
     assert scope_id == pseudonym(CAROL, "user", key) != pseudonym(CAROL, "user")  # keyed, not bare SHA-256
-    assert "1 values masked (standard)" in r.stderr  # the pseudonymised scope id is counted
+    assert "1 value masked (standard)" in r.stderr  # the pseudonymised scope id is counted
     again = _run(home, "export", "s-carol", "--format", "json", "--redact", "strict")
     assert json.loads(again.stdout)["sessions"][0]["session"]["scope_id"] == scope_id
 

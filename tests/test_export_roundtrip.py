@@ -390,7 +390,9 @@ def test_an_export_file_that_changes_between_check_and_import_reports_what_was_s
         report = import_file(mgr_b.import_session, path)
         assert [r["session_id"] for r in report["imported"]] == ["s-0"]
         ((fail,),) = [report["failed"]]
-        assert "changed while it was imported" in fail["error"] and "1 sessions" in fail["error"]
+        assert (
+            "changed while it was imported" in fail["error"] and "stays stored (1 session)" in fail["error"]
+        )
     finally:
         a.close()
         b.close()

@@ -104,7 +104,7 @@ def test_sigterm_leaves_open_episodes_open_and_removes_the_socket(tmp_path: Path
         hub.kill()
     assert not sock.exists()
     assert not sock.with_name("hub.sock.lock").exists()
-    assert "1 open episodes left open" in hub.log()
+    assert "1 open episode left open" in hub.log()
     store = _store(tmp_path / "home")
     try:
         kinds = [(e.kind, e.episode_id) for e in store.events_since(0, 100)]

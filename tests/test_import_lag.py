@@ -129,7 +129,7 @@ def test_import_wait_returns_once_embedded_and_doctor_shows_lag_and_eta(
     # --no-index: stored, never embedded here, so the lag stays for doctor to see
     assert _cli(home, "import", "praisonai", str(extra), "--no-index", socket=sock).returncode == 0
     doctor = _cli(home, "doctor", socket=sock)
-    assert "lag 1 turns, ETA" in doctor.stdout, doctor.stdout
+    assert "lag 1 turn, ETA" in doctor.stdout, doctor.stdout
 
 
 @pytest.mark.integration

@@ -25,6 +25,7 @@ LAYERS: dict[str, int] = {
     "memviewer.jsonvalues": 0,
     "memviewer.params": 0,
     "memviewer.recall_log": 0,
+    "memviewer.words": 0,
     "memviewer.config": 1,
     "memviewer.llm": 1,
     "memviewer.context": 1,

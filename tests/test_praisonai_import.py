@@ -147,7 +147,7 @@ def test_cli_import_then_sessions_shows_counts(tmp_path):
         [*run, "import", "praisonai", str(folder), "--no-index"], capture_output=True, text=True
     )
     assert res.returncode == 1, res.stderr  # one file failed
-    assert "bad.json" in res.stderr and "imported 1 sessions" in res.stdout
+    assert "bad.json" in res.stderr and "imported 1 session (" in res.stdout
     out = subprocess.run([*run, "sessions", "--json"], capture_output=True, text=True, check=True)
     page = json.loads(out.stdout)
     (s,) = page["sessions"]

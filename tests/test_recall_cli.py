@@ -181,7 +181,7 @@ def test_batch_keeps_order_and_reports_bad_lines(imported: Path) -> None:
     assert lines[2]["results"][0]["session_id"] == "alice-cooking"
     assert lines[3]["line"] == 4 and "top_sessions" in lines[3]["error"]
     assert lines[4]["results"][0]["session_id"] == "bob-car"
-    assert "2 batch line(s) failed" in proc.stderr
+    assert "2 batch lines failed" in proc.stderr
 
 
 def test_batch_answers_undecodable_and_surrogate_lines_and_goes_on(imported: Path) -> None:
@@ -218,7 +218,7 @@ def test_batch_answers_undecodable_and_surrogate_lines_and_goes_on(imported: Pat
     assert lines[1] == {"error": "not valid UTF-8 (byte 0xff at column 1)", "line": 2}
     assert "lone UTF-16 surrogate" in lines[2]["error"] and lines[2]["line"] == 3
     assert lines[3]["query"] == "pasta"
-    assert b"2 batch line(s) failed" in proc.stderr
+    assert b"2 batch lines failed" in proc.stderr
 
 
 def test_missing_model_is_a_clear_error(imported: Path, tmp_path: Path) -> None:

@@ -24,6 +24,7 @@ from typing import Any
 import click
 
 from memviewer.commands.common import settings_of
+from memviewer.words import plural
 
 LOG_FILE = "indexer.log"
 # The installed package in isolated mode (-I): neither the current folder nor
@@ -124,7 +125,7 @@ def run_catch_up(ctx: click.Context) -> dict[str, Any]:
     finally:
         if pid_file.exists() and pid_file.read_text(encoding="ascii").strip() == str(os.getpid()):
             pid_file.unlink()
-    message = f"embedded {added} turns; the index is up to date"
+    message = f"embedded {plural(added, 'turn')}; the index is up to date"
     repaired = [
         f"{what} {n}" if isinstance(n, int) else what
         for what, n in (
@@ -139,7 +140,7 @@ def run_catch_up(ctx: click.Context) -> dict[str, Any]:
     foreign = int(healed.get("foreign_turns", 0) or 0) + int(healed.get("foreign_summaries", 0) or 0)
     if foreign:
         message += (
-            f"; it also holds {foreign} rows that SQLite does not have: run `memviewer reindex` "
+            f"; it also holds {plural(foreign, 'row')} that SQLite does not have: run `memviewer reindex` "
             "to rebuild it from SQLite"
         )
     out: dict[str, Any] = {"added_turns": added, "message": message}

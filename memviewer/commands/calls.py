@@ -7,6 +7,7 @@ from typing import Any
 import click
 
 from memviewer.commands.common import check_text, emit_json, fail_maybe_json, open_service, print_table, short
+from memviewer.words import plural
 
 
 @click.group("calls", invoke_without_command=True)
@@ -76,7 +77,7 @@ def _print(out: dict[str, Any]) -> None:
     click.echo(f"call {c['call_id']} at {c['at']} ({where}), model {c['model'] or '?'}")
     reported = a["reported_input_tokens"]
     click.echo(
-        f"input: {a['input_tokens']} tokens counted with {a['tokenizer']['name']}"
+        f"input: {plural(a['input_tokens'], 'token')} counted with {a['tokenizer']['name']}"
         + (f"; the model reported {reported}" if reported is not None else "")
         + (f"; window {a['context_window']}" if a["context_window"] else f"; {a['window_note']}")
     )
@@ -134,7 +135,8 @@ def _print(out: dict[str, Any]) -> None:
     d = out["diff"]
     if d is not None:
         click.echo(
-            f"since {d['previous_call_id']}: {len(d['entered'])} entered (+{d['entered_tokens']} tokens), "
+            f"since {d['previous_call_id']}: {len(d['entered'])} entered "
+            f"(+{plural(d['entered_tokens'], 'token')}), "
             f"{len(d['left'])} left (-{d['left_tokens']}), {d['kept']} kept"
         )
         for m in d["entered"]:

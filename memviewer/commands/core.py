@@ -18,6 +18,7 @@ from memviewer.commands.common import (
     short,
 )
 from memviewer.commands.keyword_merge import merge_after_import
+from memviewer.words import plural
 
 
 @click.command("sessions")
@@ -53,7 +54,7 @@ def sessions_cmd(ctx: click.Context, scope, scope_id, text_filter, limit, as_jso
         for s in page["sessions"]
     ]
     cols = ("id", "title", "agent", "scope", "last seen", "episodes", "active", "archived", "status")
-    print_table(cols, rows, title=f"{page['total']} sessions")
+    print_table(cols, rows, title=plural(page["total"], "session"))
 
 
 @click.group("import")
@@ -143,9 +144,9 @@ def import_praisonai(ctx: click.Context, paths, no_index, wait, as_json, replace
         new = sum(r["new_turns"] for r in report.imported)
         removed = sum(r.get("removed_turns", 0) for r in report.imported)
         click.echo(
-            f"imported {len(report.imported)} sessions ({n_turns} turns, {new} new"
-            + (f", {removed} no longer in the files removed)" if removed else ")")
-            + (f"; {len(report.failed)} files failed" if report.failed else "")
+            f"imported {plural(len(report.imported), 'session')} ({plural(n_turns, 'turn')}, {new:,} new"
+            + (f", {removed:,} no longer in the files removed)" if removed else ")")
+            + (f"; {plural(len(report.failed), 'file')} failed" if report.failed else "")
         )
         for path, err in report.failed:
             click.echo(f"  failed: {path}: {err}", err=True)
@@ -257,9 +258,10 @@ def import_json(
         new = sum(r["new_turns"] for r in imported)
         removed = sum(r.get("removed_turns", 0) for r in imported)
         click.echo(
-            f"imported {len(imported)} sessions ({sum(r['turns'] for r in imported)} turns, {new} new"
-            + (f", {removed} no longer in the files removed)" if removed else ")")
-            + (f"; {len(failed)} failed" if failed else "")
+            f"imported {plural(len(imported), 'session')} "
+            f"({plural(sum(r['turns'] for r in imported), 'turn')}, {new:,} new"
+            + (f", {removed:,} no longer in the files removed)" if removed else ")")
+            + (f"; {len(failed):,} failed" if failed else "")
         )
         for f in failed:
             click.echo(f"  failed: {f['path']}: {f['error']}", err=True)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from memviewer.commands.common import emit_json, fail, open_service, settings_of
+from memviewer.words import plural
 
 if TYPE_CHECKING:
     from memviewer.config import Settings
@@ -120,20 +121,17 @@ def demo_cmd(
         emit_json(report)
     else:
         click.echo(
-            f"demo scenario: {sc['sessions']} sessions, {sc['episodes']} episodes, "
-            f"{sc['turns']} turns (via {via})"
+            f"demo scenario: {plural(sc['sessions'], 'session')}, {plural(sc['episodes'], 'episode')}, "
+            f"{plural(sc['turns'], 'turn')} (via {via})"
         )
         if any(created.values()):
             summaries = created["compaction_summaries"]
             click.echo(
-                f"created: {created['sessions']} sessions, {created['episodes']} episodes, "
-                f"{created['turns']} turns ({created['archived_turns']} archived"
-                + (
-                    f", plus {summaries} compaction summary turn{'s' if summaries != 1 else ''}"
-                    if summaries
-                    else ""
-                )
-                + f"), {created['events']} events"
+                f"created: {plural(created['sessions'], 'session')}, "
+                f"{plural(created['episodes'], 'episode')}, "
+                f"{plural(created['turns'], 'turn')} ({created['archived_turns']:,} archived"
+                + (f", plus {plural(summaries, 'compaction summary turn')}" if summaries else "")
+                + f"), {plural(created['events'], 'event')}"
             )
         else:
             click.echo("nothing new: the demo data is already loaded")
@@ -203,8 +201,8 @@ def _run_live(
         emit_json(report)
     else:
         click.echo(
-            f"live demo stopped: {counts['sessions']} sessions, {counts['episodes']} episodes, "
-            f"{counts['turns']} turns; "
+            f"live demo stopped: {plural(counts['sessions'], 'session')}, "
+            f"{plural(counts['episodes'], 'episode')}, {plural(counts['turns'], 'turn')}; "
             + ("all delivered" if delivered else "the rest is spooled until a hub starts"),
             err=True,
         )

@@ -6,6 +6,7 @@ import click
 
 from memviewer.commands.common import check_text, fail, open_service, progress_callback
 from memviewer.errors import MemviewerError
+from memviewer.words import plural
 
 
 @click.command("export")
@@ -62,8 +63,8 @@ def export_cmd(ctx: click.Context, session_ids, all_sessions, fmt, output, redac
         close()
     masked = sum(result["redactions"].values())
     summary = (
-        f"exported {result['sessions']} sessions ({result['turns']} turns) as {fmt} to {result['path']}"
-        + (f"; {masked} values masked ({redact})" if redact else "")
+        f"exported {plural(result['sessions'], 'session')} ({plural(result['turns'], 'turn')}) "
+        f"as {fmt} to {result['path']}" + (f"; {plural(masked, 'value')} masked ({redact})" if redact else "")
     )
     # Keep stdout clean when it carries the export itself (also through -o /dev/stdout or a pipe).
     import os

@@ -11,6 +11,7 @@ from memviewer.commands.recall import _hub_running, _model_errors, _prepare, eva
 from memviewer.eval.golden_view import HISTORY_COLUMNS, METRICS, history_rows
 from memviewer.eval.golden_view import fmt as _f
 from memviewer.timeutil import iso
+from memviewer.words import plural
 
 
 @click.group("golden")
@@ -48,7 +49,9 @@ def golden_add(
     if as_json:
         emit_json(case)
     else:
-        click.echo(f"golden case {case['id']}: {short(case['query'], 60)} → {len(case['turn_ids'])} turn(s)")
+        click.echo(
+            f"golden case {case['id']}: {short(case['query'], 60)} → {plural(len(case['turn_ids']), 'turn')}"
+        )
 
 
 @golden_group.command("list")
@@ -75,7 +78,7 @@ def golden_list(ctx: click.Context, as_json: bool) -> None:
             )
             for c in rows
         ],
-        title=f"{len(rows)} golden case(s)",
+        title=plural(len(rows), "golden case"),
     )
 
 
@@ -132,7 +135,9 @@ def eval_golden(
         if as_json:
             emit_json({"runs": runs})
         else:
-            print_table(HISTORY_COLUMNS, history_rows(runs), title=f"{len(runs)} golden run(s), newest first")
+            print_table(
+                HISTORY_COLUMNS, history_rows(runs), title=f"{plural(len(runs), 'golden run')}, newest first"
+            )
         return
     params: dict[str, Any] = {
         "top_sessions": top_sessions,
@@ -170,12 +175,12 @@ def eval_golden(
                 short(c["query"], 40),
                 f"{sum(1 for r in (c.get('ranks') or {}).values() if r)}/{len(c['expected'])}",
                 *(_f(c.get(m)) for m in METRICS),
-                (f"{len(c['missing'])} expected turn(s) deleted" if c["missing"] else "")
+                (f"{plural(len(c['missing']), 'expected turn')} deleted" if c["missing"] else "")
                 + (" (skipped)" if c["status"] == "skipped" else ""),
             )
             for c in report["per_case"]
         ],
-        title=f"golden: {report['cases']} case(s), model {report['model']}",
+        title=f"golden: {plural(report['cases'], 'case')}, model {report['model']}",
     )
     click.echo("  ".join(f"{m} {_f(report[m])}" for m in METRICS))
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from memviewer.commands.common import dumps, fail, settings_of, short
+from memviewer.words import plural
 
 if TYPE_CHECKING:
     from memviewer.config import Settings
@@ -111,7 +112,7 @@ def serve_cmd(
         )
     service.close()
     click.echo(
-        f"hub stopped; {len(report['open'])} open episodes left open "
+        f"hub stopped; {plural(len(report['open']), 'open episode')} left open "
         "(their agents' publishers end them; a restarted hub takes their turns)",
         err=True,
     )
@@ -139,9 +140,13 @@ def _summary(kind: str, p: dict[str, Any]) -> str:
         extra += f" r_task={p['r_task']}" if p.get("r_task") is not None else ""
         return f"closed_by={p.get('closed_by')}{extra}"
     if kind == "session.compacted":
-        return f"archived {p.get('archived_count')} turns ({p.get('replaced_count')} in total)"
+        archived = plural(int(p.get("archived_count") or 0), "turn")
+        return f"archived {archived} ({p.get('replaced_count')} in total)"
     if kind == "session.imported":
-        return f"{p.get('turns')} turns ({p.get('new_turns')} new, {p.get('archived_turns')} archived)"
+        return (
+            f"{plural(int(p.get('turns') or 0), 'turn')} "
+            f"({p.get('new_turns')} new, {p.get('archived_turns')} archived)"
+        )
     return short(dumps(p), 90) if p else ""
 
 
@@ -215,7 +220,10 @@ def tail_cmd(
 
     bad = [k for k in kinds if k not in EVENT_KINDS]
     if bad:
-        fail(f"unknown event kind(s): {', '.join(bad)}", hint="kinds: " + ", ".join(EVENT_KINDS))
+        fail(
+            f"{plural(len(bad), 'unknown event kind')}: {', '.join(bad)}",
+            hint="kinds: " + ", ".join(EVENT_KINDS),
+        )
     if from_seq is not None and not 0 <= from_seq <= 2**63 - 1:
         fail("--from-seq must be between 0 and 2**63-1")
     settings = settings_of(ctx)

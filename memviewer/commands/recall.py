@@ -27,6 +27,7 @@ from memviewer.commands.common import (
     short,
 )
 from memviewer.recall_log import RecordAs
+from memviewer.words import plural
 
 _CLI = RecordAs("cli")
 BATCH_KEYS = ("query", "scope", "scope_id", "top_sessions", "chunks_per_session", "top_k", "mode", "as_of")
@@ -115,7 +116,7 @@ def _human(out: dict[str, Any]) -> None:
     print_table(
         ("#", "score", "session", "role", "idx", "state", "snippet"),
         rows,
-        title=f"recall ({d['mode']}) in {scope}: {len(rows)} {'result' if len(rows) == 1 else 'results'}",
+        title=f"recall ({d['mode']}) in {scope}: {plural(len(rows), 'result')}",
         whole=("session",),
     )
     if d["stage1"]:
@@ -329,7 +330,7 @@ def recall_cmd(
         if batch is not None:
             errors = _run_batch(svc, batch, flat)
             if errors:
-                click.echo(f"{errors} batch line(s) failed", err=True)
+                click.echo(f"{plural(errors, 'batch line')} failed", err=True)
                 ctx.exit(1)
             return
         params = {
@@ -442,8 +443,9 @@ def reindex_cmd(ctx: click.Context, catch_up: bool, as_json: bool) -> None:
         emit_json(report)
     else:
         click.echo(
-            f"reindexed {report['indexed_turns']} turns and {report['summaries']} session "
-            f"summaries with {report['model']} in {report['seconds']:.1f}s"
+            f"reindexed {plural(report['indexed_turns'], 'turn')} and "
+            f"{plural(report['summaries'], 'session summary', 'session summaries')} "
+            f"with {report['model']} in {report['seconds']:.1f}s"
         )
 
 
@@ -521,7 +523,7 @@ def eval_longmemeval(ctx: click.Context, file, limit, split, cache_dir, keep_hom
     if report is None:
         return
     m = report["meta"]
-    click.echo(f"{m['questions']} questions, {m['turns']} turns, model {m['model']}")
+    click.echo(f"{plural(m['questions'], 'question')}, {plural(m['turns'], 'turn')}, model {m['model']}")
     click.echo(markdown_table(report))
 
 
@@ -567,8 +569,9 @@ def _eval_conversations(
         return
     m = report["meta"]
     click.echo(
-        f"{m['conversations']} conversations, {m['sessions']} sessions, {m['turns']} turns, "
-        f"{m['questions']} questions ({m['skipped_questions']} without evidence turns skipped), "
+        f"{plural(m['conversations'], 'conversation')}, {plural(m['sessions'], 'session')}, "
+        f"{plural(m['turns'], 'turn')}, {plural(m['questions'], 'question')} "
+        f"({m['skipped_questions']:,} without evidence turns skipped), "
         f"model {m['model']}"
     )
     click.echo(markdown_table(report))

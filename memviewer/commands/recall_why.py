@@ -11,6 +11,7 @@ import click
 from memviewer.commands.common import print_table, short
 from memviewer.recall.compare import INT_KEYS
 from memviewer.recall.why_view import stage_lines
+from memviewer.words import plural
 
 
 class RerunMeter:
@@ -76,9 +77,11 @@ def human_why(why: dict[str, Any]) -> None:
                 + ",".join(f"{k}={v}" for k, v in weights.items())
                 + "'"
             )
-        click.echo(f"fix: {flags}  (re-run: retrieved at #{why['fix_rank']}; {why['reruns']} re-runs)")
+        click.echo(
+            f"fix: {flags}  (re-run: retrieved at #{why['fix_rank']}; {plural(why['reruns'], 're-run')})"
+        )
     else:
-        click.echo(f"fix: none found ({why.get('reruns', 0)} re-runs of recall)")
+        click.echo(f"fix: none found ({plural(why.get('reruns', 0), 're-run')} of recall)")
 
 
 def human_ab(svc: Any, ab: dict[str, Any]) -> None:

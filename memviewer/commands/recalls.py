@@ -16,6 +16,7 @@ from memviewer.commands.common import (
     short,
 )
 from memviewer.recall_log import SOURCES
+from memviewer.words import plural
 
 REDACT_HELP = (
     "mask secrets and personal data in queries, result texts, params and diagnostics, as "
@@ -104,7 +105,8 @@ def recalls_group(ctx: click.Context, source, session_id, kind, limit, redact, a
     print_table(
         ("id", "at", "source", "kind", "caller session", "results", "query"),
         rows,
-        title=f"{page['total']} recorded searches and recalls, newest first",
+        title=plural(page["total"], "recorded search or recall", "recorded searches and recalls")
+        + ", newest first",
     )
     log = page.get("log") or {}
     if log.get("entries") is not None:

@@ -11,6 +11,7 @@ from memviewer.commands import via_hub
 from memviewer.commands.common import emit_json, fail, fail_maybe_json, open_service, print_table, short
 from memviewer.commands.via_hub import hub_reader
 from memviewer.errors import MemviewerError
+from memviewer.words import plural
 
 QUERY_HELP = """\b
 QUERY syntax: plain words (each optional; more matches and rarer words rank
@@ -92,7 +93,7 @@ def _print_annotations(found: list[dict[str, Any]]) -> None:
             )
             for a in found
         ],
-        title=f"{len(found)} tagged or noted {'item matches' if len(found) == 1 else 'items match'}",
+        title=plural(len(found), "tagged or noted item matches", "tagged or noted items match"),
         whole=("id", "session"),
     )
 
@@ -121,9 +122,11 @@ def _print_human(result: dict[str, Any]) -> None:
             for h in result["results"]
         ]
         n = result["total_found"]
-        title = f"{n} {'session matches' if n == 1 else 'sessions match'} {result['query']!r}"
+        title = f"{plural(n, 'session matches', 'sessions match')} {result['query']!r}"
         if result.get("ranked_window"):
-            title += f" (ranked on the newest {result['ranked_window']} matching turns: common words)"
+            title += (
+                f" (ranked on the newest {plural(result['ranked_window'], 'matching turn')}: common words)"
+            )
         if sys.stdout.isatty():
             _print_hits(title, result["results"], terms)
         else:
@@ -158,7 +161,7 @@ def _print_human(result: dict[str, Any]) -> None:
         print_table(
             ("id", "title", "when", "messages"),
             rows,
-            title=f"{n} {'session' if n == 1 else 'sessions'}, most recent first",
+            title=f"{plural(n, 'session')}, most recent first",
             whole=("id",),
         )
 

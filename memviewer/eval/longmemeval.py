@@ -36,6 +36,7 @@ from typing import Any
 
 from memviewer.eval import metrics
 from memviewer.timeutil import EARLIEST, LATEST
+from memviewer.words import plural
 
 log = logging.getLogger("memviewer.eval")
 
@@ -389,7 +390,7 @@ def check_eval_home(home: Path, scopes: Sequence[str] = (SCOPE,)) -> None:
         raise ValueError(f"--keep-home {home}: {db} is not a readable memviewer store ({exc})") from None
     if others:
         raise ValueError(
-            f"--keep-home {home} is a memviewer home with {others} sessions that are not "
+            f"--keep-home {home} is a memviewer home holding {plural(others, 'session')} not "
             "from an evaluation; use a separate folder for evaluations"
         )
 

@@ -47,6 +47,7 @@ from sqlalchemy import func, select
 from memviewer import paths
 from memviewer.errors import CONFLICT, INTERNAL, MemviewerError
 from memviewer.store.tables import Session, Turn
+from memviewer.words import plural
 
 if TYPE_CHECKING:
     from memviewer.config import Settings
@@ -998,16 +999,17 @@ def index_status(settings: Settings) -> dict[str, Any]:
             store.close()
     if not index.exists:
         ok = sql_turns == 0
-        detail = f"{folder}: no index yet ({sql_turns} turns in SQLite)"
+        detail = f"{folder}: no index yet ({plural(sql_turns, 'turn')} in SQLite)"
         if not ok:
             detail += "; run `memviewer reindex`"
         return {"ok": ok, "detail": detail}
     turns, summaries, windows = index.count(TURNS), index.count(SUMMARIES), index.count(WINDOWS)
     ann = "IVF_PQ" if index.has_vector_index() else "brute force"
     detail = (
-        f"{folder}: {turns} turns, {summaries} session summaries, {windows} chat windows, model "
+        f"{folder}: {plural(turns, 'turn')}, {plural(summaries, 'session summary', 'session summaries')}, "
+        f"{plural(windows, 'chat window')}, model "
         f"{state.get('model')} (dim {state.get('dim')}), vector search {ann}, "
-        f"lag {behind} turns"
+        f"lag {plural(behind, 'turn')}"
     )
     if behind:
         from memviewer.index.progress import eta_seconds

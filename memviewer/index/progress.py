@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from memviewer import paths
+from memviewer.words import plural
 
 STATE_FILE = "state.json"  # memviewer.index.lance.STATE_FILE (not imported: that pulls LanceDB)
 
@@ -57,7 +58,7 @@ def describe(lag: dict[str, Any]) -> str:
     """``"1,234 turns not embedded yet (about 40 s)"`` for people."""
     eta = lag.get("eta_s")
     when = "" if eta is None else f" (about {_human_seconds(float(eta))})"
-    return f"{lag['lag']:,} turns not embedded yet{when}"
+    return f"{plural(lag['lag'], 'turn')} not embedded yet{when}"
 
 
 def _human_seconds(s: float) -> str:

@@ -20,6 +20,7 @@ from memviewer.io.exporters.json_format import EPISODE_FIELDS, FORMAT, SESSION_F
 from memviewer.jsonvalues import loads_strict
 from memviewer.session.importcheck import check_import, kind
 from memviewer.store.db import storage_failure
+from memviewer.words import plural
 
 
 class ExportFileError(ValueError):
@@ -251,7 +252,7 @@ def import_file(
                 "path": str(p),
                 "session_id": None,
                 "error": f"changed while it was imported ({exc}); "
-                f"{len(imported)} sessions before that point were stored",
+                f"what came before that point stays stored ({plural(len(imported), 'session')})",
             }
         )
     return {

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from memviewer.words import plural
+
 
 def short(text: str | None, n: int = 60) -> str:
     s = " ".join((text or "").split())
@@ -109,5 +111,5 @@ def fix_line(why: dict[str, Any]) -> str:
         return ""
     if why.get("fix"):
         change = ", ".join(f"{k}={v}" for k, v in why["fix"].items())
-        return f"fix: {change} (re-run: retrieved at #{why['fix_rank']}; {why['reruns']} re-runs)"
-    return f"fix: none found ({why.get('reruns', 0)} re-runs of recall)"
+        return f"fix: {change} (re-run: retrieved at #{why['fix_rank']}; {plural(why['reruns'], 're-run')})"
+    return f"fix: none found ({plural(why.get('reruns', 0), 're-run')} of recall)"
