@@ -11,6 +11,7 @@ from memviewer.commands import via_hub
 from memviewer.commands.common import emit_json, fail, fail_maybe_json, open_service, print_table, short
 from memviewer.commands.via_hub import hub_reader
 from memviewer.errors import MemviewerError
+from memviewer.recall.snippets import anchor_archived as _anchor_archived
 from memviewer.words import plural
 
 QUERY_HELP = """\b
@@ -193,13 +194,6 @@ def _print_hits(title: str, hits: list[dict[str, Any]], terms: tuple[str, ...]) 
             snippet.stylize("bold yellow", start, end)
         console.print(body)
         console.print(snippet)
-
-
-def _anchor_archived(hit: dict[str, Any]) -> bool:
-    """Whether the hit's anchor turn was compacted out of the agent's active window."""
-    return any(
-        m.get("archived") for m in hit.get("messages") or [] if m.get("index") == hit.get("anchor_index")
-    )
 
 
 COMMANDS = (search_cmd,)

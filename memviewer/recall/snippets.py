@@ -16,7 +16,7 @@ docs/cli.md shape, no tool calls) gets them with ``attach_tool_calls_by_index``.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, MutableMapping, Sequence
+from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -38,6 +38,14 @@ def find_first(text: str, needles: Sequence[str]) -> tuple[int, int] | None:
         if pos >= 0:
             return pos, len(needle)
     return None
+
+
+def anchor_archived(hit: Mapping[str, Any]) -> bool:
+    """Whether a search hit's anchor turn was compacted out of the agent's active window
+    (its row in the hit's ``messages``); the CLI and the viewer both say so beside ``#N``."""
+    return any(
+        m.get("archived") for m in hit.get("messages") or [] if m.get("index") == hit.get("anchor_index")
+    )
 
 
 def make_snippet(content: str, needles: Sequence[str], width: int = SNIPPET_CHARS) -> str:

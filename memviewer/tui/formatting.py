@@ -20,6 +20,7 @@ from typing import Any
 
 from rich.text import Text
 
+from memviewer.recall.snippets import anchor_archived
 from memviewer.recall.snippets import tool_call_names as tool_names  # one definition for CLI and TUI
 
 AUTOMATED_SOURCES = frozenset({"scheduled", "automated", "cron", "system", "batch"})
@@ -287,6 +288,8 @@ def hit_text(hit: Mapping[str, Any], terms: tuple[str, ...] = ()) -> Text:
         out.append(f"  score {score:.3f}", style="green")
     if hit.get("anchor_index") is not None:
         out.append(f"  at #{hit['anchor_index']}", style="cyan")
+        if anchor_archived(hit):  # compacted out of the agent's window: the agent no longer sees it
+            out.append(" (archived)", style="magenta")
     out.append(f"  {printable(hit.get('session_id', ''))}", style="dim")
     out.append("\n  ")
     start = len(out.plain)

@@ -106,6 +106,16 @@ def test_printable_shows_controls_and_keeps_text() -> None:
     assert "\x1b" not in hit.plain and "\x9b" not in hit.plain
 
 
+def test_a_search_hit_on_an_archived_turn_says_so() -> None:
+    """``at #9`` alone reads as a turn the agent still sees; the CLI's hits say it too."""
+    hit = {"title": "t", "session_id": "s-1", "snippet": "x", "anchor_index": 9}
+    before, anchor = {"index": 8, "archived": True}, {"index": 9, "archived": True}
+    archived = hit_text({**hit, "messages": [before, anchor]})
+    active = hit_text({**hit, "messages": [before, {**anchor, "archived": False}]})
+    assert "at #9 (archived)" in archived.plain
+    assert "at #9" in active.plain and "archived" not in active.plain
+
+
 def test_control_filter_drops_what_the_terminal_would_act_on() -> None:
     """The backstop behind ``printable``: zero-width controls go, so the layout is unchanged."""
     red = Style(color="red")
