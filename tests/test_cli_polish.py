@@ -4,6 +4,7 @@ without internal references, and demo counts that agree with each other."""
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from pathlib import Path
@@ -76,6 +77,19 @@ def test_search_marks_archived_hits_and_says_no_matches(demo_home) -> None:
     assert rows and re.fullmatch(r"\d+ archived", rows[0].split("\t")[-1])
     none = CliRunner().invoke(cli, [*demo_home, "search", "zebra quantum marmalade"])
     assert none.exit_code == 0 and none.stdout.strip() == "no matches for 'zebra quantum marmalade'"
+
+
+def test_search_that_matches_only_a_note_does_not_say_no_matches(demo_home) -> None:
+    found = CliRunner().invoke(cli, [*demo_home, "search", "server-side cursor", "--json"])
+    session_id = json.loads(found.stdout)["results"][0]["session_id"]
+    noted = CliRunner().invoke(cli, [*demo_home, "note", session_id, "ask Priya about zanzibar"])
+    assert noted.exit_code == 0, noted.output
+    r = CliRunner().invoke(cli, [*demo_home, "search", "zanzibar"])
+    assert r.exit_code == 0, r.output
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith("kind\t") and lines[1].startswith(f"session\t{session_id}\t")
+    assert lines[2:] == ["no turn matches 'zanzibar'; 1 tagged or noted item does (above)"]
+    assert "no matches" not in r.stdout
 
 
 def test_search_highlights_matched_terms_on_a_tty(tty, capsys) -> None:

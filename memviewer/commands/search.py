@@ -107,9 +107,14 @@ def _print_human(result: dict[str, Any]) -> None:
     terms = query_terms(result.get("query"))
     rows: list[tuple[Any, ...]]  # one shape per mode
     if mode == "discovery":
-        _print_annotations(result.get("annotations") or [])
+        noted = result.get("annotations") or []
+        _print_annotations(noted)
         if not result["results"]:
-            click.echo(f"no matches for {result['query']!r}")
+            if noted:  # "no matches" under a table of matches would be untrue
+                does = plural(len(noted), "tagged or noted item does", "tagged or noted items do")
+                click.echo(f"no turn matches {result['query']!r}; {does} (above)")
+            else:
+                click.echo(f"no matches for {result['query']!r}")
             return
         rows = [
             (
