@@ -240,3 +240,34 @@ def test_serve_refuses_a_bad_otlp_address(tmp_path: Path) -> None:
     )
     assert r.exit_code == 1
     assert "otlp address 'nohost:http'" in r.output + (r.stderr if r.stderr_bytes else "")
+
+
+def test_serve_start_line_names_every_source_it_runs(tmp_path: Path, short_tmp: Path) -> None:
+    """The folders it watches and the address OTLP listens on (the bound port, 0 asked)."""
+    from memviewer.commands.hub import source_lines
+
+    folders = [tmp_path / "a sessions", tmp_path / "b"]
+    for f in folders:
+        f.mkdir()
+    args = ("--no-index", "--otlp", "127.0.0.1:0")
+    args += tuple(a for f in folders for a in ("--watch-praisonai", str(f)))
+    with HubProcess(tmp_path / "home", short_tmp / "hub.sock", args=args) as hub:
+        line = wait_for(
+            lambda: next((ln for ln in hub.log().splitlines() if "Ctrl-C to stop" in ln), None),
+            what="the start line",
+        )
+        with RemoteService(short_tmp / "hub.sock") as remote:
+            otlp = next(s for s in remote.stats()["hub"]["sources"] if s["kind"] == "otlp")
+    assert otlp["target"].startswith("127.0.0.1:") and not otlp["target"].endswith(":0")
+    assert f"listening on {short_tmp / 'hub.sock'}" in line
+    for f in folders:
+        assert f"watching PraisonAI sessions in {f};" in line
+    assert f"receiving OTLP/HTTP on http://{otlp['target']} (/v1/traces, /v1/logs)" in line
+    assert source_lines([]) == ["no sources (agents publish; --watch-praisonai DIR and --otlp PORT add some)"]
+    refused = {"kind": "otlp", "target": "::1:4318", "connected": False}
+    assert source_lines([{**refused, "last_error": "cannot listen on ::1:4318: in use"}]) == [
+        "OTLP/HTTP not started: cannot listen on ::1:4318: in use"
+    ]
+    assert source_lines([{**refused, "connected": True, "last_error": None}]) == [
+        "receiving OTLP/HTTP on http://[::1]:4318 (/v1/traces, /v1/logs)"
+    ]

@@ -89,8 +89,10 @@ def serve_cmd(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, hub.request_stop)
+        runs = "; ".join(source_lines([source.status() for source in hub.sources]))
         click.echo(
-            f"memviewer hub {__version__} listening on {sock} (home {settings.home_path}); Ctrl-C to stop",
+            f"memviewer hub {__version__} listening on {sock} (home {settings.home_path}); "
+            f"{runs}; Ctrl-C to stop",
             err=True,
         )
         await hub.serve_forever()
@@ -116,6 +118,27 @@ def serve_cmd(
         "(their agents' publishers end them; a restarted hub takes their turns)",
         err=True,
     )
+
+
+def source_lines(statuses: list[dict[str, Any]]) -> list[str]:
+    """What the start line says of each source the hub runs (``source.status()``): the folder
+    it watches, the address it listens on (the bound port when 0 was asked), or why not."""
+    if not statuses:
+        return ["no sources (agents publish; --watch-praisonai DIR and --otlp PORT add some)"]
+    out = []
+    for st in statuses:
+        if st["kind"] == "praisonai":
+            out.append(f"watching PraisonAI sessions in {st['target']}")
+        elif st["kind"] == "otlp" and st["connected"]:
+            host, _, port = str(st["target"]).rpartition(":")
+            shown = f"[{host}]" if ":" in host else host
+            out.append(f"receiving OTLP/HTTP on http://{shown}:{port} (/v1/traces, /v1/logs)")
+        elif st["kind"] == "otlp":
+            why = st["last_error"]  # it names the address ("cannot listen on HOST:PORT: …")
+            out.append(f"OTLP/HTTP not started: {why}" if why else f"OTLP/HTTP on {st['target']} not started")
+        else:
+            out.append(f"{st['kind']} {st['target']}")
+    return out
 
 
 # -- tail --------------------------------------------------------------------------------
