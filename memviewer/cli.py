@@ -15,6 +15,8 @@ import click
 from memviewer import __version__
 from memviewer.commands import annotate, calls, core, demo, export, golden, hub, mcp, recall, recalls, search
 
+_ARGV = "memviewer.argv"  # ctx.meta key: the arguments after the program name
+
 
 class _Cli(click.Group):
     """The root group; its ``invoke`` is the last net under every sub-command.
@@ -22,8 +24,14 @@ class _Cli(click.Group):
     A ``MemviewerError`` that a command did not catch (the store cannot be
     opened, say) and a plain ``click.ClickException`` both become the usual
     ``error: ...`` line (+ ``hint:``) and exit 1, never a traceback or click's
-    capitalised ``Error:``. Usage errors keep click's own usage output.
+    capitalised ``Error:``. Usage errors keep click's own usage output (exit 2),
+    except for a command given ``--json``: its caller parses stdout, so it gets
+    the JSON error object there instead (still exit 2), for every command at once.
     """
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        ctx.meta[_ARGV] = list(args)
+        return super().parse_args(ctx, args)
 
     def invoke(self, ctx: click.Context) -> Any:
         from memviewer.errors import MemviewerError
@@ -34,8 +42,24 @@ class _Cli(click.Group):
             _fail(exc.message, (exc.data or {}).get("hint"))
         except click.ClickException as exc:
             if isinstance(exc, click.UsageError):
+                _usage_error_as_json(exc, ctx.meta.get(_ARGV, []))
                 raise
             _fail(exc.format_message(), None, exc.exit_code)
+
+
+def _usage_error_as_json(exc: click.UsageError, argv: list[str]) -> None:
+    """Print ``exc`` as the JSON error object and exit 2 when ``--json`` is among the
+    arguments (before a ``--``) of a command that has ``--json``; else return."""
+    words = argv[: argv.index("--")] if "--" in argv else argv
+    failed = exc.ctx
+    if "--json" not in words or failed is None:
+        return
+    if not any(isinstance(p, click.Option) and "--json" in p.opts for p in failed.command.params):
+        return  # `memviewer eval --json` (no such command) or a command without --json
+    from memviewer.commands.common import emit_json, usage_error_object
+
+    emit_json(usage_error_object(exc))
+    sys.exit(exc.exit_code)
 
 
 def _fail(message: str, hint: str | None, code: int = 1) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import click
 import pytest
 from click.testing import CliRunner
 
@@ -76,3 +77,73 @@ def test_a_bad_batch_line_is_that_lines_error(raw: bytes, message: str) -> None:
 
 def test_a_good_batch_line_still_parses() -> None:
     assert _batch_params('{"query": "café", "top_k": 3}\r\n'.encode()) == {"query": "café", "top_k": 3}
+
+
+def _named(tmp_path: Path, *args: str):
+    """``_run`` as the ``memviewer`` program (the name usage errors and hints show)."""
+    home = ["--home", str(tmp_path / "h"), "--socket", str(tmp_path / "s")]
+    return CliRunner().invoke(cli, [*home, *args], prog_name="memviewer")
+
+
+def _json_commands(group: click.Group, path: tuple[str, ...] = ()):
+    for name, cmd in sorted(group.commands.items()):
+        if isinstance(cmd, click.Group):
+            yield from _json_commands(cmd, (*path, name))
+        elif any(isinstance(p, click.Option) and "--json" in p.opts for p in cmd.params):
+            yield (*path, name)
+
+
+JSON_COMMANDS = list(_json_commands(cli))
+
+
+def test_every_json_command_is_found() -> None:
+    assert len(JSON_COMMANDS) >= 20 and ("recall",) in JSON_COMMANDS and ("eval", "golden") in JSON_COMMANDS
+
+
+@pytest.mark.parametrize("path", JSON_COMMANDS, ids=" ".join)
+def test_a_usage_error_with_json_is_the_json_error_object(tmp_path: Path, path: tuple[str, ...]) -> None:
+    """An unknown option given with --json: one JSON object on stdout, nothing on stderr, exit 2."""
+    res = _named(tmp_path, *path, "--json", "--no-such-option")
+    assert res.exit_code == 2 and res.stderr == "", res.output
+    out = json.loads(res.stdout)
+    head = {"success": False, "mode": None} if path == ("search",) else {}  # search's own error shape
+    assert out == {
+        **head,
+        "error": "No such option '--no-such-option'.",
+        "code": "invalid_argument",
+        "hint": f"see 'memviewer {' '.join(path)} --help'",
+    }
+    assert not (tmp_path / "h" / "memviewer.db").exists()  # refused before anything ran
+
+
+@pytest.mark.parametrize(
+    ("args", "error"),
+    [
+        (
+            ("recall", "--limit", "-3", "--json", "x"),
+            "Invalid value for '--top-k' / '--limit': -3 is not in the range 1<=x<=1000.",
+        ),
+        (
+            ("search", "--json", "--limit", "abc", "x"),
+            "Invalid value for '--limit': 'abc' is not a valid integer.",
+        ),
+        (("golden", "add", "q", "--json"), "Missing option '--turn'."),
+        (("golden", "remove", "--json"), "Missing argument 'CASE_ID'."),
+        (
+            ("tail", "--from-seq", "x", "--json"),
+            "Invalid value for '--from-seq': 'x' is not a valid integer.",
+        ),
+    ],
+)
+def test_bad_values_and_missing_arguments_with_json(
+    tmp_path: Path, args: tuple[str, ...], error: str
+) -> None:
+    res = _run(tmp_path, *args)
+    assert res.exit_code == 2 and res.stderr == "" and json.loads(res.stdout)["error"] == error
+
+
+def test_a_usage_error_without_json_keeps_clicks_usage_text(tmp_path: Path) -> None:
+    for args in (("recall", "--limit", "-3", "x"), ("search", "--bogus", "--", "--json"), ("eval", "--json")):
+        res = _named(tmp_path, *args)
+        assert res.exit_code == 2 and res.stdout == "", args
+        assert res.stderr.startswith("Usage: memviewer ") and "\nError: " in res.stderr, args

@@ -165,6 +165,21 @@ def error_object(message: str, hint: str | None = None, code: str | None = None)
     return out
 
 
+def usage_error_object(exc: click.UsageError) -> dict[str, Any]:
+    """A click usage error (unknown option, bad or missing value, missing argument) as the
+    ``--json`` error object: code ``invalid_argument``, the hint names the command's help.
+
+    A command whose JSON errors have more keys (``search``: ``success``, ``mode``) says so
+    with a ``json_error_head`` class attribute; they come first, as in its own errors.
+    """
+    from memviewer.errors import INVALID_ARGUMENT
+
+    failed = exc.ctx
+    hint = f"see '{failed.command_path} --help'" if failed is not None else None
+    head = dict(getattr(failed.command, "json_error_head", {})) if failed is not None else {}
+    return {**head, **error_object(exc.format_message(), hint, INVALID_ARGUMENT)}
+
+
 def fail_maybe_json(
     as_json: bool, message: str, *, hint: str | None = None, code: str | None = None
 ) -> NoReturn:

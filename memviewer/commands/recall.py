@@ -266,7 +266,7 @@ def recall_cmd(
     """Two-stage hierarchical recall with its explain trace (docs/cli.md).
 
     With --json every failure is a JSON object {"error", "code", "hint"} on
-    stdout (exit 1), as with search --json; --batch answers each bad line
+    stdout (exit 1; a usage error exits 2), as with search --json; --batch answers each bad line
     with {"error", "line"} and goes on.
     """
     from memviewer.errors import INVALID_ARGUMENT, MemviewerError

@@ -22,7 +22,11 @@ and punctuation are plain text, so any input is safe.
 """
 
 
-@click.command("search", epilog=QUERY_HELP)
+class _SearchCommand(click.Command):
+    json_error_head = {"success": False, "mode": None}  # search's error shape (docs/cli.md)
+
+
+@click.command("search", cls=_SearchCommand, epilog=QUERY_HELP)
 @click.argument("query", required=False, default=None)
 @click.option("--session", "session_id", default=None, help="scroll this session (or search inside it)")
 @click.option("--around", default=None, help="anchor message index for --session (default: most recent)")
