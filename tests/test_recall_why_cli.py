@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from why_data import QUERY, build
 
 from memviewer.cli import cli
+from memviewer.commands.common import short
 
 pytestmark = pytest.mark.model
 
@@ -118,6 +119,43 @@ def test_golden_cli_round_trip(home: tuple[Path, dict[str, Any]]) -> None:
     assert code == 1 and json.loads(out)["code"] == "not_found"
     code, out = run(folder, "golden", "add", QUERY, "--turn", "nope")
     assert code == 1 and "unknown turn" in out
+
+
+def test_eval_golden_vs_shows_a_and_b_side_by_side(home: tuple[Path, dict[str, Any]]) -> None:
+    """As ``recall --vs``: both runs, their averages and each case's change, not B alone."""
+    folder, turns = home
+    code, out = run(folder, "golden", "add", QUERY, "--turn", turns["dentist"][0], "--json")
+    case_id = json.loads(out)["id"]
+    try:
+        code, out = run(folder, "eval", "golden", "--vs", "top_k=1,top_sessions=1", "--no-record", "--json")
+        assert code == 0, out
+        ab = json.loads(out)
+        assert set(ab) == {"a", "b", "diff"}
+        assert (ab["a"]["params"]["top_k"], ab["b"]["params"]["top_k"]) == (10, 1)
+        assert (ab["a"]["params"]["top_sessions"], ab["b"]["params"]["top_sessions"]) == (5, 1)
+        for m in ("recall@5", "recall@10", "mrr", "ndcg@10"):
+            assert ab["diff"][m] == round(ab["b"][m] - ab["a"][m], 4)
+        (case,) = [d for d in ab["diff"]["per_case"] if d["id"] == case_id]
+        (scored_a,) = [c for c in ab["a"]["per_case"] if c["id"] == case_id]
+        assert case["a"]["ranks"] == scored_a["ranks"] and case["change"] in ("up", "down", "same")
+        code, text = run(folder, "eval", "golden", "--vs", "top_k=1", "--no-record")
+        assert code == 0, text
+        lines = text.splitlines()
+        assert lines[0].split("\t") == [
+            "case", "query", "found A", "found B", "mrr A", "mrr B", "ndcg@10 A", "ndcg@10 B", "B"
+        ]  # fmt: skip
+        assert lines[1].split("\t")[:2] == [str(case_id), short(QUERY, 40)]
+        assert "\t".join(("metric", "A", "B", "B − A")) in lines
+        assert any(ln.startswith("mrr\t") and ln.split("\t")[3][0] in "+-" for ln in lines)
+        assert lines[-1].startswith("B: ") and "↑" in lines[-1]
+        code, out = run(folder, "eval", "golden", "--history", "--json")
+        before = len(json.loads(out)["runs"])
+        run(folder, "eval", "golden", "--vs", "top_k=1")  # recorded: both runs are kept
+        code, out = run(folder, "eval", "golden", "--history", "--json")
+        assert [r["params"]["top_k"] for r in json.loads(out)["runs"][:2]] == [1, 10]
+        assert len(json.loads(out)["runs"]) == before + 2
+    finally:
+        run(folder, "golden", "remove", str(case_id))
 
 
 def test_limit_is_the_top_k_option(home: tuple[Path, dict[str, Any]]) -> None:

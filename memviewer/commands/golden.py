@@ -8,7 +8,15 @@ import click
 
 from memviewer.commands.common import check_text, emit_json, fail_maybe_json, open_service, print_table, short
 from memviewer.commands.recall import _hub_running, _model_errors, _prepare, eval_group
-from memviewer.eval.golden_view import HISTORY_COLUMNS, METRICS, history_rows
+from memviewer.eval.golden_view import (
+    COMPARE_COLUMNS,
+    HISTORY_COLUMNS,
+    METRICS,
+    compare_rows,
+    compare_runs,
+    history_rows,
+    metric_rows,
+)
 from memviewer.eval.golden_view import fmt as _f
 from memviewer.timeutil import iso
 from memviewer.words import plural
@@ -146,6 +154,8 @@ def eval_golden(
         "mode": "flat" if flat else None,
     }
     params = {k: v for k, v in params.items() if v is not None}
+    params_b: dict[str, Any] | None = None
+    changed: dict[str, Any] = {}
     if vs_spec is not None:
         from memviewer.recall.compare import apply_overrides, parse_overrides
 
@@ -153,7 +163,8 @@ def eval_golden(
             over = parse_overrides(vs_spec)
         except MemviewerError as exc:
             _fail(as_json, exc)
-        params = apply_overrides(params, {k: v for k, v in over.items() if k not in ("scope", "scope_id")})
+        changed = {k: v for k, v in over.items() if k not in ("scope", "scope_id")}  # each case has its own
+        params_b = apply_overrides(params, changed)
     hub = _hub_running(ctx)
     with open_service(ctx, json_errors=as_json) as svc:
         try:
@@ -162,8 +173,12 @@ def eval_golden(
             fail_maybe_json(as_json, f"embedding model unavailable: {exc}")
         try:
             report = golden.evaluate(svc, params, record=not no_record)
+            report_b = None if params_b is None else golden.evaluate(svc, params_b, record=not no_record)
         except MemviewerError as exc:
             _fail(as_json, exc)
+    if report_b is not None:
+        _print_ab(compare_runs(report, report_b), changed, as_json)
+        return
     if as_json:
         emit_json(report)
         return
@@ -183,6 +198,19 @@ def eval_golden(
         title=f"golden: {plural(report['cases'], 'case')}, model {report['model']}",
     )
     click.echo("  ".join(f"{m} {_f(report[m])}" for m in METRICS))
+
+
+def _print_ab(ab: dict[str, Any], changed: dict[str, Any], as_json: bool) -> None:
+    """``eval golden --vs``: A and B side by side per case, then each average and B − A."""
+    if as_json:
+        emit_json(ab)
+        return
+    shown = ", ".join(f"{k}={v}" for k, v in changed.items()) or "no change"
+    title = f"golden A/B: {plural(ab['a']['cases'], 'case')}, model {ab['a']['model']}; B = A with {shown}"
+    print_table(COMPARE_COLUMNS, [(*r[:1], short(r[1], 40), *r[2:]) for r in compare_rows(ab)], title=title)
+    print_table(("metric", "A", "B", "B − A"), metric_rows(ab))
+    counts = {c: sum(1 for d in ab["diff"]["per_case"] if d["change"] == c) for c in ("up", "down", "same")}
+    click.echo(f"B: {counts['up']} ↑  {counts['down']} ↓  {counts['same']} =")
 
 
 COMMANDS = (golden_group,)

@@ -65,3 +65,71 @@ def screen_rows(runs: list[dict[str, Any]]) -> list[dict[str, str]]:
         cells["K M top_k"] = f"{p.get('top_sessions')} {p.get('chunks_per_session')} {p.get('top_k')}"
         out.append(cells)
     return out
+
+
+def _delta(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else round(b - a, 4)
+
+
+def _change(a: dict[str, Any], b: dict[str, Any]) -> str:
+    """``up`` when B scores the case better (nDCG@10 first, then MRR, recall@10, recall@5)."""
+    if a["status"] != "scored" or b["status"] != "scored":
+        return "skipped"
+    order = ("ndcg@10", "mrr", "recall@10", "recall@5")
+    ka, kb = tuple(a[m] for m in order), tuple(b[m] for m in order)
+    return "up" if kb > ka else "down" if kb < ka else "same"
+
+
+def compare_runs(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """``eval golden --vs``: both runs and what changed, by average and by case (the shape of
+    ``recall --vs``: ``a``, ``b``, ``diff``)."""
+    b_cases = {c["id"]: c for c in b["per_case"]}
+    per_case = []
+    for ca in a["per_case"]:
+        cb = b_cases[ca["id"]]
+        per_case.append(
+            {
+                "id": ca["id"],
+                "query": ca["query"],
+                "change": _change(ca, cb),
+                "a": {"ranks": ca.get("ranks"), **{m: ca.get(m) for m in METRICS}},
+                "b": {"ranks": cb.get("ranks"), **{m: cb.get(m) for m in METRICS}},
+            }
+        )
+    return {"a": a, "b": b, "diff": {**{m: _delta(a[m], b[m]) for m in METRICS}, "per_case": per_case}}
+
+
+ARROWS = {"up": "↑", "down": "↓", "same": "=", "skipped": "skipped"}
+COMPARE_COLUMNS = ("case", "query", "found A", "found B", "mrr A", "mrr B", "ndcg@10 A", "ndcg@10 B", "B")
+
+
+def _found(ranks: dict[str, Any] | None, expected: int) -> str:
+    return f"{sum(1 for r in (ranks or {}).values() if r)}/{expected}"
+
+
+def compare_rows(ab: dict[str, Any]) -> list[tuple[Any, ...]]:
+    """One row per case: A and B side by side, and B's change (↑ ↓ =)."""
+    expected = {c["id"]: len(c["expected"]) for c in ab["a"]["per_case"]}
+    return [
+        (
+            d["id"],
+            d["query"],
+            _found(d["a"]["ranks"], expected[d["id"]]),
+            _found(d["b"]["ranks"], expected[d["id"]]),
+            fmt(d["a"]["mrr"]),
+            fmt(d["b"]["mrr"]),
+            fmt(d["a"]["ndcg@10"]),
+            fmt(d["b"]["ndcg@10"]),
+            ARROWS[d["change"]],
+        )
+        for d in ab["diff"]["per_case"]
+    ]
+
+
+def metric_rows(ab: dict[str, Any]) -> list[tuple[str, str, str, str]]:
+    """The averages of A and B and B − A (signed), one metric a row."""
+    out = []
+    for m in METRICS:
+        d = ab["diff"][m]
+        out.append((m, fmt(ab["a"][m]), fmt(ab["b"][m]), "—" if d is None else f"{d:+.3f}"))
+    return out
