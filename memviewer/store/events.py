@@ -11,6 +11,7 @@ EVENT_KINDS = (
     "session.idle_pruned",
     "session.compacted",
     "session.imported",
+    "session.deleted",
     "episode.started",
     "episode.turn_added",
     "episode.finalized",
