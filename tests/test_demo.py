@@ -131,3 +131,108 @@ def test_demo_goes_through_a_running_hub_and_live_mode_publishes(tmp_path: Path,
         cron = [s for s in audits if s["meta"].get("demo") == "live"]
         assert live_sessions and all(s["status"] == "closed" for s in live_sessions)
         assert cron and cron[0]["source"] == "cron"
+
+        # --remove through the hub: the scenario and the live agent's sessions, not the user's
+        from memviewer.demo.scenario import session_ids
+
+        with RemoteService(sock) as remote:
+            mine = {"op": "open_session", "session_id": "s-mine", "agent": "coder", "meta": {"demo": True}}
+            assert "ok" in remote.publish([mine])[0]
+            published = remote.stats()["hub"]["counters"]["published_commands"]
+        gone = run_demo(home, sock, "--remove")
+        assert gone["via"].startswith("hub at") and gone["errors"] == 0
+        demo_ids = set(session_ids()) | {s["session_id"] for s in live_sessions + cron}
+        assert set(gone["session_ids"]) == demo_ids
+        with RemoteService(sock) as remote:
+            assert [s["session_id"] for s in remote.sessions()["sessions"]] == ["s-mine"]
+            deleted = remote.events(0, 10_000, kinds=["session.deleted"])
+            counters = remote.stats()["hub"]["counters"]
+        assert sorted(e.session_id for e in deleted) == sorted(demo_ids)
+        assert counters["published_commands"] == published + len(demo_ids)  # the hub's writer did it
+        again = run_demo(home, sock, "--remove")
+        assert again["removed"]["sessions"] == 0 and again["note"].startswith("nothing to remove")
+
+
+class _DirectPublisher:
+    """``LiveAgent``'s publisher, applying straight to a service; stops the agent after
+    ``turns`` turns (so no clock decides how much it publishes)."""
+
+    def __init__(self, svc, stop, turns: int) -> None:  # noqa: ANN001
+        self.svc, self.stop, self.left = svc, stop, turns
+
+    def open_session(self, **kw) -> str:  # noqa: ANN003
+        return self.svc.open_session(**kw)["session_id"]
+
+    def start_episode(self, session_id: str, user_message: str) -> str:
+        return self.svc.start_episode(session_id, user_message)["episode_id"]
+
+    def add_turn(self, episode_id: str, role: str, content: str, **kw) -> None:  # noqa: ANN003
+        self.svc.add_turn(episode_id, role, content, **kw)
+        self.left -= 1
+        if self.left <= 0:
+            self.stop.set()
+
+    def finalize_episode(self, episode_id: str, r_task: float | None = None) -> None:
+        self.svc.finalize_episode(episode_id, r_task)
+
+    def abandon_episode(self, episode_id: str, reason: str | None = None) -> None:
+        self.svc.abandon_episode(episode_id, reason)
+
+    def close_session(self, session_id: str) -> None:
+        self.svc.close_session(session_id)
+
+
+def _user_sessions(svc) -> list[str]:  # noqa: ANN001
+    """Sessions of the user's own agents, two of them looking a little like the demo's."""
+    mine = svc.open_session(agent="coder", scope="user", scope_id="u-me", title="my real work")
+    marked = svc.open_session(agent="coder", meta={"demo": True})  # the user's own "demo" key
+    named = svc.open_session(agent="live-coder", meta={"team": "x"})  # the agent name, no mark
+    for sid in (mine["session_id"], marked["session_id"], named["session_id"]):
+        svc.start_episode(sid, "keep me")
+    return [mine["session_id"], marked["session_id"], named["session_id"]]
+
+
+def test_demo_remove_deletes_the_demo_and_nothing_else(service, settings) -> None:  # noqa: ANN001
+    import threading
+
+    from memviewer.demo.live import LiveAgent
+    from memviewer.demo.scenario import session_ids
+
+    home, sock = settings.home_path, settings.socket_path
+    keep = _user_sessions(service)
+    stop = threading.Event()
+    agent = LiveAgent(_DirectPublisher(service, stop, 80), rate=1e6, seed=3, stop=stop, out=lambda _m: None)
+    counts = agent.run()
+    assert counts["automated_sessions"] >= 1
+    live = {s["session_id"] for s in service.sessions()["sessions"]} - set(keep)
+    assert len(live) == counts["sessions"]
+    service.close()
+    loaded = CliRunner().invoke(cli, ["--home", str(home), "--socket", str(sock), "demo", "--no-index"])
+    assert loaded.exit_code == 0 and "demo --remove" in loaded.output, loaded.output  # said how
+
+    first = run_demo(home, sock, "--remove")
+    assert first["via"] == "in-process store" and first["errors"] == 0 and "note" not in first
+    assert set(first["session_ids"]) == set(session_ids()) | live
+    assert first["removed"]["sessions"] == len(session_ids()) + len(live)
+    assert first["removed"]["turns"] >= describe(build_scenario())["turns"] + counts["turns"]
+    second = run_demo(home, sock, "--remove")
+    assert second["removed"] == {"sessions": 0, "episodes": 0, "turns": 0} and not second["session_ids"]
+    assert second["note"].startswith("nothing to remove")
+    text = CliRunner().invoke(cli, ["--home", str(home), "--socket", str(sock), "demo", "--remove"])
+    assert text.exit_code == 0 and text.output.startswith("nothing to remove: no demo session"), text.output
+
+    from memviewer.service import MemoryService
+
+    svc = MemoryService(settings, readonly=True)
+    try:
+        left = [s["session_id"] for s in svc.sessions()["sessions"]]
+        deleted = [e.session_id for e in svc.events(0, 100_000) if e.kind == "session.deleted"]
+    finally:
+        svc.close()
+    assert sorted(left) == sorted(keep)  # the user's sessions survive, episodes and all
+    assert sorted(deleted) == sorted(first["session_ids"])  # the viewer's `D` path: one event each
+
+
+def test_demo_remove_refuses_live(tmp_path: Path) -> None:
+    result = CliRunner().invoke(cli, ["--home", str(tmp_path / "h"), "demo", "--remove", "--live"])
+    assert result.exit_code == 1 and "do not go together" in result.output

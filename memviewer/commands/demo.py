@@ -77,24 +77,38 @@ def _exe() -> str:
 @click.option("--rate", type=float, default=2.0, show_default=True, help="live: turns per second")
 @click.option("--duration", type=float, default=None, help="live: stop after this many seconds")
 @click.option("--seed", type=int, default=None, help="live: random seed")
-@click.option("--no-index", is_flag=True, help="do not update the vector index after loading")
-@click.option("--json", "as_json", is_flag=True, help="print what was created as JSON")
+@click.option(
+    "--remove",
+    is_flag=True,
+    help="delete every session the demo made (scenario and --live), nothing else",
+)
+@click.option("--no-index", is_flag=True, help="do not update the vector index after loading or removing")
+@click.option("--json", "as_json", is_flag=True, help="print what was created (or removed) as JSON")
 @click.pass_context
 def demo_cmd(
     ctx: click.Context,
     live: bool,
+    remove: bool,
     rate: float,
     duration: float | None,
     seed: int | None,
     no_index: bool,
     as_json: bool,
 ) -> None:
-    """Load a realistic two-week demo history (idempotent), or --live: publish as an agent would.
+    """Load a realistic two-week demo history (idempotent), or --live: publish as an agent would;
+    --remove deletes what either made.
 
     Without --live the data goes through the hub when one runs on the socket,
     otherwise straight into the store. Running it twice creates nothing new.
     """
     settings = settings_of(ctx)
+    if remove:
+        if live:
+            fail("--remove and --live do not go together", hint="stop the live demo, then run --remove")
+        from memviewer.commands.demo_remove import remove_demo
+
+        remove_demo(ctx, as_json=as_json, index=not no_index)
+        return
     if live:
         _run_live(settings, rate, duration, seed, as_json)
         return
@@ -203,7 +217,8 @@ def _run_live(
         click.echo(
             f"live demo stopped: {plural(counts['sessions'], 'session')}, "
             f"{plural(counts['episodes'], 'episode')}, {plural(counts['turns'], 'turn')}; "
-            + ("all delivered" if delivered else "the rest is spooled until a hub starts"),
+            + ("all delivered" if delivered else "the rest is spooled until a hub starts")
+            + "; `memviewer demo --remove` deletes the demo's sessions",
             err=True,
         )
 

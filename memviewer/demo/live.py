@@ -18,6 +18,10 @@ from memviewer.demo import scripts as S
 from memviewer.demo.scripts import EpisodeScript
 
 LIVE_WINDOW = 30
+# How ``memviewer demo --remove`` knows this agent's sessions (their ids are minted fresh):
+# these agent names with this ``meta`` mark, set on every session since the first release.
+LIVE_AGENTS = ("live-coder", "nightly-audit")
+LIVE_MARK = {"demo": "live"}
 
 
 class LiveAgent:
@@ -51,7 +55,7 @@ class LiveAgent:
         if self.session is not None:
             self.pub.close_session(self.session)
         self.session = self.pub.open_session(
-            agent="live-coder",
+            agent=LIVE_AGENTS[0],
             scope="user",
             scope_id="u-live",
             title=f"Live demo session (part {part})",
@@ -59,7 +63,7 @@ class LiveAgent:
             retention="compact",
             lineage_id=self.lineage,
             root_session_id=self.root,
-            meta={"demo": "live", "part": part},
+            meta={**LIVE_MARK, "part": part},
         )
         if self.root is None:
             self.root = self.session
@@ -92,7 +96,7 @@ class LiveAgent:
 
     def _automated(self, night: int) -> bool:
         sid = self.pub.open_session(
-            agent="nightly-audit", scope="agent", scope_id="ops", source="cron", meta={"demo": "live"}
+            agent=LIVE_AGENTS[1], scope="agent", scope_id="ops", source="cron", meta=dict(LIVE_MARK)
         )
         self.counts["sessions"] += 1
         self.counts["automated_sessions"] += 1

@@ -256,6 +256,11 @@ def build_scenario(now: float | None = None, seed: int = SEED) -> list[dict[str,
     return commands
 
 
+def session_ids() -> list[str]:
+    """The scenario's session ids (they depend only on the plans' names, never the clock)."""
+    return [stable_id("s-", plan.key) for plan in _plans()]
+
+
 def describe(commands: list[dict[str, Any]]) -> dict[str, int]:
     """How many sessions, episodes and turns a command list creates."""
     ops: dict[str, int] = {}
@@ -276,4 +281,5 @@ TRY = (
     'memviewer recall "what backoff did we pick for webhooks?" --scope user --scope-id u-alice',
     'memviewer search "缓存策略"',
     "memviewer sessions",
+    "memviewer demo --remove    # takes the demo out again: its sessions and --live's, nothing else",
 )

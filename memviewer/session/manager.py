@@ -549,6 +549,7 @@ class SessionManager:
         "finalize_episode",
         "abandon_episode",
         "close_session",
+        "delete_session",  # the viewer's `D` and `memviewer demo --remove`, through the hub
         "record_recall",
         "record_llm_call",
         "shutdown",

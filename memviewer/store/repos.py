@@ -152,6 +152,16 @@ def delete_session(conn: Connection, session_id: str) -> dict[str, Any]:
     return {"turn_ids": turn_ids, "turns": len(turn_ids), "episodes": int(episodes or 0)}
 
 
+def sessions_by_id_or_meta_key(conn: Connection, ids: Sequence[str], meta_key: str) -> list[dict[str, Any]]:
+    """Sessions whose id is one of ``ids`` or whose ``meta`` has ``meta_key`` (``id``,
+    ``agent``, ``title``, ``meta``), oldest first: what ``memviewer demo --remove`` looks at
+    (the caller decides on the values; this only narrows the rows)."""
+    marked = S.c.meta[meta_key].as_string().is_not(None)
+    cond = or_(S.c.id.in_(list(ids)), marked) if ids else marked
+    q = select(S.c.id, S.c.agent, S.c.title, S.c.meta).where(cond).order_by(S.c.started_at, S.c.id)
+    return [dict(r) for r in conn.execute(q).mappings()]
+
+
 def open_session_ids(conn: Connection, idle_before: float) -> list[str]:
     q = select(S.c.id).where(and_(S.c.status == "open", S.c.last_seen_at < idle_before))
     return [r[0] for r in conn.execute(q)]
