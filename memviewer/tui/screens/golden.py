@@ -31,8 +31,11 @@ class GoldenScreen(Screen):
 
     TITLE = "Golden"
     CSS_PATH = "../golden.tcss"
-    # below WIDE the model and the changed parameters leave the table for the line under it
-    WIDE = 120
+    # The model and the changed parameters join the runs table only where the changed cell
+    # gets this many columns (about 150 wide); below that they are the line under the table,
+    # so the metrics never scroll off and the parameters never wrap a letter column.
+    CHANGED_MIN = 40
+    CASE_SCOPE = 24  # the cases' scope column; the query takes the rest
     BINDINGS = [
         Binding("escape", "app.pop_screen", "Back"),
         Binding("r", "evaluate", "Run eval"),
@@ -44,6 +47,9 @@ class GoldenScreen(Screen):
         self.runs: list[dict[str, Any]] = []
         self.cases: list[dict[str, Any]] = []
         self._token = 0
+        self._width = 0
+        self._query_width = 12
+        self.wide = False  # the runs table holds the model and changed columns
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -55,33 +61,53 @@ class GoldenScreen(Screen):
         yield CoalescedFooter()
 
     def on_mount(self) -> None:
-        self.query_one("#golden-cases", DataTable).add_columns("id", "query", "scope", "turns")
-        self._runs_width = 0
-        self._setup_runs()
+        self._setup_tables()
         self.action_reload()
 
-    def _run_columns(self) -> list[tuple[str, int]]:
+    @staticmethod
+    def _rest(table: DataTable, width: int, cols: list[tuple[str, int]]) -> int:
+        """What a table ``width`` wide leaves for its one 0-width column after the others
+        (cell padding, the scrollbar and the margins counted)."""
+        return width - sum(w for _, w in cols) - 2 * table.cell_padding * len(cols) - 4
+
+    def _run_columns(self, table: DataTable, width: int) -> list[tuple[str, int]]:
         """Fixed widths (the metrics always on screen); 0: the rest of the width."""
-        width = self.app.size.width
         cols = [("run", 3), ("when", 16), ("K M top_k", 9), ("cases", 5)]
         cols += [(m, max(len(m), 5)) for m in METRICS]
-        if width >= self.WIDE:
-            cols += [("model", 21), ("changed", 0)]
-        return cols
+        wide = [*cols, ("model", 21), ("changed", 0)]
+        self.wide = self._rest(table, width, wide) >= self.CHANGED_MIN
+        return wide if self.wide else cols
 
-    def _setup_runs(self) -> None:
+    def _setup_tables(self) -> None:
+        self._width = width = self.app.size.width
+        cases = self.query_one("#golden-cases", DataTable)
+        cases.clear(columns=True)
+        case_cols = [("id", 4), ("query", 0), ("scope", self.CASE_SCOPE), ("turns", 5)]
+        self._query_width = max(12, self._rest(cases, width, case_cols))
+        for label, w in case_cols:
+            cases.add_column(label, key=label, width=w or self._query_width)
+        self._fill_cases()
         table = self.query_one("#golden-runs", DataTable)
-        self._runs_width = width = self.app.size.width
         table.clear(columns=True)
-        cols = self._run_columns()
-        fixed = sum(w for _, w in cols) + 2 * table.cell_padding * len(cols) + 4
+        cols = self._run_columns(table, width)
         for label, w in cols:
-            table.add_column(label, key=label, width=w or max(12, width - fixed))
+            table.add_column(label, key=label, width=w or self._rest(table, width, cols))
         self._fill_runs()
 
     def on_resize(self) -> None:
-        if self.app.size.width != self._runs_width:
-            self._setup_runs()
+        if self.app.size.width != self._width:
+            self._setup_tables()
+
+    def _fill_cases(self) -> None:
+        table = self.query_one("#golden-cases", DataTable)
+        table.clear()
+        for c in self.cases:
+            table.add_row(
+                Text(str(c["id"])),
+                Text(one_line(c["query"], self._query_width)),
+                Text(one_line(f"{c['scope'] or '*'}:{c['scope_id'] or '*'}", self.CASE_SCOPE)),
+                Text(str(len(c["turn_ids"]))),
+            )
 
     def _fill_runs(self) -> None:
         table = self.query_one("#golden-runs", DataTable)
@@ -94,10 +120,10 @@ class GoldenScreen(Screen):
 
     def _show_run_detail(self, row: int) -> None:
         """Under the table: the highlighted run's model and changed parameters, which the
-        table itself shows only from WIDE columns."""
+        table itself shows only when it is ``wide``."""
         detail = self.query_one("#golden-run-detail", Static)
         rows = screen_rows(self.runs)
-        if not (0 <= row < len(rows)) or self.app.size.width >= self.WIDE:
+        if not (0 <= row < len(rows)) or self.wide:
             detail.update("")
             return
         cells = rows[row]
@@ -142,15 +168,7 @@ class GoldenScreen(Screen):
             status.update(Text(printable(message.error), style="bold red"))
             return
         self.cases, self.runs, report = message.data
-        cases = self.query_one("#golden-cases", DataTable)
-        cases.clear()
-        for c in self.cases:
-            cases.add_row(
-                Text(str(c["id"])),
-                Text(one_line(c["query"], 80)),
-                Text(printable(f"{c['scope'] or '*'}:{c['scope_id'] or '*'}")),
-                Text(str(len(c["turn_ids"]))),
-            )
+        self._fill_cases()
         self._fill_runs()
         line = f"{len(self.runs)} run(s), newest first · r scores every case now"
         if report is not None:
