@@ -14,6 +14,7 @@ from typing import Any
 import click
 
 from memviewer.commands.common import emit_json, fail_maybe_json, open_service, settings_of
+from memviewer.words import plural
 
 GONE = "session_not_found"  # deleted by someone else between the listing and the delete
 
@@ -100,8 +101,9 @@ def remove_demo(ctx: click.Context, *, as_json: bool, index: bool) -> None:
         click.echo(report["note"])
     else:
         click.echo(
-            f"removed {n['sessions']} demo session{'s' if n['sessions'] != 1 else ''} "
-            f"({n['episodes']} episodes, {n['turns']} turns) from {settings.home_path} (via {via})"
+            f"removed {plural(n['sessions'], 'demo session')} "
+            f"({plural(n['episodes'], 'episode')}, {plural(n['turns'], 'turn')}) "
+            f"from {settings.home_path} (via {via})"
         )
     for row, err in refused[:10]:
         click.echo(f"error: {row['id']}: {err.get('code')}: {err.get('message')}", err=True)
