@@ -95,12 +95,11 @@ def build_requests(conversations: int, turns_per_conv: int, per_request: int, ta
     return bodies
 
 
-def otlp_run(url: str, bodies: list[bytes]) -> float:
+def otlp_run(url: str, bodies: list[bytes], token: str) -> float:
     t0 = time.perf_counter()
+    headers = {"Content-Type": "application/x-protobuf", "Authorization": f"Bearer {token}"}
     for body in bodies:
-        req = urllib.request.Request(
-            url, data=body, method="POST", headers={"Content-Type": "application/x-protobuf"}
-        )
+        req = urllib.request.Request(url, data=body, method="POST", headers=headers)
         with urllib.request.urlopen(req, timeout=120) as resp:
             assert resp.status == 200, resp.status
             resp.read()
@@ -242,7 +241,7 @@ def main() -> None:
             spans = args.conversations * args.turns_per_conversation // 2
             turns = args.conversations * args.turns_per_conversation
             t_map = map_only(bodies)
-            t_otlp = otlp_run(url, bodies)
+            t_otlp = otlp_run(url, bodies, (base / "home" / "token").read_text().strip())
             t_pub = publisher_run(hub.socket_path, base / "spool", turns)
             rows.append(
                 {

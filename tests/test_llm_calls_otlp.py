@@ -12,26 +12,21 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_sources_otlp import _provider, free_port, otlp_status, session_for, wait_for
+from test_sources_otlp import _provider, session_for, start_otlp_hub, wait_for
 
 from memviewer.wire.remote import RemoteService
-from memviewer.wire.testing import HubProcess
 
 pytestmark = pytest.mark.integration
 
 
 @pytest.fixture
-def hub(tmp_path: Path, short_tmp: Path) -> Iterator[tuple[str, RemoteService]]:
-    """A hub process with the OTLP receiver (as test_sources_otlp's), home ``tmp_path/home``."""
-    port = free_port()
-    proc = HubProcess(
-        tmp_path / "home", short_tmp / "hub.sock", args=("--no-index", "--otlp", f"127.0.0.1:{port}")
-    )
-    proc.start()
-    remote = RemoteService(proc.socket_path)
+def hub(
+    tmp_path: Path, short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[str, RemoteService]]:
+    """A hub process with the OTLP receiver (test_sources_otlp's), home ``tmp_path/home``."""
+    proc, remote, endpoint = start_otlp_hub(tmp_path / "home", short_tmp / "hub.sock", monkeypatch)
     try:
-        wait_for(lambda: otlp_status(remote)["connected"], what="the receiver")
-        yield f"http://127.0.0.1:{port}", remote
+        yield endpoint, remote
     finally:
         remote.close()
         proc.stop()

@@ -231,9 +231,22 @@ def test_http_through_a_running_hub(home: tuple[Path, Path, dict[str, Any]], tmp
                     assert time.monotonic() < deadline, "the HTTP server did not listen"
                     time.sleep(0.05)
             before = len(_entries(home_dir, sock))
+            token = (home_dir / "token").read_text().strip()
+            assert f"the token in {home_dir / 'token'}" in _stderr_line(proc)
+            url = f"http://127.0.0.1:{port}/mcp"
+            _refuses_strangers(url, port, token)
 
             async def main() -> None:
-                async with Client(f"http://127.0.0.1:{port}/mcp", read_timeout_seconds=TIMEOUT) as client:
+                from mcp.client.streamable_http import streamable_http_client
+                from mcp.shared._httpx_utils import create_mcp_http_client
+
+                http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+                async with (
+                    http,
+                    Client(
+                        streamable_http_client(url, http_client=http), read_timeout_seconds=TIMEOUT
+                    ) as client,
+                ):
                     names = [t.name for t in (await client.list_tools()).tools]
                     assert names == ["session_search", "recall", "get_session", "list_sessions"]
                     found = await client.call_tool("session_search", {"query": "staging deploy"})
@@ -257,6 +270,47 @@ def test_http_through_a_running_hub(home: tuple[Path, Path, dict[str, Any]], tmp
         finally:
             proc.terminate()
             proc.wait(15)
+
+
+def _stderr_line(proc: subprocess.Popen[bytes]) -> str:
+    assert proc.stderr is not None
+    return proc.stderr.readline().decode()
+
+
+def _refuses_strangers(url: str, port: int, token: str) -> None:
+    """Another local user reaches the port but has no token; a web page rebinding a name to
+    127.0.0.1 sends its own Host. Both are refused before any tool runs."""
+    import urllib.error
+    import urllib.request
+
+    hello = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "tools/call",
+            "params": {"name": "list_sessions", "arguments": {}},
+        }
+    ).encode()
+
+    def status(headers: dict[str, str]) -> tuple[int, bytes]:
+        sent = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+            **headers,
+        }
+        req = urllib.request.Request(url, data=hello, method="POST", headers=sent)
+        try:
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                return resp.status, resp.read()
+        except urllib.error.HTTPError as err:
+            return err.code, err.read()
+
+    assert status({})[0] == 401
+    assert status({"Authorization": "Bearer not-the-token-at-all"})[0] == 401
+    for host in ("evil.example", f"127.0.0.1:{port}.evil.example", f"127.0.0.2:{port}"):
+        code, body = status({"Authorization": f"Bearer {token}", "Host": host})
+        assert code in (400, 421), (host, code, body)  # the SDK's rebinding refusal
+        assert b"s-ops" not in body
 
 
 def test_http_refuses_a_non_loopback_address(home: tuple[Path, Path, dict[str, Any]]) -> None:

@@ -371,7 +371,9 @@ def test_receiver_answers_503_with_retry_after_when_the_store_refuses() -> None:
 
     def post(port: int) -> tuple[int, str | None]:
         req = urllib.request.Request(
-            f"http://127.0.0.1:{port}/v1/traces", data=body, headers={"Content-Type": "application/json"}
+            f"http://127.0.0.1:{port}/v1/traces",
+            data=body,
+            headers={"Content-Type": "application/json", "Authorization": "Bearer " + "k" * 32},
         )
         try:
             urllib.request.urlopen(req, timeout=10)
@@ -380,7 +382,7 @@ def test_receiver_answers_503_with_retry_after_when_the_store_refuses() -> None:
         return 200, None
 
     async def scenario() -> None:
-        rx = OtlpReceiver("127.0.0.1", 0)
+        rx = OtlpReceiver("127.0.0.1", 0, token="k" * 32)
         await rx.start(FullDiskHub())
         try:
             code, retry = await asyncio.to_thread(post, rx.address[1])

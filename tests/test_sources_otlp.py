@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import socket
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -48,8 +50,18 @@ def session_for(conversation: str) -> str:
     return "otel-" + uid(f"conversation:{conversation}")
 
 
-def post(url: str, body: bytes, ctype: str, encoding: str | None = None) -> tuple[int, bytes]:
-    req = urllib.request.Request(url, data=body, method="POST", headers={"Content-Type": ctype})
+def auth_headers() -> dict[str, str]:
+    """The header the fixture gave every exporter (``OTEL_EXPORTER_OTLP_HEADERS``, as a user
+    configures one), for the hand-made requests."""
+    raw = os.environ.get("OTEL_EXPORTER_OTLP_HEADERS", "")
+    return dict(urllib.parse.unquote(p).split("=", 1) for p in raw.split(",") if "=" in p)
+
+
+def post(
+    url: str, body: bytes, ctype: str, encoding: str | None = None, headers: dict[str, str] | None = None
+) -> tuple[int, bytes]:
+    sent = {"Content-Type": ctype, **(auth_headers() if headers is None else headers)}
+    req = urllib.request.Request(url, data=body, method="POST", headers=sent)
     if encoding:
         req.add_header("Content-Encoding", encoding)
     try:
@@ -59,17 +71,28 @@ def post(url: str, body: bytes, ctype: str, encoding: str | None = None) -> tupl
         return err.code, err.read()
 
 
-@pytest.fixture
-def otlp_hub(tmp_path: Path, short_tmp: Path) -> Iterator[tuple[str, RemoteService]]:
+def start_otlp_hub(
+    home: Path, sock: Path, monkeypatch: pytest.MonkeyPatch
+) -> tuple[HubProcess, RemoteService, str]:
+    """A hub process with the OTLP receiver on a free loopback port; every exporter made
+    afterwards sends the home's token (``OTEL_EXPORTER_OTLP_HEADERS``, read by the SDK)."""
     port = free_port()
-    hub = HubProcess(
-        tmp_path / "home", short_tmp / "hub.sock", args=("--no-index", "--otlp", f"127.0.0.1:{port}")
-    )
+    hub = HubProcess(home, sock, args=("--no-index", "--otlp", f"127.0.0.1:{port}"))
     hub.start()
     remote = RemoteService(hub.socket_path)
+    wait_for(lambda: otlp_status(remote)["connected"], what="the receiver")
+    token = (home / "token").read_text().strip()
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_HEADERS", "Authorization=" + urllib.parse.quote(f"Bearer {token}"))
+    return hub, remote, f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture
+def otlp_hub(
+    tmp_path: Path, short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[tuple[str, RemoteService]]:
+    hub, remote, endpoint = start_otlp_hub(tmp_path / "home", short_tmp / "hub.sock", monkeypatch)
     try:
-        wait_for(lambda: otlp_status(remote)["connected"], what="the receiver")
-        yield f"http://127.0.0.1:{port}", remote
+        yield endpoint, remote
     finally:
         remote.close()
         hub.stop()
@@ -228,6 +251,39 @@ def test_bad_bodies_are_answered_and_the_receiver_keeps_serving(otlp_hub) -> Non
     assert c["rejected_spans"] == 3 and c["without_conversation_id"] == 1 and c["messages_cut"] == 1
     # still serving the protocol socket
     assert remote.hello()["server"] == "memviewer-hub"
+
+
+@pytest.mark.integration
+def test_a_request_without_the_homes_token_is_refused_before_its_body_is_read(
+    otlp_hub, tmp_path: Path
+) -> None:
+    """Another local user can reach a loopback port but cannot read the 0600 token file."""
+    endpoint, remote = otlp_hub
+    url = f"{endpoint}/v1/traces"
+    span = _json_span(
+        "ab" * 8, "conv-forged", [{"role": "user", "parts": [{"type": "text", "content": "wire it"}]}]
+    )
+    body = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}).encode()
+    for headers in (
+        {},
+        {"Authorization": "Bearer wrong-token-of-some-length"},
+        {"Authorization": "Basic eDp4"},
+    ):
+        status, answer = post(url, body, "application/json", headers=headers)
+        assert status == 401 and b"Authorization: Bearer" in answer, answer
+    # a 20 MB body without the token: refused on its headers, the connection closed
+    with socket.create_connection(("127.0.0.1", int(endpoint.rsplit(":", 1)[1])), timeout=10) as s:
+        s.sendall(
+            b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 20000000\r\n\r\n" + b"{" * 65536
+        )
+        head = s.recv(4096)
+    assert head.startswith(b"HTTP/1.1 401") and b"www-authenticate: bearer" in head.lower()
+    assert remote.sessions()["total"] == 0 and otlp_status(remote)["counters"]["unauthorized"] == 4
+    token = tmp_path / "home" / "token"
+    assert token.stat().st_mode & 0o777 == 0o600
+    assert post(url, body, "application/json")[0] == 200  # with the token (the fixture's header)
+    assert remote.sessions()["total"] == 1
 
 
 def _json_span(span_id: str, conv: str | None, inputs: list[dict] | None) -> dict[str, Any]:

@@ -263,6 +263,10 @@ def test_serve_start_line_names_every_source_it_runs(tmp_path: Path, short_tmp: 
     for f in folders:
         assert f"watching PraisonAI sessions in {f};" in line
     assert f"receiving OTLP/HTTP on http://{otlp['target']} (/v1/traces, /v1/logs)" in line
+    token_file = tmp_path / "home" / "token"
+    assert f"OTLP: every request needs 'Authorization: Bearer <token>' ({token_file})" in line
+    token = token_file.read_text().strip()
+    assert f"new OTLP token (kept in {token_file}): {token}" in hub.log()  # the first start shows it once
     assert source_lines([]) == ["no sources (agents publish; --watch-praisonai DIR and --otlp PORT add some)"]
     refused = {"kind": "otlp", "target": "::1:4318", "connected": False}
     assert source_lines([{**refused, "last_error": "cannot listen on ::1:4318: in use"}]) == [

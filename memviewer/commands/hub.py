@@ -95,6 +95,9 @@ def serve_cmd(
             f"{runs}; Ctrl-C to stop",
             err=True,
         )
+        for source in hub.sources:  # shown once, when just made (as a notebook server does)
+            if getattr(source, "token_new", False):
+                click.echo(f"new OTLP token (kept in {source.token_file}): {source.token}", err=True)
         await hub.serve_forever()
         return {
             "abandoned": hub.last_close_report.get("abandoned_episodes", []),
@@ -133,6 +136,8 @@ def source_lines(statuses: list[dict[str, Any]]) -> list[str]:
             host, _, port = str(st["target"]).rpartition(":")
             shown = f"[{host}]" if ":" in host else host
             out.append(f"receiving OTLP/HTTP on http://{shown}:{port} (/v1/traces, /v1/logs)")
+            if st.get("token_file"):
+                out.append(f"OTLP: every request needs 'Authorization: Bearer <token>' ({st['token_file']})")
         elif st["kind"] == "otlp":
             why = st["last_error"]  # it names the address ("cannot listen on HOST:PORT: …")
             out.append(f"OTLP/HTTP not started: {why}" if why else f"OTLP/HTTP on {st['target']} not started")

@@ -8,7 +8,11 @@ Tool calls run in worker threads (the reader blocks); a failure is an ``isError`
 result whose text is ``{"error", "code", "hint"}``.
 
 Transports: stdio (the default; stdout carries only the protocol, logs go to stderr)
-and streamable HTTP on a loopback address (``--http 127.0.0.1:PORT``, path ``/mcp``).
+and streamable HTTP on a loopback address (``--http 127.0.0.1:PORT``, path ``/mcp``). Over
+HTTP every request needs the home's bearer token (``memviewer.access``; the SDK's own
+bearer middleware checks it, 401 otherwise) and a ``Host`` naming the bound address exactly
+(the SDK's DNS-rebinding check, given exact names instead of its ``127.0.0.1:*`` pattern,
+which matched ``127.0.0.1:P.evil.example`` too).
 """
 
 from __future__ import annotations
@@ -157,15 +161,66 @@ async def serve_stdio(server: Server[Any]) -> None:
         await server.run(read_stream, write_stream, server.create_initialization_options())
 
 
-async def serve_http(server: Server[Any], host: str, port: int, ready: Any = None) -> None:
+class HomeTokenVerifier:
+    """The SDK's ``TokenVerifier`` for the home's one token (``memviewer.access``)."""
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+
+    async def verify_token(self, token: str) -> Any:
+        from mcp.server.auth.provider import AccessToken
+
+        from memviewer.access import bearer_ok
+
+        if not bearer_ok(f"Bearer {token}", self.token):
+            return None
+        return AccessToken(token=token, client_id="memviewer-home", scopes=[])
+
+
+def bind(host: str, port: int) -> Any:
+    """The listening socket, bound before the app is built: the ``Host`` check needs the
+    real port (``--http 127.0.0.1:0`` asks for any)."""
+    import socket
+
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(128)
+    return sock
+
+
+def http_app(server: Server[Any], host: str, port: int, token: str) -> Any:
+    """The streamable HTTP app with the token and the exact-``Host`` check."""
+    from mcp.server.auth.settings import AuthSettings
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    from memviewer.access import host_names
+
+    names = sorted(host_names(host, port))
+    url = f"http://{names[0]}"
+    return server.streamable_http_app(
+        streamable_http_path=HTTP_PATH,
+        host=host,
+        transport_security=TransportSecuritySettings(
+            enable_dns_rebinding_protection=True,
+            allowed_hosts=names,
+            allowed_origins=[f"http://{n}" for n in names],
+        ),
+        auth=AuthSettings(issuer_url=url, resource_server_url=f"{url}{HTTP_PATH}", required_scopes=[]),  # type: ignore[arg-type]
+        token_verifier=HomeTokenVerifier(token),
+    )
+
+
+async def serve_http(server: Server[Any], sock: Any, token: str, ready: Any = None) -> None:
     import uvicorn
 
-    app = server.streamable_http_app(streamable_http_path=HTTP_PATH, host=host)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")
+    host, port = sock.getsockname()[:2]
+    config = uvicorn.Config(http_app(server, host, port, token), log_level="warning", lifespan="on")
     userver = uvicorn.Server(config)
     if ready is not None:
         ready(userver)
-    await userver.serve()
+    await userver.serve(sockets=[sock])
 
 
 def run(settings: Settings, http: str | None = None) -> None:
@@ -178,14 +233,27 @@ def run(settings: Settings, http: str | None = None) -> None:
         if address is None:
             anyio.run(serve_stdio, server)
         else:
-            host, port = address
             import sys
 
+            from memviewer.access import home_token, token_path
+
+            token, created = home_token(settings.home_path)
+            try:
+                sock = bind(*address)
+            except OSError as exc:
+                raise MemviewerError(
+                    INVALID_ARGUMENT, f"cannot listen on {address[0]}:{address[1]}: {exc.strerror or exc}"
+                ) from None
+            host, port = sock.getsockname()[:2]
+            shown = f"[{host}]" if ":" in host else host
+            where = token_path(settings.home_path)
             print(
-                f"memviewer mcp: streamable HTTP on http://{host}:{port}{HTTP_PATH}",
+                f"memviewer mcp: streamable HTTP on http://{shown}:{port}{HTTP_PATH}; every request "
+                f"needs 'Authorization: Bearer <token>', the token in {where}"
+                + (f" (new: {token})" if created else ""),
                 file=sys.stderr,
                 flush=True,
             )
-            anyio.run(serve_http, server, host, port)
+            anyio.run(serve_http, server, sock, token)
     finally:
         holder.close()

@@ -31,8 +31,12 @@ def build_sources(settings: Settings) -> list[Any]:
         )
     address = settings.otlp
     if address:
+        from memviewer.access import home_token, token_path
         from memviewer.sources.otlp_http import OtlpReceiver, parse_address
 
         host, port = parse_address(address)
-        out.append(OtlpReceiver(host, port))
+        token, created = home_token(settings.home_path)
+        out.append(
+            OtlpReceiver(host, port, token=token, token_file=token_path(settings.home_path), new=created)
+        )
     return out

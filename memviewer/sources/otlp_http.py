@@ -10,7 +10,9 @@ answer is sent once they are durable. Answers follow the OTLP/HTTP spec:
 * 400 for a body that is not a request (a ``google.rpc.Status`` saying why), 404 for
   another path, 405 for another method, 413 for a body over ``max_body`` (after gzip too),
   415 for a content type other than ``application/x-protobuf`` / ``application/json``;
-* 503 with ``Retry-After`` when the store refused the batch (full disk …): exporters retry.
+* 503 with ``Retry-After`` when the store refused the batch (full disk …): exporters retry;
+* 401 (``WWW-Authenticate: Bearer``) before any body is read when the request does not carry
+  ``Authorization: Bearer <token>`` (``memviewer.access``: the home's token file).
 
 ``/v1/metrics`` is answered 200 and ignored (counted), so an agent that exports metrics
 to the same endpoint (Claude Code) does not log errors.
@@ -26,6 +28,7 @@ import logging
 import zlib
 from typing import TYPE_CHECKING, Any
 
+from memviewer import access
 from memviewer.errors import MemviewerError
 from memviewer.sources import otlp_decode
 from memviewer.sources.genai_map import MAX_TEXT, GenAIMapper, MapResult
@@ -82,10 +85,22 @@ class OtlpReceiver:
 
     kind = "otlp"
 
-    def __init__(self, host: str, port: int, *, max_body: int = MAX_BODY) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        token: str,
+        token_file: Any = None,
+        new: bool = False,
+        max_body: int = MAX_BODY,
+    ) -> None:
         self.host = host
         self.port = port
         self.max_body = max_body
+        self.token = token  # every request carries it (``Authorization: Bearer``): 401 otherwise
+        self.token_file = token_file
+        self.token_new = new  # made for this start: the start line shows it once
         self.mapper = GenAIMapper()
         self.state = SourceStatus(self.kind, f"{host}:{port}")
         for name in (
@@ -105,6 +120,7 @@ class OtlpReceiver:
             "store_refusals",
             "metrics_ignored",
             "internal_errors",
+            "unauthorized",
         ):
             self.state.counters[name] = 0
         self._hub: Any = None
@@ -145,7 +161,9 @@ class OtlpReceiver:
             self._server = None
 
     def status(self) -> dict[str, Any]:
-        return self.state.to_dict()
+        out = self.state.to_dict()
+        out["token_file"] = str(self.token_file) if self.token_file else None
+        return out
 
     # -- HTTP --------------------------------------------------------------------------------
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -211,6 +229,18 @@ class OtlpReceiver:
                 return None, b"", None
             if isinstance(event, h11.Request):
                 request = event
+                if not access.bearer_ok(dict(event.headers).get(b"authorization"), self.token):
+                    self.state.count("unauthorized")  # refused before its body is read or held
+                    where = f", in {self.token_file}" if self.token_file else ""
+                    return (
+                        request,
+                        b"",
+                        _Reject(
+                            401,
+                            f"send the header 'Authorization: Bearer <token>' (the home's token{where})",
+                            [("www-authenticate", 'Bearer realm="memviewer"')],
+                        ),
+                    )
                 length = dict(event.headers).get(b"content-length")
                 if length is not None and length.isdigit() and int(length) > self.max_body:
                     return request, b"", _Reject(413, f"body larger than {self.max_body} bytes")
