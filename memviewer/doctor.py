@@ -85,12 +85,16 @@ def _model(settings: Settings) -> Check:
 
 
 def _index(settings: Settings) -> Check:
+    """The index against SQLite; a lag past the indexer's normal delay fails and says who
+    embeds the waiting turns (``who_embeds``), or that nothing does and what to run."""
     from memviewer.index.indexer import index_status
+    from memviewer.wire.embedding import who_embeds
 
-    status = index_status(settings)
+    status = index_status(settings, lambda: who_embeds(settings))
     check = {"name": "vector index", "ok": bool(status["ok"]), "detail": status["detail"]}
-    if "integrity" in status:  # what SQLite says the index should hold, against what it holds
-        check["integrity"] = status["integrity"]
+    for key in ("integrity", "lag", "indexer", "fix"):  # integrity: SQLite against the index
+        if key in status:
+            check[key] = status[key]
     return check
 
 

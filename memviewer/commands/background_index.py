@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from typing import Any
 
 import click
@@ -33,24 +34,94 @@ SELF_COMMAND = (sys.executable, "-I", "-m", "memviewer")
 
 
 def catch_up_in_background(ctx: click.Context, svc: Any) -> dict[str, Any]:
-    """Make sure someone embeds the new turns; returns the lag and who is on it."""
-    from memviewer.index.progress import catch_up_pid, index_lag
-    from memviewer.wire.probe import serving_hub
+    """Make sure someone embeds the new turns; returns the lag and who is on it.
+
+    A catch-up this starts is watched until it has written its pid file (it is at work)
+    or for ``SPAWN_WATCH_S`` at most; one that exited by then and left turns unembedded
+    is reported (``indexer: null``, ``catch_up: {exit_code, log, log_tail}``) and warned
+    about on stderr, with the tail of ``indexer.log``.
+    """
+    from memviewer.wire.embedding import who_embeds
 
     settings = settings_of(ctx)
     home = settings.home_path
-    with svc.store.read() as conn:
-        lag = index_lag(home, conn)
+    lag = _lag(svc, home)
     if lag["lag"] == 0:
         return {**lag, "indexer": None}
-    if serving_hub(settings) is not None:
+    embedding = who_embeds(settings)
+    if embedding.indexer == "hub":
         return {**lag, "indexer": "hub"}
-    pid = catch_up_pid(home) or spawn_catch_up(ctx)
-    return {**lag, "indexer": "background", "pid": pid, "log": str(home / LOG_FILE)}
+    if embedding.indexer == "background":
+        return {**lag, "indexer": "background", "pid": embedding.pid, "log": str(home / LOG_FILE)}
+    if embedding.idle_hub is not None:  # a `serve --no-index` hub: a catch-up would leave it to it
+        return {**lag, **embedding.public()}
+    log_file = home / LOG_FILE
+    start = log_file.stat().st_size if log_file.exists() else 0
+    proc = spawn_catch_up(ctx)
+    code = watch_start(proc, home)
+    if code is None:
+        return {**lag, "indexer": "background", "pid": proc.pid, "log": str(log_file)}
+    lag = _lag(svc, home)  # it exited: did it finish (a few turns), or die?
+    embedding = who_embeds(settings)
+    if lag["lag"] == 0 or embedding.indexer is not None:
+        return {**lag, "indexer": embedding.indexer, **({"pid": embedding.pid} if embedding.pid else {})}
+    tail = log_tail(log_file, start)
+    click.echo(
+        f"warning: the background indexer (`memviewer reindex --catch-up`, pid {proc.pid}) exited "
+        f"at once with status {code}; {lag['lag']:,} turns are not embedded. Its log ({log_file}):",
+        err=True,
+    )
+    for line in tail:
+        click.echo(f"  {line}", err=True)
+    click.echo(f"hint: {embedding.fix}", err=True)
+    return {
+        **lag,
+        **embedding.public(),
+        "catch_up": {"exit_code": code, "log": str(log_file), "log_tail": tail},
+    }
 
 
-def spawn_catch_up(ctx: click.Context) -> int:
-    """Start a detached ``memviewer reindex --catch-up`` on this home; returns its pid."""
+#: How long an import waits for the catch-up it started to show it is at work (its pid
+#: file) before trusting it; it writes that file about half a second after its start.
+SPAWN_WATCH_S = 3.0
+LOG_TAIL_LINES = 12
+
+
+def _lag(svc: Any, home: Any) -> dict[str, Any]:
+    from memviewer.index.progress import index_lag
+
+    with svc.store.read() as conn:
+        return index_lag(home, conn)
+
+
+def watch_start(proc: subprocess.Popen[bytes], home: Any, timeout: float = SPAWN_WATCH_S) -> int | None:
+    """The exit status of a catch-up that ended before it was seen at work, else None
+    (it wrote its pid file, or is still starting after ``timeout``)."""
+    from memviewer.index.progress import catch_up_pid
+
+    deadline = time.monotonic() + timeout
+    while True:
+        code = proc.poll()
+        if code is not None:
+            return code
+        if catch_up_pid(home) == proc.pid or time.monotonic() >= deadline:
+            return None
+        time.sleep(0.02)
+
+
+def log_tail(path: Any, start: int = 0, lines: int = LOG_TAIL_LINES) -> list[str]:
+    """The last ``lines`` lines written to ``path`` after byte ``start`` (this run's)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(start)
+            text = f.read()[-64_000:].decode("utf-8", errors="replace")
+    except OSError:
+        return []
+    return [line for line in text.splitlines() if line.strip()][-lines:]
+
+
+def spawn_catch_up(ctx: click.Context) -> subprocess.Popen[bytes]:
+    """Start a detached ``memviewer reindex --catch-up`` on this home."""
     settings = settings_of(ctx)
     root = ctx.find_root().params
     args = [*SELF_COMMAND, "--home", str(settings.home_path)]
@@ -61,7 +132,7 @@ def spawn_catch_up(ctx: click.Context) -> int:
     args += ["reindex", "--catch-up"]
     settings.home_path.mkdir(parents=True, exist_ok=True)
     with open(settings.home_path / LOG_FILE, "ab") as log:
-        proc = subprocess.Popen(
+        return subprocess.Popen(
             args,
             stdin=subprocess.DEVNULL,
             stdout=log,
@@ -69,7 +140,6 @@ def spawn_catch_up(ctx: click.Context) -> int:
             start_new_session=True,
             env=dict(os.environ),
         )
-    return proc.pid
 
 
 def describe(info: dict[str, Any]) -> str:
@@ -81,7 +151,11 @@ def describe(info: dict[str, Any]) -> str:
     who = {
         "hub": "the hub's indexer embeds them",
         "background": f"a background indexer embeds them (pid {info.get('pid')}, log {info.get('log')})",
-    }.get(str(info.get("indexer")), "nobody embeds them: run `memviewer reindex --catch-up`")
+    }.get(str(info.get("indexer")))
+    if who is None:
+        from memviewer.index.progress import NO_INDEXER_FIX
+
+        who = f"no indexer runs: {info.get('fix') or NO_INDEXER_FIX}"
     return (
         f"keyword search is ready; {lag_text(info)}: {who}. "
         "`memviewer doctor` shows progress; `import --wait` waits for it"

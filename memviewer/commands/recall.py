@@ -129,12 +129,35 @@ def _human(out: dict[str, Any]) -> None:
     )
     if d["escalations"]:
         click.echo("escalations: " + ", ".join(d["escalations"]))
+    lag_line = lag_warning(d)
+    if lag_line:
+        click.echo(lag_line)
     if d.get("index_damage"):  # memviewer.recall.index_guard: keyword results instead
         damage = d["index_damage"]
         click.echo(f"index damaged: {damage['error']}; these are keyword results. hint: {damage['hint']}")
     integrity = d.get("index_integrity") or {}
     if integrity.get("problems"):
         click.echo(f"index: {'; '.join(integrity['problems'])}. hint: {integrity['hint']}")
+
+
+def lag_warning(diagnostics: dict[str, Any]) -> str | None:
+    """The line under the table when turns wait for embeddings past the indexer's normal
+    delay (``index:lagging``): how many, and who embeds them, or that no indexer runs."""
+    from memviewer.index.progress import NO_INDEXER_FIX, describe
+
+    lag = diagnostics.get("index_lag")
+    if "index:lagging" not in diagnostics.get("escalations", []) or not lag:
+        return None
+    who = {
+        "hub": "the hub's indexer is embedding them",
+        "background": "a background indexer is embedding them",
+    }
+    said = who.get(str(lag.get("indexer")))
+    if said is None:
+        said = f"no indexer runs: {lag.get('fix') or NO_INDEXER_FIX}"
+    extra = lag.get("keyword_results")
+    found = f"; {extra} keyword-only result{'s' if extra != 1 else ''} among them" if extra else ""
+    return f"index: {describe(lag)}{found}; {said}"
 
 
 def _batch_params(raw: bytes) -> dict[str, Any]:

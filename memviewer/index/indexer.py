@@ -46,6 +46,7 @@ from sqlalchemy import func, select
 
 from memviewer import paths
 from memviewer.errors import CONFLICT, INTERNAL, MemviewerError
+from memviewer.index.timing import BATCH_TURNS, BATCH_WAIT_S, POLL_S
 from memviewer.store.tables import Session, Turn
 from memviewer.words import plural
 
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
     from memviewer.config import Settings
     from memviewer.index.embedder import Embedder
     from memviewer.index.parts import IndexParts
+    from memviewer.index.progress import Embedding
     from memviewer.session.bus import EventBus
 
 log = logging.getLogger("memviewer.index")
@@ -67,10 +69,7 @@ SUMMARY_CHUNK = 256
 #: costs one page of memory; ids are looked up in the index ``LOOKUP_CHUNK`` at a time.
 RECONCILE_PAGE = 2048
 LOOKUP_CHUNK = 500
-BATCH_TURNS = 64
-BATCH_WAIT_S = 0.2
 IDLE_TICK_S = 5.0  # an idle indexer wakes this often: optimize, retry a failed pass
-POLL_S = 1.0  # ... and checks this often for rows other processes committed
 OWNER_WAIT_POLL_S = 0.1
 #: A process waiting for the hub's indexer gives up when the hub neither writes nor
 #: catches up for this long, or keeps failing for ``OWNER_ERROR_GRACE_S``.
@@ -970,28 +969,33 @@ def _lance_flags(row: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def index_status(settings: Settings) -> dict[str, Any]:
-    """For ``memviewer doctor``: tables, model, row counts and lag, opened read-only."""
+def index_status(settings: Settings, embedding: Callable[[], Embedding] | None = None) -> dict[str, Any]:
+    """For ``memviewer doctor``: tables, model, row counts and lag, opened read-only.
+
+    A lag within ``timing.CATCH_UP_GRACE_S`` (turns published a moment ago) is fine;
+    past it the check fails and says who embeds the turns (``embedding()``, asked only
+    then: ``memviewer.wire.embedding.who_embeds``), or that nothing does.
+    """
     from memviewer.index.lance import SUMMARIES, TURNS, WINDOWS, LanceIndex
+    from memviewer.index.progress import index_lag, waiting_line
     from memviewer.store.db import Store
 
     home = settings.home_path
     folder = paths.lance_dir(home)
     db = paths.db_path(home)
     sql_turns = behind = sql_sessions = 0
-    index = LanceIndex(folder, readonly=True)
+    # read_consistency 0: every read sees the newest table version, so a pass that has
+    # just saved its watermark is never judged against a table view a second older
+    index = LanceIndex(folder, readonly=True, read_consistency=0.0)
     state = index.load_state()
+    lag: dict[str, Any] = {"lag": 0}
     if db.exists():
         store = Store.open(db, readonly=True)
         try:
             with store.engine.connect() as conn:
                 sql_turns = int(conn.execute(select(func.count()).select_from(T)).scalar() or 0)
-                behind = int(
-                    conn.execute(
-                        select(func.count()).select_from(T).where(T.c.num > int(state.get("turn_num", 0)))
-                    ).scalar()
-                    or 0
-                )
+                lag = index_lag(home, conn)
+                behind = int(lag["lag"])
                 sql_sessions = int(
                     conn.execute(select(func.count(func.distinct(T.c.session_id)))).scalar() or 0
                 )
@@ -1012,13 +1016,19 @@ def index_status(settings: Settings) -> dict[str, Any]:
         f"lag {plural(behind, 'turn')}"
     )
     if behind:
-        from memviewer.index.progress import eta_seconds
-
-        eta = eta_seconds(behind, state.get("rate_turns_s"))
+        eta = lag.get("eta_s")
         detail += f", ETA {eta:.0f} s" if eta is not None else ", ETA unknown"
-    ok = behind == 0
-    if not ok:
-        detail += " (a running hub catches up by itself; otherwise run `memviewer reindex`)"
+    ok = behind == 0 or bool(lag.get("within_grace"))
+    out: dict[str, Any] = {}
+    if behind and ok:
+        detail += f" (catching up: the oldest was stored {lag.get('waiting_s')} s ago)"
+    elif behind:
+        who = embedding() if embedding is not None else None
+        if who is None:
+            detail += " (a running hub catches up by itself; otherwise run `memviewer reindex`)"
+        else:
+            detail += f"; {waiting_line(lag, who)}"
+            out.update(who.public())
     extra = _duplicates(index, TURNS, "turn_id", turns, sql_turns - behind)
     extra += _duplicates(index, SUMMARIES, "session_id", summaries, sql_sessions)
     if extra:
@@ -1029,7 +1039,9 @@ def index_status(settings: Settings) -> dict[str, Any]:
         ok = False
         detail += "; " + "; ".join(health.problems()) + f": {health.hint()}"
     index.close()
-    out: dict[str, Any] = {"ok": ok, "detail": detail}
+    out = {"ok": ok, "detail": detail, **out}
+    if behind:
+        out["lag"] = {k: lag.get(k) for k in ("lag", "eta_s", "waiting_s", "within_grace")}
     if health is not None:
         out["integrity"] = health.public()
     return out

@@ -3,16 +3,26 @@
 Read without LanceDB (the watermark lives in ``lance/state.json``), so ``import``,
 ``doctor``, the viewer and ``recall`` can report it cheaply. The rate is the one the
 last catch-up pass measured (``rate_turns_s`` in the state, written by the indexer).
+
+A lag is not always news: a turn published a moment ago waits for the hub's next poll
+and batch. Lag whose oldest waiting turn is younger than ``timing.CATCH_UP_GRACE_S`` is
+*catching up* (``within_grace``): reported in the numbers, never as a warning. Who
+embeds a home (``Embedding``) is decided by ``memviewer.wire.embedding.who_embeds``.
 """
 
 from __future__ import annotations
 
 import json
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from memviewer import paths
+from memviewer.index import timing
 from memviewer.words import plural
+
+NO_INDEXER_FIX = "run `memviewer reindex --catch-up`, or start `memviewer serve` / the viewer"
 
 STATE_FILE = "state.json"  # memviewer.index.lance.STATE_FILE (not imported: that pulls LanceDB)
 
@@ -35,30 +45,86 @@ def eta_seconds(lag: int, rate: Any) -> float | None:
     return round(lag / float(rate), 1)
 
 
-def index_lag(home: Path, conn: Any) -> dict[str, Any]:
-    """``{"lag": turns not embedded, "turn_num": watermark, "rate_turns_s", "eta_s"}``.
+def within_grace(oldest_ts: float | None, now: float | None = None) -> bool:
+    """Whether a lag whose oldest waiting turn is stamped ``oldest_ts`` is still the
+    indexer's normal delay (``timing.CATCH_UP_GRACE_S``). A stamp as far in the future (a
+    publisher's clock ahead of ours) is not: a wrong clock never hides a lag for long."""
+    if oldest_ts is None:
+        return False
+    age = (time.time() if now is None else now) - oldest_ts
+    return -timing.CATCH_UP_GRACE_S < age < timing.CATCH_UP_GRACE_S
 
-    ``conn`` is a read connection of the home's store (the count is in ``store``).
+
+def index_lag(home: Path, conn: Any) -> dict[str, Any]:
+    """``{"lag": turns not embedded, "turn_num": watermark, "rate_turns_s", "eta_s",
+    "waiting_s": age of the oldest waiting turn (None: none waits), "within_grace"}``.
+
+    ``conn`` is a read connection of the home's store (the counts are in ``store``).
     """
-    from memviewer.store.index_progress import turns_after
+    from memviewer.store.index_progress import oldest_after, turns_after
 
     state = read_state(home)
     watermark = int(state.get("turn_num", 0) or 0)
     lag = turns_after(conn, watermark)
     rate = state.get("rate_turns_s")
+    oldest = oldest_after(conn, watermark) if lag else None
+    now = time.time()
     return {
         "lag": lag,
         "turn_num": watermark,
         "rate_turns_s": rate if isinstance(rate, int | float) else None,
         "eta_s": eta_seconds(lag, rate),
+        "waiting_s": None if oldest is None else round(max(0.0, now - oldest), 1),
+        "within_grace": lag > 0 and within_grace(oldest, now),
     }
+
+
+@dataclass(frozen=True)
+class Embedding:
+    """Who embeds a home's new turns (``memviewer.wire.embedding.who_embeds`` decides).
+
+    ``indexer``: ``"hub"`` (the background indexer of the hub serving the home),
+    ``"background"`` (a live ``memviewer reindex --catch-up``, ``pid``) or None: nothing
+    does. ``idle_hub``: a hub serves the home but runs no indexer (``serve --no-index``).
+    """
+
+    indexer: str | None
+    pid: int | None = None
+    idle_hub: str | None = None
+
+    @property
+    def fix(self) -> str | None:
+        """What to do when nothing embeds (None while something does)."""
+        if self.indexer is not None:
+            return None
+        if self.idle_hub is not None:
+            return f"the hub on {self.idle_hub} runs no indexer (`serve --no-index`): restart it without it"
+        return NO_INDEXER_FIX
+
+    def who(self) -> str:
+        """``"the hub's indexer is embedding them"``, or ``"nothing is embedding them: <fix>"``."""
+        if self.indexer == "hub":
+            return "the hub's indexer is embedding them"
+        if self.indexer == "background":
+            return f"a background `memviewer reindex --catch-up` (pid {self.pid}) is embedding them"
+        return f"nothing is embedding them: {self.fix}"
+
+    def public(self) -> dict[str, Any]:
+        """The JSON form beside a lag: ``{"indexer"}``, plus ``"fix"`` when it is None."""
+        return {"indexer": self.indexer} if self.indexer is not None else {"indexer": None, "fix": self.fix}
+
+
+def waiting_line(lag: dict[str, Any], embedding: Embedding) -> str:
+    """``"3 turns wait and nothing is embedding them: run …"`` (doctor, import, recall)."""
+    n = int(lag["lag"])
+    return f"{n:,} turn{'s' if n != 1 else ''} wait{'s' if n == 1 else ''} and {embedding.who()}"
 
 
 def describe(lag: dict[str, Any]) -> str:
     """``"1,234 turns not embedded yet (about 40 s)"`` for people."""
     eta = lag.get("eta_s")
     when = "" if eta is None else f" (about {_human_seconds(float(eta))})"
-    return f"{plural(lag['lag'], 'turn')} not embedded yet{when}"
+    return f"{plural(int(lag['lag']), 'turn')} not embedded yet{when}"
 
 
 def _human_seconds(s: float) -> str:

@@ -33,6 +33,7 @@ from memviewer.recall.lagging import add_lag
 
 if TYPE_CHECKING:
     from memviewer.index.parts import IndexParts
+    from memviewer.index.progress import Embedding
 
 log = logging.getLogger("memviewer.recall")
 
@@ -65,6 +66,22 @@ def _fallback(query: str, params: dict[str, Any], started: float) -> dict[str, A
             "capped": [],
         },
     }
+
+
+def _who(parts: IndexParts) -> Callable[[], Embedding]:
+    """Who embeds the home: this process when it runs the home's background indexer (the
+    hub's own recall), else whatever ``who_embeds`` finds."""
+
+    def ask() -> Embedding:
+        from memviewer.wire.embedding import who_embeds
+
+        try:
+            here = parts.lance.owns()
+        except Exception:  # noqa: BLE001 - an index that cannot even open indexes nothing here
+            here = False
+        return who_embeds(parts.settings, in_process=here)
+
+    return ask
 
 
 def guarded_recall(
@@ -100,7 +117,7 @@ def guarded_recall(
             except Exception:  # noqa: BLE001 - a lookup that fails adds no keyword results
                 return set()
 
-    out = add_lag(parts.store, home, search, query, out, params, absent=absent)
+    out = add_lag(parts.store, home, search, query, out, params, absent=absent, embedding=_who(parts))
     diagnostics = out.setdefault("diagnostics", {})
     escalations = diagnostics.setdefault("escalations", [])
     if health is not None and not health.ok:

@@ -2,11 +2,12 @@
 
 The vector index lags SQLite while a hub or a background indexer embeds what an import
 stored. Recall then still answers with what is indexed, says so in its diagnostics
-(escalation ``INDEX_LAGGING``, ``diagnostics["index_lag"]``: turns not embedded yet and
-an ETA), and adds the keyword index's best turns among those not embedded yet after the
-vector results, marked ``score_breakdown: {"keyword_only": …}`` (SQLite's BM25, not
-comparable to the vector scores): keyword search covers every stored turn as soon as
-it is committed.
+(escalation ``INDEX_LAGGING``, ``diagnostics["index_lag"]``: turns not embedded yet, an
+ETA and who embeds them, ``indexer``), and adds the keyword index's best turns among those
+not embedded yet after the vector results, marked ``score_breakdown: {"keyword_only": …}``
+(SQLite's BM25, not comparable to the vector scores): keyword search covers every stored
+turn as soon as it is committed. A lag within the indexer's normal delay (turns published
+a moment ago, ``within_grace``) is reported in ``index_lag`` but does not escalate.
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from memviewer.index.progress import Embedding
 
 if TYPE_CHECKING:
     from memviewer.store.db import Store
@@ -30,13 +33,15 @@ def add_lag(
     params: dict[str, Any],
     *,
     absent: Callable[[list[str]], set[str]] | None = None,
+    embedding: Callable[[], Embedding] | None = None,
 ) -> dict[str, Any]:
     """``out`` with the lag escalation and keyword results when the index is behind.
 
     ``search`` is the keyword search to ask (the service's). ``absent`` (given when the
     index lost rows below its watermark, or cannot be queried at all) says which of
     some turn ids the vector index does not hold: keyword hits on those are added too
-    (``memviewer.recall.index_guard``)."""
+    (``memviewer.recall.index_guard``). ``embedding`` says who embeds the home
+    (``memviewer.wire.embedding.who_embeds``), asked only when turns wait."""
     from memviewer.index.progress import index_lag
     from memviewer.store import repos
     from memviewer.store.index_progress import turns_at
@@ -47,8 +52,13 @@ def add_lag(
         return out
     diagnostics = out.setdefault("diagnostics", {})
     if lag["lag"] > 0:
-        diagnostics.setdefault("escalations", []).append(INDEX_LAGGING)
-        diagnostics["index_lag"] = {k: lag[k] for k in ("lag", "eta_s", "rate_turns_s")}
+        if not lag["within_grace"]:
+            diagnostics.setdefault("escalations", []).append(INDEX_LAGGING)
+        who = embedding() if embedding is not None else Embedding(None)
+        diagnostics["index_lag"] = {
+            **{k: lag[k] for k in ("lag", "eta_s", "rate_turns_s", "waiting_s", "within_grace")},
+            **who.public(),
+        }
     top_k = int(params.get("top_k") or 10)
     found = search(query, limit=top_k, window=0, scope=params.get("scope"), scope_id=params.get("scope_id"))
     hits = found.get("results") or [] if found.get("success") else []

@@ -23,6 +23,36 @@ def turns_after(conn: Connection, num: int) -> int:
     return int(conn.execute(select(func.count()).select_from(T).where(T.c.num > int(num))).scalar() or 0)
 
 
+def oldest_after(conn: Connection, num: int) -> float | None:
+    """The timestamp of the first turn above the watermark ``num`` (the one waiting longest),
+    or None when none waits. A turn's ``timestamp`` is its command's time (the publisher's
+    stamp, or an imported message's own), the nearest the store keeps to when it was stored."""
+    q = select(T.c.timestamp).where(T.c.num > int(num)).order_by(T.c.num).limit(1)
+    ts = conn.execute(q).scalar()
+    return float(ts) if ts is not None else None
+
+
+def active_since(conn: Connection, ids: Sequence[str], since: float) -> set[str]:
+    """Which of the sessions ``ids`` were last active (``last_seen_at``) at ``since`` or later."""
+    out: set[str] = set()
+    ids = list(ids)
+    for i in range(0, len(ids), 500):
+        q = select(S.c.id).where(S.c.id.in_(ids[i : i + 500]), S.c.last_seen_at >= float(since))
+        out.update(r for (r,) in conn.execute(q))
+    return out
+
+
+def active_with_turns_through(conn: Connection, num: int, since: float) -> int:
+    """Sessions with a turn up to the watermark ``num`` that were last active at ``since``
+    or later (the quick integrity check's count of summaries that may still be in flight)."""
+    q = (
+        select(func.count(func.distinct(T.c.session_id)))
+        .select_from(T.join(S, S.c.id == T.c.session_id))
+        .where(T.c.num <= int(num), S.c.last_seen_at >= float(since))
+    )
+    return int(conn.execute(q).scalar() or 0)
+
+
 def turns_at(conn: Connection, keys: Sequence[tuple[str, int]]) -> dict[tuple[str, int], dict[str, Any]]:
     """The turns at (session_id, idx), with their ``num``; missing keys are left out."""
     if not keys:

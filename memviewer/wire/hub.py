@@ -957,6 +957,8 @@ class Hub:
             "pid": os.getpid(),
             "home": str(self.home) if self.home is not None else None,
             "store_id": self.store_id,
+            # whether this hub's background indexer embeds new turns (memviewer.wire.embedding)
+            "indexing": self.start_indexer and self.indexer_status in ("not started", "running"),
         }
 
     async def _m_publish(self, conn: Connection, params: dict[str, Any]) -> dict[str, Any]:

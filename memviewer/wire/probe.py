@@ -64,6 +64,12 @@ def serving_hub(settings: Settings, timeout: float = 0.5) -> Path | None:
     the socket belongs to another user or is writable by others, or when the hub on it
     serves another home: one error naming both, never a silent switch of homes.
     """
+    found = serving_hello(settings, timeout)
+    return found[0] if found is not None else None
+
+
+def serving_hello(settings: Settings, timeout: float = 0.5) -> tuple[Path, dict[str, Any]] | None:
+    """``serving_hub``'s socket with the ``hello`` its hub answered (same rules, same errors)."""
     home = settings.home_path
     if settings.sources.get("socket") == "default":
         named = _named_socket(home)
@@ -72,10 +78,10 @@ def serving_hub(settings: Settings, timeout: float = 0.5) -> Path | None:
                 trust.check_socket(named)
                 hello = hub_hello(named, timeout)
                 if hello is not None and trust.hello_home_problem(hello, home, named) is None:
-                    return named  # a stale note naming another home's hub is skipped
+                    return named, hello  # a stale note naming another home's hub is skipped
     sock = settings.socket_path
     hello = checked_hello(sock, home, timeout)
-    return sock if hello is not None else None
+    return (sock, hello) if hello is not None else None
 
 
 def checked_hello(sock: Path, home: Path, timeout: float = 0.5) -> dict[str, Any] | None:
