@@ -37,7 +37,7 @@ from memviewer.tui.hub_link import HostedHub, HubStatus, decide, header_forms, h
 from memviewer.tui.live_feed import LiveFeed
 from memviewer.tui.live_worker import follow_hub
 from memviewer.tui.messages import HubChanged, HubGone, IndexLag, LiveState
-from memviewer.tui.notices import lag_line
+from memviewer.tui.notices import lag_forms
 from memviewer.tui.prefs import ViewerPrefs
 from memviewer.tui.screens.export import ExportScreen
 from memviewer.tui.screens.help import HelpScreen
@@ -161,6 +161,7 @@ class MemviewerApp(ViewerApp):
         self.hub_shorter: tuple[str, ...] = (self.hub_status.short_label(),)
         self._sub_title_forms = [printable(self.hub_line)]
         self.lag_text = ""
+        self.lag_forms: tuple[str, ...] = ("",)
         self.index_lag: dict[str, Any] | None = None
         self.sub_title = printable(self.hub_line)
         self.prefs = ViewerPrefs(settings.home_path)
@@ -172,7 +173,11 @@ class MemviewerApp(ViewerApp):
         ``shorter``: the same said in fewer columns (shortest last); the header shows the
         longest form that fits the terminal (``format_title``)."""
         self.hub_line, self.hub_shorter = label, tuple(shorter)
-        forms = [printable(f"{f} · {self.lag_text}" if self.lag_text else f) for f in (label, *shorter)]
+        hub_forms = (label, *shorter)
+        forms = [printable(f) for f in hub_forms]
+        if self.lag_text:  # every hub form with the whole lag line first, then its shorter ones;
+            # where none fits, the hub's state alone (it says what the home is served by)
+            forms = [printable(f"{f} · {lag}") for lag in self.lag_forms for f in hub_forms] + forms
         self._sub_title_forms = forms
         self.sub_title = forms[0]
 
@@ -283,7 +288,11 @@ class MemviewerApp(ViewerApp):
         last: object = object()
         while not worker.is_cancelled:
             lag = self._read_lag()
-            key = None if lag is None else (lag["lag"], lag.get("eta_s"), lag.get("embedding"))
+            key = (
+                None
+                if lag is None
+                else (lag["lag"], lag.get("eta_s"), lag.get("embedding"), lag.get("within_grace"))
+            )
             if key != last:
                 last = key
                 self.post_message(IndexLag(lag))
@@ -292,7 +301,11 @@ class MemviewerApp(ViewerApp):
                 time.sleep(0.1)
 
     def _read_lag(self) -> dict[str, Any] | None:
-        from memviewer.index.progress import catch_up_pid, index_lag
+        """The lag (``index_lag``) and, when turns wait past the indexer's normal delay,
+        who embeds them (``who_embeds``: the one answer doctor and recall give too):
+        ``embedding`` (bool), ``indexer`` and ``fix``."""
+        from memviewer.index.progress import index_lag
+        from memviewer.wire.embedding import who_embeds
 
         store = getattr(self.service, "store", None)
         if store is None:
@@ -302,18 +315,18 @@ class MemviewerApp(ViewerApp):
                 lag = index_lag(self.settings.home_path, conn)
         except Exception:  # a store being swapped (takeover) or closed at exit: next round
             return None
-        hub_embeds = (self.hub_status.role == "hosting" and self.hosted is not None and self.hub_indexer) or (
-            self.hub_status.role == "connected"
-        )
-        lag["embedding"] = bool(hub_embeds or catch_up_pid(self.settings.home_path) is not None)
+        if lag["lag"] > 0 and not lag["within_grace"]:
+            who = who_embeds(self.settings)
+            lag.update(who.public(), embedding=who.indexer is not None)
         return lag
 
     def on_index_lag(self, message: IndexLag) -> None:
         self.index_lag = message.lag
-        # Shown while someone embeds (the hub, a background `reindex --catch-up`); a lag
-        # nobody works on is the Recall screen's notice (and doctor's), not a countdown.
-        lag = message.lag if message.lag and message.lag.get("embedding") else None
-        self.lag_text = lag_line(lag)
+        # A lag within the indexer's normal delay (turns published a moment ago) is not
+        # shown; past it, the countdown while someone embeds, else that no indexer runs.
+        lag = message.lag if message.lag and not message.lag.get("within_grace") else None
+        self.lag_forms = lag_forms(lag)
+        self.lag_text = self.lag_forms[0]
         self.set_hub_line(self.hub_line, self.hub_shorter)
 
     def on_hub_changed(self, message: HubChanged) -> None:

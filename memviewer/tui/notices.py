@@ -9,6 +9,7 @@ from typing import Any
 
 from rich.text import Text
 
+from memviewer.index.progress import NO_INDEXER_FIX
 from memviewer.tui.formatting import printable
 
 INDEX_LAGGING = "index:lagging"  # memviewer.recall.lagging.INDEX_LAGGING (not imported: it is recall's)
@@ -25,15 +26,27 @@ def human_seconds(s: float) -> str:
 
 
 def lag_line(lag: Mapping[str, Any] | None) -> str:
-    """``"index: 1,234 turns to embed · ETA 40 s"``, or "" when the index has caught up."""
+    """``"index: 1,234 turns to embed · ETA 40 s"``, or "" when the index has caught up.
+
+    When nothing embeds them (``embedding`` false) there is no ETA, only the fix."""
     if not lag or int(lag.get("lag") or 0) <= 0:
         return ""
     out = f"index: {int(lag['lag']):,} turn{'s' if int(lag['lag']) != 1 else ''} to embed"
-    eta = lag.get("eta_s")
-    out += " · ETA " + (human_seconds(float(eta)) if isinstance(eta, int | float) else "unknown")
     if lag.get("embedding") is False:
-        out += " (no indexer running: `memviewer reindex --catch-up`)"
-    return out
+        return out + " (no indexer runs: `memviewer reindex --catch-up`)"
+    eta = lag.get("eta_s")
+    return out + " · ETA " + (human_seconds(float(eta)) if isinstance(eta, int | float) else "unknown")
+
+
+def lag_forms(lag: Mapping[str, Any] | None) -> tuple[str, ...]:
+    """``lag_line`` and, when nothing embeds, shorter forms of it for a narrow header
+    (the fix goes first, then words): the header shows the longest that fits."""
+    line = lag_line(lag)
+    if not line or not lag or lag.get("embedding") is not False:
+        return (line,)
+    n = int(lag["lag"])
+    short = line.split(": `", 1)[0] + ")"
+    return (line, short, f"no indexer: {n:,} turns to embed", f"no indexer: {n:,} to embed")
 
 
 def escalation_notice(diagnostics: Mapping[str, Any]) -> Text | None:
@@ -53,7 +66,10 @@ def escalation_notice(diagnostics: Mapping[str, Any]) -> Text | None:
             added = lag.get("keyword_results")
             if added:
                 line.append(f", plus {added} keyword-only result{'s' if added != 1 else ''} among the rest")
-            line.append("; re-run (ctrl+r) once it has caught up.")
+            if "indexer" in lag and lag["indexer"] is None:  # memviewer.wire.embedding.who_embeds
+                line.append(f"; no indexer runs: {printable(str(lag.get('fix') or NO_INDEXER_FIX))}.")
+            else:
+                line.append("; re-run (ctrl+r) once it has caught up.")
             lines.append(line)
         elif not esc.startswith(ROUTINE_PREFIXES):
             line = Text("⚠ ", style="bold yellow")

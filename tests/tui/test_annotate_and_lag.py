@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 
 from tui_helpers import screen_text, wait_for_workers, wait_until
 
 from memviewer import paths
+from memviewer.index import timing
 from memviewer.index.progress import CATCH_UP_PID
-from memviewer.tui.notices import escalation_notice, lag_line
+from memviewer.tui.notices import escalation_notice, lag_forms, lag_line
 from memviewer.tui.screens.annotate import AnnotateScreen
 from memviewer.tui.screens.recall import RecallScreen
 from memviewer.tui.screens.session import SessionScreen
@@ -137,7 +139,10 @@ def test_the_header_shows_the_lag_while_an_indexer_embeds(make_app, filled) -> N
             await asyncio.to_thread(filled.sync_index)
             await wait_until(pilot, lambda: "index:" not in str(app.sub_title), what="the line gone")
             filled.manager.open_session(session_id="s-new", agent="a")
-            filled.manager.start_episode("s-new", "one more question", episode_id="e-new")
+            # stored a minute ago: past the indexer's normal delay (a fresh turn is not shown)
+            filled.manager.start_episode(
+                "s-new", "one more question", episode_id="e-new", ts=time.time() - 60
+            )
             await wait_until(
                 pilot,
                 lambda: (
@@ -155,12 +160,46 @@ def test_the_header_shows_the_lag_while_an_indexer_embeds(make_app, filled) -> N
         (lance / CATCH_UP_PID).unlink()
 
 
-def test_no_lag_line_when_nobody_embeds(make_app) -> None:
+def test_the_header_says_when_no_indexer_runs(make_app) -> None:
+    """Hub off, no background indexer, turns stored long ago: the header says that
+    nothing embeds them and what to run (no countdown: there is no ETA)."""
+
     async def scenario() -> None:
-        app = make_app()  # hub off, no background indexer: the lag is recall's notice, not a countdown
-        async with app.run_test(size=(120, 36)) as pilot:
+        app = make_app()
+        async with app.run_test(size=(160, 36)) as pilot:
             await wait_until(pilot, lambda: app.index_lag is not None, what="the first lag reading")
             assert app.index_lag["lag"] > 0 and app.index_lag["embedding"] is False
+            assert app.index_lag["indexer"] is None and "reindex --catch-up" in app.index_lag["fix"]
+            await wait_until(
+                pilot,
+                lambda: (
+                    "turns to embed (no indexer runs: `memviewer reindex --catch-up`)" in str(app.sub_title)
+                ),
+                what="the no-indexer line",
+            )
+            assert "ETA" not in str(app.sub_title)
+
+    asyncio.run(scenario())
+
+
+def test_a_turn_stored_just_now_is_not_shown_as_lag(make_app, filled, monkeypatch) -> None:
+    """Lag within the indexer's normal delay (a live agent's turn, seconds old) is the
+    indexer catching up: no header line, though nothing embeds here."""
+    monkeypatch.setattr(timing, "CATCH_UP_GRACE_S", 3600.0)  # "just now" however slow the run
+    filled.sync_index()
+    filled.manager.open_session(session_id="s-live", agent="a")
+    filled.manager.start_episode("s-live", "a question this second", episode_id="e-live")
+
+    async def scenario() -> None:
+        app = make_app()
+        async with app.run_test(size=(160, 36)) as pilot:
+            await wait_until(
+                pilot,
+                lambda: app.index_lag is not None and app.index_lag["lag"] == 1,
+                what="the lag reading",
+            )
+            assert app.index_lag["within_grace"] is True
+            assert "embedding" not in app.index_lag  # who embeds is not even asked
             assert "index:" not in str(app.sub_title)
 
     asyncio.run(scenario())
@@ -182,6 +221,7 @@ def test_recall_on_a_lagging_index_shows_a_notice(make_app) -> None:
             text = str(notice.render())
             assert "the index is catching up" in text and "not embedded yet" in text
             assert "keyword-only result" in text  # the fixture's keyword hits among unembedded turns
+            assert "no indexer runs: run `memviewer reindex --catch-up`" in text  # hub off, no catch-up
 
     asyncio.run(scenario())
 
@@ -197,7 +237,15 @@ def test_notices_render_unknown_escalations_and_skip_routine_ones() -> None:
     lines = notice.plain.splitlines()
     assert lines[0].startswith("⚠ index:damaged: turns table rolled back")
     assert "1,200 turns not embedded yet (about 30 s)" in lines[1] and "2 keyword-only results" in lines[1]
+    assert "re-run (ctrl+r)" in lines[1]  # no "indexer" key (an older hub): someone may embed
     assert escalation_notice({"escalations": ["session-retriever:stage2-empty"]}) is None
     assert lag_line({"lag": 0, "eta_s": 0.0}) == ""
     assert lag_line({"lag": 5000, "eta_s": 600.0}) == "index: 5,000 turns to embed · ETA 10 min"
     assert lag_line({"lag": 3, "eta_s": None, "embedding": False}).endswith("`memviewer reindex --catch-up`)")
+    assert lag_forms({"lag": 3, "eta_s": None, "embedding": False}) == (
+        "index: 3 turns to embed (no indexer runs: `memviewer reindex --catch-up`)",
+        "index: 3 turns to embed (no indexer runs)",  # a narrow header drops the fix first
+        "no indexer: 3 turns to embed",
+        "no indexer: 3 to embed",
+    )
+    assert lag_forms({"lag": 5000, "eta_s": 600.0}) == ("index: 5,000 turns to embed · ETA 10 min",)

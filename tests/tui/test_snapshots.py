@@ -18,6 +18,8 @@ SIZE = (120, 36)
 
 
 async def _settle(pilot) -> None:
+    # the header's lag line (nothing embeds the fixture's turns) comes from a long-lived worker
+    await wait_until(pilot, lambda: pilot.app.index_lag is not None, what="the first lag reading")
     await wait_for_workers(pilot)
     for widget in pilot.app.screen.query(Input):
         widget.cursor_blink = False
