@@ -68,7 +68,7 @@ def catch_up_in_background(ctx: click.Context, svc: Any) -> dict[str, Any]:
     tail = log_tail(log_file, start)
     click.echo(
         f"warning: the background indexer (`memviewer reindex --catch-up`, pid {proc.pid}) exited "
-        f"at once with status {code}; {lag['lag']:,} turns are not embedded. Its log ({log_file}):",
+        f"at once with status {code}; {plural(lag['lag'], 'turn')} not embedded. Its log ({log_file}):",
         err=True,
     )
     for line in tail:
