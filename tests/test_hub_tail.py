@@ -56,6 +56,31 @@ def test_no_follow_reads_the_store_without_a_hub(service, settings) -> None:  # 
     assert any("tool[make]: compiler output" in line for line in recent)
 
 
+def test_readable_lines_show_tool_calls_and_lists_like_the_live_screen(service, settings) -> None:  # noqa: ANN001
+    """A tool-call-only assistant turn prints its call, not an empty ``#1 assistant:``; a
+    deleted session's turn ids are a count and the first ids, not a Python list; both are
+    the summary the Live screen shows (one formatter)."""
+    from memviewer.wire.event_summary import event_summary
+
+    sid = service.open_session(agent="tailer")["session_id"]
+    eid = service.start_episode(sid, "weather in Paris?")["episode_id"]
+    fn = {"name": "get_weather", "arguments": '{"city":"Paris"}'}
+    call = {"id": "c1", "type": "function", "function": fn}
+    service.add_turn(eid, "assistant", "", tool_calls=[call])
+    service.finalize_episode(eid)
+    service.delete_session(sid)
+    events = service.events(0, 100)
+    service.close()
+
+    lines = _tail(settings, "--no-follow", "--from-seq", "0")
+    tool_line = next(line for line in lines if "#1 assistant:" in line)
+    assert tool_line.endswith('#1 assistant: → get_weather(city="Paris")')
+    deleted = next(line for line in lines if "session.deleted" in line)
+    assert "deleted 1 episode, 2 turns: " in deleted and "['" not in deleted and "+" not in deleted
+    for ev, line in zip(events, lines, strict=True):
+        assert line.endswith(event_summary(ev.kind, ev.payload))
+
+
 def test_unknown_kind_is_a_clear_error(settings) -> None:  # noqa: ANN001
     result = _run(settings, "tail", "--no-follow", "--kind", "session.exploded")
     assert result.exit_code != 0 and "unknown event kind" in result.output

@@ -151,40 +151,17 @@ def _clock(ts: float) -> str:
     return datetime.fromtimestamp(ts).strftime("%m-%d %H:%M:%S")
 
 
-def _summary(kind: str, p: dict[str, Any]) -> str:
-    if kind == "episode.turn_added":
-        t = p.get("turn") or {}
-        tool = (t.get("metadata") or {}).get("tool")
-        role = f"{t.get('role')}[{tool}]" if tool else str(t.get("role"))
-        return f"#{t.get('index')} {role}: {short(t.get('content'), 90)}"
-    if kind == "episode.started":
-        intent = p.get("intent") or {}
-        return f"[{intent.get('kind', '?')}] {short(p.get('user_message'), 90)}"
-    if kind == "session.started":
-        src = f" source={p['source']}" if p.get("source") else ""
-        return f"agent={p.get('agent')} {p.get('scope')}:{p.get('scope_id')}{src} {short(p.get('title'), 50)}"
-    if kind in ("episode.finalized", "episode.abandoned"):
-        extra = f" reason={p['reason']}" if p.get("reason") else ""
-        extra += f" r_task={p['r_task']}" if p.get("r_task") is not None else ""
-        return f"closed_by={p.get('closed_by')}{extra}"
-    if kind == "session.compacted":
-        archived = plural(int(p.get("archived_count") or 0), "turn")
-        return f"archived {archived} ({p.get('replaced_count')} in total)"
-    if kind == "session.imported":
-        return (
-            f"{plural(int(p.get('turns') or 0), 'turn')} "
-            f"({p.get('new_turns')} new, {p.get('archived_turns')} archived)"
-        )
-    return short(dumps(p), 90) if p else ""
-
-
 def format_event(ev: Any, as_json: bool) -> str:
-    """One output line for an ``EventRecord``: NDJSON or a readable summary."""
+    """One output line for an ``EventRecord``: NDJSON or a readable summary (the one the
+    viewer's Live screen shows, ``memviewer.wire.event_summary``)."""
+    from memviewer.wire.event_summary import event_summary
+
     if as_json:
         return dumps(ev.to_dict())
     sid = (ev.session_id or "-")[-8:]
     eid = (ev.episode_id or "-")[-8:]
-    return f"{ev.seq:>7} {_clock(ev.ts)} {ev.kind:<19} s:{sid:<8} e:{eid:<8} {_summary(ev.kind, ev.payload)}"
+    what = short(event_summary(ev.kind, ev.payload), 120)
+    return f"{ev.seq:>7} {_clock(ev.ts)} {ev.kind:<19} s:{sid:<8} e:{eid:<8} {what}"
 
 
 def _write(line: str) -> None:

@@ -110,6 +110,47 @@ def tool_call_label(tool_calls: Iterable[Any] | None) -> str:
     return f"{TOOL_CALL_ARROW} {', '.join(parts)}"
 
 
+def _arguments(call: Any) -> Any:
+    if not isinstance(call, dict):
+        return None
+    fn = call.get("function")
+    args = fn.get("arguments") if isinstance(fn, dict) else call.get("arguments", call.get("args"))
+    if isinstance(args, str):
+        try:
+            return json.loads(args) if args.strip() else None
+        except ValueError:
+            return args  # unparseable arguments are shown as sent
+    return args
+
+
+def arguments_brief(call: Any, width: int = 40) -> str:
+    """A call's arguments on one line for people: ``path="a.py", limit=3`` (cut to ``width``)."""
+    args = _arguments(call)
+    if not args:
+        return ""
+    if isinstance(args, dict):
+        text = ", ".join(
+            f"{k}={json.dumps(v, ensure_ascii=False, separators=(',', ':'))}" for k, v in args.items()
+        )
+    else:
+        text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False, separators=(",", ":"))
+    text = " ".join(text.split())
+    return text if len(text) <= width else text[: max(0, width - 1)] + ELLIPSIS
+
+
+def tool_call_brief(tool_calls: Iterable[Any] | None, width: int = 40) -> str:
+    """``→ read_file(path="a.py"), get_time()``: the calls by name with a short form of their
+    arguments (each cut to ``width``), for a line that stands for the turn (``tail``, Live)."""
+    calls = list(tool_calls or [])
+    if not calls:
+        return ""
+    parts = [
+        f"{name}({arguments_brief(call, width)})"
+        for name, call in zip(tool_call_names(calls), calls, strict=True)
+    ]
+    return f"{TOOL_CALL_ARROW} {', '.join(parts)}"
+
+
 def text_or_tool_calls(content: str | None, tool_calls: Iterable[Any] | None = None) -> str:
     """What a one-line view shows for a turn: its content, or its tool calls when it has no text."""
     text = str(content or "")

@@ -17,9 +17,9 @@ from datetime import UTC, datetime
 
 from rich.text import Text
 
-from memviewer.recall.snippets import tool_call_label
 from memviewer.store.events import EventRecord
 from memviewer.tui.formatting import one_line, printable
+from memviewer.wire.event_summary import event_summary
 
 KIND_STYLES = {
     "session.started": "bold green",
@@ -27,6 +27,7 @@ KIND_STYLES = {
     "session.idle_pruned": "yellow",
     "session.compacted": "bold magenta",
     "session.imported": "blue",
+    "session.deleted": "bold red",
     "episode.started": "bold cyan",
     "episode.turn_added": "cyan",
     "episode.finalized": "green",
@@ -115,36 +116,9 @@ class EventFilter:
         return bool(self.kinds or self.session)
 
 
-def _summary(event: EventRecord) -> str:
-    p = event.payload or {}
-    if event.kind == "episode.turn_added":
-        turn = p.get("turn") or {}
-        text = turn.get("content") or ""
-        if turn.get("tool_calls"):  # the same label as the recall and search views
-            text = f"{text} {tool_call_label(turn['tool_calls'])}".strip()
-        return f"{turn.get('role', '?')} #{turn.get('index', '?')}: {text}"
-    if event.kind == "episode.started":
-        intent = (p.get("intent") or {}).get("kind", "?")
-        return f"[{intent}] {p.get('user_message', '')}"
-    if event.kind == "session.started":
-        scope = f"{p.get('scope', '')}:{p.get('scope_id', '')}"
-        return f"agent={p.get('agent', '')} scope={scope} {p.get('title', '')}"
-    if event.kind in ("episode.finalized", "episode.abandoned"):
-        extra = f" r_task={p['r_task']}" if "r_task" in p else ""
-        return f"{p.get('closed_by', '')}{extra} {p.get('reason', '') or ''}"
-    if event.kind == "session.compacted":
-        return (
-            f"archived {p.get('archived_count', '?')} turns, summary at #{p.get('summary_index', '?')}"
-            f" replaces {p.get('replaced_count', '?')}, {p.get('active_count', '?')} kept active"
-        )
-    if event.kind == "recall.performed":
-        what = f"{p.get('source', '?')} {p.get('kind', 'recall')}"
-        return f"{what} “{p.get('query', '')}” → {p.get('result_count', 0)} results"
-    return " ".join(f"{k}={v}" for k, v in p.items())
-
-
 def event_text(event: EventRecord, width: int = 200) -> Text:
-    """One line per event: seq, date and time (UTC), kind, session, and what happened."""
+    """One line per event: seq, date and time (UTC), kind, session, and what happened (the
+    summary ``memviewer tail`` prints too)."""
     stamp = datetime.fromtimestamp(event.ts, tz=UTC).strftime("%m-%d %H:%M:%S.%f")[:18]
     out = Text(no_wrap=True, overflow="ellipsis")
     out.append(f"{event.seq:>8} ", style="bold")
@@ -152,7 +126,7 @@ def event_text(event: EventRecord, width: int = 200) -> Text:
     out.append(printable(f"{event.kind:<20} "), style=KIND_STYLES.get(event.kind, ""))
     id_width = 12 if width < 100 else 20 if width < 150 else 28
     out.append(printable(f"{short_id(event.session_id or '-', id_width):>{id_width}} "), style="blue")
-    out.append(one_line(_summary(event), width))
+    out.append(one_line(event_summary(event.kind, event.payload), width))
     return out
 
 

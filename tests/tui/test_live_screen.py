@@ -139,9 +139,35 @@ def test_event_filter_and_line() -> None:
         "e1",
         {"turn": {"role": "assistant", "index": 3, "content": "", "tool_calls": [call]}},
     )
-    assert event_text(tool_turn).plain.endswith("assistant #3: → read_file()")
+    assert event_text(tool_turn).plain.endswith("#3 assistant: → read_file()")
     line = event_text(_ev(42, sid="s-123")).plain
     assert (
         line.split()[:4] == ["42", "03-01", "09:00:42.000", "episode.turn_added"]
-        and "user #42: hello 42" in line
+        and "#42 user: hello 42" in line
     )
+
+
+def test_a_deleted_session_reads_as_a_count_and_its_first_turn_ids(make_app, filled) -> None:
+    """The ``session.deleted`` event carries a list of turn ids: the Live line names how many
+    and the first ones (the summary ``memviewer tail`` prints), never ``turn_ids=['t-…']``."""
+    from tui_helpers import screen_text
+
+    filled.delete_session("s-research")
+    deleted = [e for e in filled.events(0, 10_000) if e.kind == "session.deleted"]
+    assert len(deleted) == 1 and len(deleted[0].payload["turn_ids"]) > 2
+
+    async def scenario() -> None:
+        app = make_app()
+        for event in deleted:
+            app.feed.add(event)
+        async with app.run_test(size=(140, 30)) as pilot:
+            await pilot.press("2")
+            log = app.screen.query_one("#events", EventLog)
+            await wait_until(pilot, lambda: len(log.rows) == 1, what="the deleted event in the log")
+            text = screen_text(app)
+            n = len(deleted[0].payload["turn_ids"])
+            first = deleted[0].payload["turn_ids"][0]
+            assert f"{n} turns: {first}, " in text and f" +{n - 2} more" in text, text
+            assert "turn_ids" not in text and "['" not in text
+
+    asyncio.run(scenario())
