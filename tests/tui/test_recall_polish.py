@@ -139,3 +139,33 @@ def test_query_history_walks_with_up_down_and_survives_a_restart(indexed, make_a
 
     asyncio.run(first())
     asyncio.run(second())
+
+
+def test_a_disabled_rerank_box_looks_off_and_an_enabled_one_ticks(filled, make_app) -> None:
+    """Textual's Checkbox draws its X off or on; greyed out, the off box read as ticked
+    (``▐X▌``). Off, the box is empty; the X shows only while the value is True."""
+
+    async def scenario(with_reranker: bool) -> None:
+        filled.reranker = object() if with_reranker else None
+        app = make_app()
+        async with app.run_test(size=(120, 36)) as pilot:
+            await pilot.press("3")
+            screen: RecallScreen = app.screen
+            rerank = screen.query_one("#rerank")
+            await wait_until(pilot, lambda: "rerank" in screen_text(app), what="the parameter row")
+            if not with_reranker:
+                assert rerank.disabled and not rerank.value
+                assert "▐ ▌ rerank (none configured)" in screen_text(app)
+                assert "▐X▌" not in screen_text(app)
+                return
+            assert not rerank.disabled and "▐ ▌ rerank" in screen_text(app)
+            rerank.focus()
+            await pilot.press("space")
+            await wait_until(pilot, lambda: "▐X▌ rerank" in screen_text(app), what="the ticked box")
+            assert screen.rerank is True
+
+    asyncio.run(scenario(False))
+    try:
+        asyncio.run(scenario(True))
+    finally:
+        filled.reranker = None

@@ -18,6 +18,7 @@ from textual.widgets import Button, Checkbox, Input, Label, ProgressBar, Select,
 
 from memviewer.tui.formatting import printable
 from memviewer.tui.messages import Loaded, Progress
+from memviewer.tui.widgets.tick_box import TickBox
 
 if TYPE_CHECKING:
     from memviewer.service import MemoryService
@@ -69,7 +70,7 @@ class ImportScreen(ModalScreen[int]):
             with Horizontal(classes="import-row"):
                 yield Label("from  ")
                 yield Select(KINDS, value="praisonai", allow_blank=False, id="import-kind", compact=True)
-                yield Checkbox("replace existing", value=False, id="import-replace", compact=True)
+                yield TickBox("replace existing", value=False, id="import-replace", compact=True)
             with Horizontal(classes="import-row"):
                 yield Label("path  ")
                 yield Input(

@@ -48,6 +48,7 @@ from memviewer.tui.messages import Loaded
 from memviewer.tui.notices import escalation_notice
 from memviewer.tui.screens.recall_view import result_detail, summary_cell, trace_text
 from memviewer.tui.widgets.footer import CoalescedFooter
+from memviewer.tui.widgets.tick_box import TickBox
 
 if TYPE_CHECKING:
     from memviewer.service import MemoryService
@@ -196,7 +197,7 @@ class RecallScreen(Screen):
             with Horizontal(classes="param-group"):
                 yield Label("as of")
                 yield Input(placeholder="now", id="as-of", compact=True, tooltip=AS_OF_HELP)
-                yield Checkbox(
+                yield TickBox(
                     "rerank", value=False, id="rerank", compact=True, disabled=not self._has_reranker()
                 )
                 yield Select(MODES, value="hierarchical", allow_blank=False, id="mode", compact=True)

@@ -1,1 +1,1 @@
-"""Widgets shared by the screens (paged session table, turn list, event log)."""
+"""Widgets shared by the screens (paged session table, turn list, event log, tick box)."""
