@@ -69,3 +69,59 @@ def test_hits_and_session_highlight_and_n_jumps(make_app) -> None:
             assert session.terms == ()  # cleared: n is the next episode again
 
     asyncio.run(scenario())
+
+
+def test_find_says_which_match_and_escape_gives_n_p_back_to_episodes(make_app) -> None:
+    """While a find is active the header says "match K of N" and n / p move between the
+    matches; escape clears the find (n / p jump between episodes again), a second escape
+    goes back."""
+
+    def info(session: SessionScreen) -> str:
+        return str(session.query_one("#session-info").render())
+
+    async def scenario() -> None:
+        app = make_app()
+        async with app.run_test(size=(120, 36)) as pilot:
+            await wait_for_workers(pilot)
+            app.open_session("s-research")
+            await wait_until(
+                pilot, lambda: isinstance(app.screen, SessionScreen) and app.screen.data, what="opened"
+            )
+            session = app.screen
+            await pilot.press("slash", *"paper", "enter")
+            await wait_until(pilot, lambda: session.terms == ("paper",), what="find applied")
+            found = session.matches()
+            assert len(found) >= 2
+            n = len(found)
+
+            def at_match() -> int:  # 1-based position of the cursor among the matches
+                return found.index(session.current_turn["index"]) + 1
+
+            k = at_match()  # the find moved the cursor onto a match
+            await wait_until(pilot, lambda: f"match {k} of {n}" in info(session), what="match K of N")
+            await pilot.press("n")
+            k2 = k % n + 1
+            await wait_until(pilot, lambda: at_match() == k2, what="n: the next match")
+            assert f"match {k2} of {n}" in info(session)
+            await pilot.press("p")  # back a match, not an episode
+            await wait_until(pilot, lambda: at_match() == k, what="p: the previous match")
+            assert f"match {k} of {n}" in info(session)
+
+            await pilot.press("escape")  # clears the find, stays on the session
+            await wait_until(pilot, lambda: session.terms == (), what="find cleared")
+            assert app.screen is session and "find" not in info(session)
+            await pilot.press("n")
+            await wait_until(pilot, lambda: session.current_turn["episode_id"], what="n: an episode")
+            first = session.current_turn["episode_id"]
+            await pilot.press("n")
+            await wait_until(
+                pilot, lambda: session.current_turn["episode_id"] not in (None, first), what="n: the next one"
+            )
+            await pilot.press("p")
+            await wait_until(
+                pilot, lambda: session.current_turn["episode_id"] == first, what="p: the previous episode"
+            )
+            await pilot.press("escape")  # no find left: back to the sessions
+            await wait_until(pilot, lambda: app.screen is not session, what="back")
+
+    asyncio.run(scenario())

@@ -130,6 +130,9 @@ def test_keyword_search_hit_opens_session_at_anchor(make_app) -> None:
             assert current is not None and current["index"] == anchor
             if current["archived"]:
                 assert opened.view == "both"  # archived anchors are shown next to the active window
+            assert opened.terms  # the search's words are the session's find
+            await pilot.press("escape")  # the first escape clears the find, the second goes back
+            assert app.screen is opened and not opened.terms
             await pilot.press("escape")
             assert app.screen is screen
 

@@ -114,13 +114,13 @@ class SessionScreen(Screen):
     VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
     AUTO_FOCUS = "#active-list"  # focus once: every focus change rebuilds the footer
     BINDINGS = [
-        Binding("escape", "app.pop_screen", "Back"),
+        Binding("escape", "back", "Back"),  # clears an active find first (the header says so)
         Binding("v", "cycle_view", "Active/Archived/Both"),
         Binding("g", "jump", "Go to #"),
         Binding("slash", "find", "Find", key_display="/"),
         Binding("n", "next(1)", "Next match / episode", show=False),
         Binding("N", "next(-1)", "Previous match", key_display="N", show=False),
-        Binding("p", "episode(-1)", "Prev episode", show=False),
+        Binding("p", "next(-1)", "Previous match / episode", show=False),
         Binding("x", "expand_all", "Expand all"),
         Binding("b", "bookends", "Bookends"),
         Binding("c", "copy_turn", "Copy turn"),
@@ -151,6 +151,7 @@ class SessionScreen(Screen):
         self.data: dict[str, Any] | None = None
         self._all_expanded = False
         self._return_to: int | None = None  # after a reload (a saved tag): back to this turn
+        self._match_cache: tuple[tuple[Any, ...], list[int]] | None = None
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -299,11 +300,7 @@ class SessionScreen(Screen):
             out.append_text(mark)
         out.append(f"   view: {VIEW_LABELS[self.view]}", style="bold cyan")
         if self.terms:
-            n = len(self.matches())
-            out.append(
-                printable(f"   find {' '.join(self.terms)!r}: {n} turn{'s' if n != 1 else ''} (n/N)"),
-                style="bold yellow",
-            )
+            out.append(printable(f"   {self.find_status()}"), style="bold yellow")
         out.append("\n")
         out.append(f"{printable(s['session_id'])} ", style="blue")
         out.append(f"  agent {one_line(s.get('agent') or '-', 40)}  scope {scope_label(s)}  ")
@@ -371,12 +368,7 @@ class SessionScreen(Screen):
         self.query_one("#archived-pane").display = self.view in ("archived", "both")
         self.query_one("#active-pane").display = self.view in ("active", "both")
         self.query_one("#panes").set_class(self.view == "both", "side-by-side")
-        if self.data is not None:
-            turns = self.data["turns"]
-            n_arch = sum(1 for t in turns if t["archived"])
-            self.query_one("#session-info", Static).update(
-                self._info(self.data["session"], n_arch, len(turns) - n_arch)
-            )
+        self._refresh_info()
 
     def _focus_visible(self) -> None:
         target = self.query_one(
@@ -425,25 +417,57 @@ class SessionScreen(Screen):
 
         self.app.push_screen(JumpScreen(min(indexes), max(indexes)), done)
 
-    # -- find: highlighted matches, n / N --------------------------------------------
+    # -- find: highlighted matches, n / p (and N), escape clears ------------------------
     def matches(self) -> list[int]:
-        """Indexes of the turns (both sides, in order) whose text matches the search terms."""
+        """Indexes of the turns (both sides, in order) whose text matches the search terms
+        (kept until the terms or the loaded turns change: the header asks on every move)."""
         from memviewer.recall.highlight import match_spans
 
         if not self.terms or not self.data:
             return []
-        return [
-            t["index"]
-            for t in self.data["turns"]
-            if match_spans(text_or_tool_calls(t.get("content"), t.get("tool_calls")), self.terms)
-        ]
+        key = (self.terms, id(self.data["turns"]), len(self.data["turns"]))
+        if self._match_cache is None or self._match_cache[0] != key:
+            found = [
+                t["index"]
+                for t in self.data["turns"]
+                if match_spans(text_or_tool_calls(t.get("content"), t.get("tool_calls")), self.terms)
+            ]
+            self._match_cache = (key, found)
+        return self._match_cache[1]
+
+    def find_status(self) -> str:
+        """``find 'refund': match 3 of 7``, where the cursor is among the matches (``7
+        matches`` when it is on another turn); the keys that move and clear follow."""
+        found = self.matches()
+        head = f"find {' '.join(self.terms)!r}: "
+        if not found:
+            return head + "no match (escape clears)"
+        turn = self.current_turn
+        here = turn["index"] if turn else None
+        where = f"match {found.index(here) + 1} of {len(found)}" if here in found else f"{len(found)} matches"
+        return head + where + " (n/p move, escape clears)"
+
+    def _refresh_info(self) -> None:
+        if self.data is not None:
+            turns = self.data["turns"]
+            n_arch = sum(1 for t in turns if t["archived"])
+            self.query_one("#session-info", Static).update(
+                self._info(self.data["session"], n_arch, len(turns) - n_arch)
+            )
+
+    def action_back(self) -> None:
+        """Escape: clear an active find first (n / p are episode jumps again), else go back."""
+        if self.terms:
+            self.set_terms(())
+            self.notify("find cleared: n / p jump between episodes", markup=False)
+        else:
+            self.app.pop_screen()
 
     def set_terms(self, terms: tuple[str, ...]) -> None:
         self.terms = terms
         for lst in self.query(TurnList):
             lst.set_terms(terms)
-        if self.data is not None:
-            self._apply_view()  # the header says how many turns match
+        self._refresh_info()  # the header says which match of how many
 
     def action_find(self) -> None:
         from memviewer.recall.highlight import query_terms
@@ -456,17 +480,16 @@ class SessionScreen(Screen):
                 found = self.matches()
                 if not found:
                     self.notify(printable(f"no turn matches {value!r}"), severity="warning")
-                else:
-                    self.action_next(1)
+                elif (self.current_turn or {}).get("index") not in found:
+                    self.action_next(1)  # the first match after the cursor; on one, stay
 
         self.app.push_screen(FindScreen(" ".join(self.terms)), done)
 
     def action_next(self, direction: int) -> None:
-        """With a search active: the next (``n``) / previous (``N``) matching turn, wrapping;
-        without one, ``n`` is the next episode as before."""
+        """With a find active: the next (``n``) / previous (``p``, ``N``) matching turn,
+        wrapping; without one, ``n`` / ``p`` are the next / previous episode."""
         if not self.terms:
-            if direction > 0:
-                self.action_episode(1)
+            self.action_episode(1 if direction > 0 else -1)
             return
         found = self.matches()
         if not found:
@@ -546,6 +569,8 @@ class SessionScreen(Screen):
         """The episode table follows the turn cursor (n / p / g / arrows / search hits)."""
         if not isinstance(event.option_list, TurnList):
             return
+        if self.terms:
+            self._refresh_info()  # "match K of N" follows the cursor
         turn = event.option_list.current_turn()
         eid = (turn or {}).get("episode_id")
         table = self.query_one("#episodes", DataTable)
