@@ -38,6 +38,7 @@ from memviewer.tui.live_feed import LiveFeed
 from memviewer.tui.live_worker import follow_hub
 from memviewer.tui.messages import HubChanged, HubGone, IndexLag, LiveState
 from memviewer.tui.notices import lag_forms
+from memviewer.tui.palette import TEXTUAL_TITLES, screen_command
 from memviewer.tui.prefs import ViewerPrefs
 from memviewer.tui.screens.export import ExportScreen
 from memviewer.tui.screens.help import HelpScreen
@@ -471,51 +472,59 @@ class MemviewerApp(ViewerApp):
         self.push_screen(SessionScreen(session_id, anchor=anchor, terms=terms))
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
-        yield from super().get_system_commands(screen)
+        """The palette: each entry named by the action it performs (``memviewer.tui.palette``)."""
+        for command in super().get_system_commands(screen):
+            yield command._replace(title=TEXTUAL_TITLES.get(command.title, command.title))
         if isinstance(screen, ModalScreen):
             # Over a dialog only its own keys: switching mode would leave the dialog on the
             # sessions stack (it reappeared on 1), and Export would stack a second dialog.
             yield from self._screen_commands(screen)
             return
         yield SystemCommand(
-            "Sessions screen",
-            "Browse, filter and search sessions (1)",
+            "Browse sessions",
+            "Switch to the Sessions screen: filter, sort, search and open sessions (1)",
             partial(self.call_later, self.action_switch_mode, "sessions"),
         )
         yield SystemCommand(
-            "Live screen",
-            "Tail the hub's event stream (2)",
+            "Watch live events",
+            "Switch to the Live screen: the hub's event stream as it happens (2)",
             partial(self.call_later, self.action_switch_mode, "live"),
         )
         yield SystemCommand(
-            "Recall screen",
-            "Two-stage recall with its explain trace (3)",
+            "Open recall",
+            "Switch to the Recall screen: run a two-stage recall and read its trace (3)",
             partial(self.call_later, self.action_switch_mode, "recall"),
         )
         yield SystemCommand(
-            "Recalls screen",
-            "Recorded searches and recalls (agents', MCP, CLI, viewer) and what they returned (4)",
+            "Review recorded recalls",
+            "Switch to the Recalls screen: what agents, MCP, the CLI and the viewer searched and"
+            " recalled, and what came back (4)",
             partial(self.switch_mode, "recalls"),
         )
         yield SystemCommand(
-            "Export sessions", "JSON, JSONL, Markdown or PraisonAI, with redaction (e)", self.action_export
+            "Export sessions",
+            "Open the export dialog: JSON, JSONL, Markdown or PraisonAI, with redaction (e)",
+            self.action_export,
         )
         yield SystemCommand(
             "Import sessions",
-            "PraisonAI files or a memviewer JSON export, with progress (i)",
+            "Open the import dialog: PraisonAI files or a memviewer JSON export, with progress (i)",
             self.action_import,
         )
-        yield SystemCommand("Key bindings", "Show every key of every screen (?)", self.action_help)
+        yield SystemCommand("Show key bindings", "List every key of every screen (?)", self.action_help)
         yield from self._screen_commands(screen)
 
     def _screen_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         for binding in getattr(screen, "BINDINGS", []):
             if isinstance(binding, Binding) and binding.description:
-                key = binding.key_display or binding.key
+                title, help_text = screen_command(
+                    type(screen).__name__,
+                    binding.action,
+                    binding.description,
+                    binding.key_display or binding.key,
+                )
                 yield SystemCommand(
-                    f"{binding.description}",
-                    f"{type(screen).__name__.removesuffix('Screen')} screen ({key})",
-                    partial(self.call_later, screen.run_action, binding.action),
+                    title, help_text, partial(self.call_later, screen.run_action, binding.action)
                 )
 
 

@@ -14,6 +14,7 @@ from tui_helpers import screen_text, wait_for_workers, wait_until
 
 from memviewer.tui.app import MemviewerApp
 from memviewer.tui.screens.help import HelpScreen
+from memviewer.tui.screens.session import SessionScreen
 from memviewer.tui.screens.sessions import SessionsScreen
 from memviewer.wire.probe import probe_hub
 
@@ -154,14 +155,14 @@ def test_help_and_command_palette_list_the_screen_actions(make_app) -> None:
             await wait_for_workers(pilot)
             titles = [c.title for c in app.get_system_commands(app.screen)]
             for expected in (
-                "Sessions screen",
-                "Live screen",
-                "Recall screen",
+                "Browse sessions",
+                "Watch live events",
+                "Open recall",
                 "Export sessions",
-                "Sort",
-                "Filter",
-                "Search",
-                "Next page",
+                "Sort sessions",
+                "Filter sessions",
+                "Search sessions",
+                "Show the next page",
             ):
                 assert expected in titles
             await pilot.press("question_mark")
@@ -204,3 +205,56 @@ def test_first_paint_happens_before_heavy_imports(settings, filled, tmp_path) ->
     assert data["rows"] == 6 and data["total"] == 6
     assert data["heavy_loaded"] == []
     assert not settings.socket_path.exists()  # exited at first paint, before hosting the hub
+
+
+def _first_word(title: str) -> str:
+    return title.split()[0]
+
+
+def test_every_palette_entry_is_worded_as_its_action(make_app) -> None:
+    """Each palette title starts with a verb from the allowed list and each help text ends
+    with the key; every described key of every screen has its own wording (no fallback to
+    the footer's short description)."""
+    import importlib
+    import inspect
+    import pkgutil
+
+    from textual.binding import Binding
+    from textual.screen import Screen
+
+    import memviewer.tui.screens as screens
+    from memviewer.tui.palette import SCREEN_COMMANDS, VERBS
+
+    for info in pkgutil.iter_modules(screens.__path__):
+        module = importlib.import_module(f"{screens.__name__}.{info.name}")
+        for name, cls in inspect.getmembers(module, inspect.isclass):
+            if not issubclass(cls, Screen) or cls.__module__ != module.__name__:
+                continue
+            for binding in cls.__dict__.get("BINDINGS", []):
+                if isinstance(binding, Binding) and binding.description:
+                    assert (name, binding.action) in SCREEN_COMMANDS, (name, binding.action)
+                    title, _ = SCREEN_COMMANDS[(name, binding.action)]
+                    assert _first_word(title) in VERBS, title
+
+    async def scenario() -> None:
+        app = make_app()
+        async with app.run_test(size=(120, 36)) as pilot:
+            await wait_for_workers(pilot)
+            seen = 0
+            for mode, screen_type in app.MODES.items():
+                await app.switch_mode(mode)  # keys would type into the Recall query
+                await wait_until(pilot, lambda t=screen_type: isinstance(app.screen, t), what=mode)
+                for command in app.get_system_commands(app.screen):
+                    seen += 1
+                    assert _first_word(command.title) in VERBS, command.title
+                    assert command.help and command.help[0].isupper(), command
+            assert seen > 40
+            app.open_session("s-research")
+            await wait_until(
+                pilot, lambda: isinstance(app.screen, SessionScreen) and app.screen.data, what="session"
+            )
+            titles = [c.title for c in app.get_system_commands(app.screen)]
+            assert "Find words in the session" in titles and "Go back" in titles
+            assert all(_first_word(t) in VERBS for t in titles)
+
+    asyncio.run(scenario())

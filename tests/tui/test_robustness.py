@@ -295,11 +295,11 @@ def test_palette_over_a_dialog_offers_only_the_dialog_keys(make_app) -> None:
             await wait_for_workers(pilot)
             sessions = app.screen
             titles = {c.title for c in app.get_system_commands(sessions)}
-            assert {"Export sessions", "Live screen", "Recall screen"} <= titles
+            assert {"Export sessions", "Watch live events", "Open recall"} <= titles
             await pilot.press("e")
             await wait_until(pilot, lambda: isinstance(app.screen, ExportScreen), what="export dialog")
             titles = {c.title for c in app.get_system_commands(app.screen)}
-            assert not titles & {"Export sessions", "Live screen", "Recall screen", "Sessions screen"}
+            assert not titles & {"Export sessions", "Watch live events", "Open recall", "Browse sessions"}
             assert "Export" in titles  # the dialog's own ctrl+s
             app.action_export()  # what the palette command called
             await pilot.pause()
