@@ -175,10 +175,10 @@ def test_live_ids_keep_their_start(make_app, width: int) -> None:
                 whole = shown == sid
                 ends = shown.startswith(sid[:5]) and shown.endswith(sid[-5:]) and "…" in shown
                 assert whole or ends, (width, sid, row)
-                assert "assistant #3: the" in row, row  # what happened, however short
+                assert "#3 assistant: the" in row, row  # what happened, however short
             if width >= 100:
-                assert any(" praisonai-demo-1 assistant #3: the backoff" in line for line in lines)
+                assert any(" praisonai-demo-1 #3 assistant: the backoff" in line for line in lines)
             if width >= 120:
-                assert all("#3: the backoff is exponential" in line for line in lines if "#3" in line)
+                assert all("#3 assistant: the backoff is exponential" in line for line in lines if "#3" in line)
 
     asyncio.run(scenario())
