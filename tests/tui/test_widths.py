@@ -179,6 +179,7 @@ def test_live_ids_keep_their_start(make_app, width: int) -> None:
             if width >= 100:
                 assert any(" praisonai-demo-1 #3 assistant: the backoff" in line for line in lines)
             if width >= 120:
-                assert all("#3 assistant: the backoff is exponential" in line for line in lines if "#3" in line)
+                said = "#3 assistant: the backoff is exponential"
+                assert all(said in line for line in lines if "#3" in line)
 
     asyncio.run(scenario())
