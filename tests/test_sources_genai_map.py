@@ -288,6 +288,61 @@ def test_mapped_commands_apply_to_a_real_store(service) -> None:
     assert stored[2]["content"] == '{"ok": true}' and stored[2]["tool_call_id"] == "c1"
 
 
+def test_the_agent_name_does_not_depend_on_how_the_exporter_batched_the_spans(service) -> None:
+    """A chat span exported before its agent span (each exported alone) and the same spans
+    in one export end in the same session, named by the agent span; the session's rows in
+    the vector index follow the new scope."""
+    msgs = [{"role": "user", "parts": [{"type": "text", "content": "refund order 88 to the card"}]}]
+    chat = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.conversation.id": "c-88",
+        "gen_ai.input.messages": json.dumps(msgs),
+    }
+    agent = {
+        "gen_ai.operation.name": "invoke_agent",
+        "gen_ai.agent.name": "refunds",
+        "gen_ai.conversation.id": "c-88",
+    }
+
+    def spans() -> list[SpanRecord]:
+        return [
+            span("a1" * 8, dict(chat), start=10.0),
+            span("a2" * 8, dict(agent), name="invoke_agent", start=9.0),
+        ]
+
+    together = GenAIMapper().map_spans(spans()).commands
+    alone = GenAIMapper()
+    first = alone.map_spans(spans()[:1]).commands  # the chat span ends (and is exported) first
+    second = alone.map_spans(spans()[1:]).commands
+    assert next(c for c in first if c["op"] == "open_session")["agent"] == "svc"  # not known yet
+    assert [c for c in second if c["op"] == "set_session_agent"] == [
+        {"op": "set_session_agent", "session_id": first[0]["session_id"], "agent": "refunds", "ts": 9.0}
+    ]
+    assert next(c for c in together if c["op"] == "open_session")["agent"] == "refunds"
+    # the agent span in an earlier export than a chat span of its trace: named from the start
+    early = GenAIMapper()
+    early.map_spans([span("b2" * 8, {**agent, "gen_ai.conversation.id": "c-89"}, name="invoke_agent")])
+    later = early.map_spans([span("b1" * 8, {**chat, "gen_ai.conversation.id": "c-89"})]).commands
+    assert next(c for c in later if c["op"] == "open_session")["agent"] == "refunds"
+
+    assert all("ok" in r for r in service.apply_batch(first))
+    service.sync_index()  # embedded under the first name's scope
+    assert all("ok" in r for r in service.apply_batch(second))
+    sid = first[0]["session_id"]
+    assert service.session(sid)["session"]["agent"] == "refunds"
+    assert service.session(sid)["session"]["scope_id"] == "refunds"
+    again = service.apply_batch([second[-1]])  # a replay (a hub restart re-maps): no new event
+    assert "ok" in again[0]
+    changed = service.store.events_since(0, 1000, ["session.agent_changed"])
+    assert [(e.session_id, e.payload["previous_agent"], e.payload["scope_changed"]) for e in changed] == [
+        (sid, "svc", True)
+    ]
+    service.sync_index()
+    found = service.recall("refund order 88", scope="agent", scope_id="refunds")
+    assert [r["session_id"] for r in found["results"]][:1] == [sid]
+    assert not service.recall("refund order 88", scope="agent", scope_id="svc")["results"]
+
+
 def test_sources_label_for_the_viewer_header() -> None:
     from memviewer.tui.hub_link import sources_label
 

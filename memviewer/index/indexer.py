@@ -95,6 +95,7 @@ CHANGE_EVENTS = [
     "session.closed",
     "session.idle_pruned",
     "session.deleted",
+    "session.agent_changed",
 ]
 
 Progress = Callable[[int, int, str], None]
@@ -576,6 +577,11 @@ class Indexer:
                     self.index.delete_where(f"session_id = {_lit(ev.session_id)}", "session_windows")
                     deleted.add(ev.session_id)
                     settled.add(ev.session_id)
+                elif ev.kind == "session.agent_changed":  # its rows carry the scope: re-read them
+                    forced.add(ev.session_id)
+                    if ev.payload.get("scope_changed") and ev.session_id not in settled:
+                        updated += self._reconcile(ev.session_id, None, embedder, state["turn_num"], contexts)
+                        settled.add(ev.session_id)
                 elif ev.kind == "session.imported":
                     forced.add(ev.session_id)
                     p = ev.payload

@@ -199,6 +199,33 @@ class SessionManager:
         log_session.info("session.deleted %s (%d turns)", session_id, removed["turns"])
         return {"session_id": session_id, "turns": removed["turns"], "episodes": removed["episodes"]}
 
+    def set_session_agent(self, session_id: str, agent: str, *, ts: Any = None) -> dict[str, Any]:
+        """Name a session's agent after it was opened (the OTLP receiver learns it late: an
+        exporter sends a chat span before the agent span that names it). An agent-scoped
+        session whose scope id was the old name follows the new one; the
+        ``session.agent_changed`` event tells the indexer to re-read the session's rows."""
+        _require_str("agent", agent, allow_empty=False)
+        t = _ts(ts)
+        with log_context(session_id=session_id), self.store.write() as tx:
+            row = self._session(tx, session_id)
+            if row["agent"] == agent:
+                return repos.session_public(row)
+            changes: dict[str, Any] = {"agent": agent}
+            if row["scope"] == "agent" and row["scope_id"] == row["agent"]:
+                changes["scope_id"] = agent
+            repos.update_session(tx.conn, session_id, **changes)
+            payload = {
+                "agent": agent,
+                "previous_agent": row["agent"],
+                "scope": row["scope"],
+                "scope_id": changes.get("scope_id", row["scope_id"]),
+                "scope_changed": "scope_id" in changes,
+            }
+            tx.append_event("session.agent_changed", session_id, None, payload, ts=t)
+            row.update(changes)
+        log_session.info("session.agent_changed %s %s -> %s", session_id, payload["previous_agent"], agent)
+        return repos.session_public(row)
+
     def prune_idle(self, cutoff: float) -> list[str]:
         """Close open sessions last seen before ``cutoff`` (epoch seconds)."""
         t = now()
@@ -550,6 +577,7 @@ class SessionManager:
         "abandon_episode",
         "close_session",
         "delete_session",  # the viewer's `D` and `memviewer demo --remove`, through the hub
+        "set_session_agent",  # the OTLP receiver, when an agent span names a session's agent late
         "record_recall",
         "record_llm_call",
         "shutdown",

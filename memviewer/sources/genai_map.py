@@ -445,6 +445,7 @@ class _Conversation:
     closed: set[str] = field(default_factory=set)
     seen: OrderedDict[str, None] = field(default_factory=OrderedDict)  # turn ids sent (bounded)
     recalls: list[str] = field(default_factory=list)  # recall ids since the last LLM call
+    named: bool = False  # a span named its agent (``gen_ai.agent.name``); later ones do not rename
 
     def saw(self, tid: str) -> bool:
         return tid in self.seen
@@ -464,6 +465,9 @@ class GenAIMapper:
         self.max_conversations = max_conversations
         self._convs: OrderedDict[str, _Conversation] = OrderedDict()
         self._trace_conv: OrderedDict[str, str] = OrderedDict()  # trace id -> conversation key
+        # trace id -> gen_ai.agent.name seen in it, across requests: a chat span exported in a
+        # later batch than its agent span still gets the name
+        self._trace_agent: OrderedDict[str, str] = OrderedDict()
 
     # conversation keys
     def _conv_key(self, attrs: dict[str, Any], trace_id: str, result: MapResult) -> str:
@@ -529,12 +533,16 @@ class GenAIMapper:
 
     def _map_spans(self, spans: list[SpanRecord], result: MapResult) -> MapResult:
         ordered = sorted(spans, key=lambda s: (s.start, s.end))
-        agents = {
-            s.trace_id: s.attrs["gen_ai.agent.name"] for s in ordered if s.attrs.get("gen_ai.agent.name")
-        }
+        for s in ordered:
+            name = s.attrs.get("gen_ai.agent.name")
+            if isinstance(name, str) and name and s.trace_id and s.trace_id not in self._trace_agent:
+                self._trace_agent[s.trace_id] = name
+                if len(self._trace_agent) > self.max_conversations:
+                    self._trace_agent.popitem(last=False)
         for span in ordered:
-            if "gen_ai.agent.name" not in span.attrs and span.trace_id in agents:
-                span.attrs["gen_ai.agent.name"] = agents[span.trace_id]  # a chat span under an agent run
+            if "gen_ai.agent.name" not in span.attrs and span.trace_id in self._trace_agent:
+                # a chat span under an agent run, in this export or an earlier one
+                span.attrs["gen_ai.agent.name"] = self._trace_agent[span.trace_id]
             if not _is_genai(span):
                 result.count("spans_ignored")
                 continue
@@ -545,6 +553,19 @@ class GenAIMapper:
                 result.rejected.append((span.span_id, f"span {span.span_id} ({span.name}): {exc}"))
                 result.count("bad_messages")
         return result
+
+    def _name_agent(self, conv: _Conversation, span: SpanRecord, result: MapResult) -> None:
+        """The first span of an opened conversation that names its agent names the session's
+        agent: a session opened from a chat span exported before its agent span (a
+        ``SimpleSpanProcessor``, a batch boundary) got the service name; the hub's
+        ``set_session_agent`` is a no-op when the name is already the session's."""
+        name = span.attrs.get("gen_ai.agent.name")
+        if conv.named or not conv.opened or not isinstance(name, str) or not name:
+            return
+        conv.named = True
+        result.commands.append(
+            {"op": "set_session_agent", "session_id": conv.session_id, "agent": name[:200], "ts": span.start}
+        )
 
     def _agent(self, attrs: dict[str, Any], resource: dict[str, Any]) -> str:
         for value in (attrs.get("gen_ai.agent.name"), resource.get("service.name")):
@@ -579,6 +600,7 @@ class GenAIMapper:
             self._llm_call(span, op, conv, result)  # the call is kept as received, its turns cannot be
             raise
         self._place(conv, key, agent, self._span_meta(span), messages, span.trace_id, span.span_id, result)
+        self._name_agent(conv, span, result)
         self._llm_call(span, op, conv, result)
         if op == "invoke_agent" and conv.current_episode is not None:
             ep = conv.current_episode

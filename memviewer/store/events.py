@@ -12,6 +12,7 @@ EVENT_KINDS = (
     "session.compacted",
     "session.imported",
     "session.deleted",
+    "session.agent_changed",
     "episode.started",
     "episode.turn_added",
     "episode.finalized",
