@@ -38,3 +38,22 @@ def test_a_tool_call_only_turn_shows_its_calls_and_their_arguments() -> None:
     long_args = tool_call_brief([_call("write", {"text": "x" * 200})], width=20)
     assert long_args == '→ write(text="xxxxxxxxxxxxx…)' and len(long_args) < 40
     assert tool_call_brief([_call("odd", "not json")]) == "→ odd(not json)"
+
+
+def test_every_known_event_kind_reads_for_people_and_can_be_filtered() -> None:
+    """Each kind the store emits has its own summary (no fallback to fields) and is a kind
+    `tail --kind` and the hub's subscribe filter accept."""
+    from memviewer.store.events import EVENT_KINDS
+    from memviewer.wire.event_summary import SUMMARIES
+
+    assert set(SUMMARIES) <= set(EVENT_KINDS)
+    assert set(EVENT_KINDS) - set(SUMMARIES) <= {"session.closed"}  # its payload is empty
+    assert {"session.agent_changed", "llm_call.recorded", "session.deleted"} <= set(EVENT_KINDS)
+    changed = {
+        "agent": "refunds",
+        "previous_agent": "svc",
+        "scope": "agent",
+        "scope_id": "refunds",
+        "scope_changed": True,
+    }
+    assert event_summary("session.agent_changed", changed) == "agent svc → refunds (scope agent:refunds)"

@@ -18,6 +18,7 @@ EVENT_KINDS = (
     "episode.finalized",
     "episode.abandoned",
     "recall.performed",
+    "llm_call.recorded",
 )
 
 

@@ -100,6 +100,11 @@ def _deleted(p: Mapping[str, Any]) -> str:
     return f"deleted {n}, {items_text(p.get('turn_ids') or [], 'turn')}"
 
 
+def _agent_changed(p: Mapping[str, Any]) -> str:
+    scope = f" (scope {p.get('scope')}:{p.get('scope_id')})" if p.get("scope_changed") else ""
+    return f"agent {p.get('previous_agent', '?')} → {p.get('agent', '?')}{scope}"
+
+
 def _idle_pruned(p: Mapping[str, Any]) -> str:
     from datetime import UTC, datetime
 
@@ -131,6 +136,7 @@ SUMMARIES: dict[str, Callable[[Mapping[str, Any]], str]] = {
     "session.compacted": _compacted,
     "session.imported": _imported,
     "session.deleted": _deleted,
+    "session.agent_changed": _agent_changed,
     "session.idle_pruned": _idle_pruned,
     "recall.performed": _recall,
     "llm_call.recorded": _llm_call,
