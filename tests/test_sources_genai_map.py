@@ -448,3 +448,92 @@ def test_receiver_answers_503_with_retry_after_when_the_store_refuses() -> None:
             await rx.stop()
 
     asyncio.run(scenario())
+
+
+def test_receiver_caps_connections_idle_sockets_and_bytes_in_flight() -> None:
+    """Another local user cannot exhaust the hub through the OTLP port: connections beyond the
+    cap get 503 unread, idle kept-alive sockets are closed, and bodies held at once are bounded
+    (429 with Retry-After on the headers alone). Raw sockets, an in-process receiver."""
+    import asyncio
+    import socket as so
+
+    from memviewer.sources.otlp_http import OtlpReceiver
+
+    class NullHub:
+        async def submit(self, commands):
+            return [{"ok": True} for _ in commands]
+
+    token = "k" * 32
+    auth = f"Authorization: Bearer {token}\r\n".encode()
+
+    def head(length: int) -> bytes:
+        return (
+            b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            + auth
+            + f"Content-Length: {length}\r\n\r\n".encode()
+        )
+
+    def recv_all(s: so.socket) -> bytes:
+        out = b""
+        while chunk := s.recv(65536):
+            out += chunk
+        return out
+
+    async def scenario() -> None:
+        rx = OtlpReceiver(
+            "127.0.0.1",
+            0,
+            token=token,
+            max_connections=3,
+            max_inflight_bytes=1_000_000,
+            keepalive_s=0.5,
+            max_body=1_000_000,
+        )
+        await rx.start(NullHub())
+        port = rx.address[1]
+        try:
+
+            def connect() -> so.socket:
+                return so.create_connection(("127.0.0.1", port), timeout=10)
+
+            # three connections are held; each sends part of a 600 KB body, the second is over
+            # the bytes in flight and gets 429 at once, unread
+            a = await asyncio.to_thread(connect)
+            a.sendall(head(600_000) + b"{" * 1000)
+            await _until_async(lambda: rx.inflight_bytes == 600_000)
+            b = await asyncio.to_thread(connect)
+            b.sendall(head(600_000))
+            answer = await asyncio.to_thread(recv_all, b)
+            assert answer.startswith(b"HTTP/1.1 429") and b"retry-after: 2" in answer.lower(), answer
+            c = await asyncio.to_thread(connect)
+            d = await asyncio.to_thread(connect)
+            await _until_async(lambda: rx.status()["connections"] == 3)  # a, c, d
+            e = await asyncio.to_thread(connect)  # the fourth at once: 503, nothing read
+            answer = await asyncio.to_thread(recv_all, e)
+            assert answer.startswith(b"HTTP/1.1 503") and b"too many connections" in answer, answer
+            # c and d stay idle past the keep-alive: closed by the receiver
+            assert await asyncio.to_thread(recv_all, c) == b"" and await asyncio.to_thread(recv_all, d) == b""
+            a.close()  # the held body goes with its connection
+            await _until_async(lambda: rx.inflight_bytes == 0 and rx.status()["connections"] == 0)
+            ok = await asyncio.to_thread(connect)
+            ok.sendall(head(2) + b"{}")
+            assert (await asyncio.to_thread(ok.recv, 4096)).startswith(b"HTTP/1.1 200")
+            ok.close()
+            c_ = rx.status()["counters"]
+            assert c_["overloaded"] == 1 and c_["connections_refused"] == 1 and c_["idle_closed"] >= 2
+            for s in (b, e):
+                s.close()
+        finally:
+            await rx.stop()
+
+    asyncio.run(scenario())
+
+
+async def _until_async(what, timeout: float = 10.0) -> None:
+    import asyncio
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not what():
+        assert time.monotonic() < deadline, "condition not met"
+        await asyncio.sleep(0.01)

@@ -12,7 +12,9 @@ answer is sent once they are durable. Answers follow the OTLP/HTTP spec:
   415 for a content type other than ``application/x-protobuf`` / ``application/json``;
 * 503 with ``Retry-After`` when the store refused the batch (full disk …): exporters retry;
 * 401 (``WWW-Authenticate: Bearer``) before any body is read when the request does not carry
-  ``Authorization: Bearer <token>`` (``memviewer.access``: the home's token file).
+  ``Authorization: Bearer <token>`` (``memviewer.access``: the home's token file);
+* bounded: ``MAX_CONNECTIONS`` (503 on accept beyond it), ``KEEPALIVE_S`` (idle connections
+  closed), ``MAX_INFLIGHT_BYTES`` of bodies held at once (429 + ``Retry-After`` on the headers).
 
 ``/v1/metrics`` is answered 200 and ignored (counted), so an agent that exports metrics
 to the same endpoint (Claude Code) does not log errors.
@@ -45,7 +47,15 @@ PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 MAX_BODY = 32 * 1024 * 1024
 MAX_HEADER = 64 * 1024
-IDLE_TIMEOUT = 60.0
+IDLE_TIMEOUT = 60.0  # a request that stops arriving for this long is dropped
+#: A kept-alive connection with no request for this long is closed: idle sockets must not
+#: pile up to the file limit (exporters reconnect at once when they have spans).
+KEEPALIVE_S = 10.0
+MAX_CONNECTIONS = 64  # beyond: 503 + Retry-After on accept, nothing read
+#: Bytes of bodies held at once (read, decompressed, being mapped): beyond, a request gets 429
+#: with Retry-After before its body is read, so parallel big exports cannot grow the hub.
+MAX_INFLIGHT_BYTES = 96 * 1024 * 1024
+RETRY_AFTER_S = "2"
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -80,6 +90,38 @@ class _Reject(Exception):
         self.headers = headers or []
 
 
+def _refusal(status: int, message: str) -> bytes:
+    """A whole HTTP/1.1 answer written before reading anything (the connection closes)."""
+    body = _status_json(message)
+    reason = {429: "Too Many Requests", 503: "Service Unavailable"}.get(status, "")
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\ncontent-type: {JSON}\r\ncontent-length: {len(body)}\r\n"
+        f"retry-after: {RETRY_AFTER_S}\r\nconnection: close\r\n\r\n"
+    )
+    return head.encode("ascii") + body
+
+
+class _Budget:
+    """The bytes one request holds against the receiver's ``max_inflight_bytes``."""
+
+    def __init__(self, receiver: OtlpReceiver) -> None:
+        self.receiver = receiver
+        self.held = 0
+
+    def take(self, n: int) -> bool:
+        """Reserve ``n`` more bytes; False (nothing reserved) when that would pass the limit."""
+        rx = self.receiver
+        if n > 0 and rx.inflight_bytes + n > rx.max_inflight_bytes:
+            return False
+        rx.inflight_bytes += n
+        self.held += n
+        return True
+
+    def release(self) -> None:
+        self.receiver.inflight_bytes -= self.held
+        self.held = 0
+
+
 class OtlpReceiver:
     """``start(hub)`` binds the address (a host other than loopback only when named)."""
 
@@ -94,10 +136,17 @@ class OtlpReceiver:
         token_file: Any = None,
         new: bool = False,
         max_body: int = MAX_BODY,
+        max_connections: int = MAX_CONNECTIONS,
+        max_inflight_bytes: int = MAX_INFLIGHT_BYTES,
+        keepalive_s: float = KEEPALIVE_S,
     ) -> None:
         self.host = host
         self.port = port
         self.max_body = max_body
+        self.max_connections = max_connections
+        self.max_inflight_bytes = max(max_inflight_bytes, max_body)  # one biggest body always fits
+        self.keepalive_s = keepalive_s
+        self.inflight_bytes = 0  # reserved by the requests in progress (``_Budget``)
         self.token = token  # every request carries it (``Authorization: Bearer``): 401 otherwise
         self.token_file = token_file
         self.token_new = new  # made for this start: the start line shows it once
@@ -121,6 +170,9 @@ class OtlpReceiver:
             "metrics_ignored",
             "internal_errors",
             "unauthorized",
+            "connections_refused",
+            "overloaded",
+            "idle_closed",
         ):
             self.state.counters[name] = 0
         self._hub: Any = None
@@ -163,30 +215,50 @@ class OtlpReceiver:
     def status(self) -> dict[str, Any]:
         out = self.state.to_dict()
         out["token_file"] = str(self.token_file) if self.token_file else None
+        out["inflight_bytes"] = self.inflight_bytes
+        out["connections"] = len(self._conns)
+        out["limits"] = {
+            "max_connections": self.max_connections,
+            "max_inflight_bytes": self.max_inflight_bytes,
+            "keepalive_s": self.keepalive_s,
+            "max_body": self.max_body,
+        }
         return out
 
     # -- HTTP --------------------------------------------------------------------------------
     async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         import h11
 
+        if len(self._conns) >= self.max_connections:  # answered unread: the client retries later
+            self.state.count("connections_refused")
+            with contextlib.suppress(Exception):
+                writer.write(_refusal(503, f"too many connections (at most {self.max_connections})"))
+                await asyncio.wait_for(writer.drain(), 1.0)
+            writer.close()
+            return
         task = asyncio.current_task()
         if task is not None:
             self._conns.add(task)
         conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEADER)
         try:
             while True:
-                request, body, error = await self._read_request(conn, reader)
-                if request is None and error is None:
-                    return  # the client closed
-                if error is not None:
-                    status, ctype, payload, headers = (
-                        error.status,
-                        JSON,
-                        _status_json(error.message),
-                        error.headers,
-                    )
-                else:
-                    status, ctype, payload, headers = await self._handle(request, body)
+                budget = _Budget(self)
+                try:
+                    request, body, error = await self._read_request(conn, reader, budget)
+                    if request is None and error is None:
+                        return  # the client closed, or stayed idle past the keep-alive
+                    if error is not None:
+                        status, ctype, payload, headers = (
+                            error.status,
+                            JSON,
+                            _status_json(error.message),
+                            error.headers,
+                        )
+                    else:
+                        status, ctype, payload, headers = await self._handle(request, body, budget)
+                    del body
+                finally:
+                    budget.release()
                 await self._send(conn, writer, status, ctype, payload, headers)
                 if conn.our_state is h11.MUST_CLOSE or error is not None:
                     return
@@ -207,20 +279,29 @@ class OtlpReceiver:
                 writer.close()
 
     async def _read_request(
-        self, conn: Any, reader: asyncio.StreamReader
+        self, conn: Any, reader: asyncio.StreamReader, budget: _Budget
     ) -> tuple[Any, bytes, _Reject | None]:
         import h11
 
         request = None
         chunks: list[bytes] = []
         size = 0
+        started = False  # a byte of this request has arrived (before it: the keep-alive wait)
         while True:
             try:
                 event = conn.next_event()
             except h11.RemoteProtocolError as exc:
                 return None, b"", _Reject(400, f"bad HTTP request: {exc}")
             if event is h11.NEED_DATA:
-                data = await asyncio.wait_for(reader.read(256 * 1024), IDLE_TIMEOUT)
+                try:
+                    wait = IDLE_TIMEOUT if started else self.keepalive_s
+                    data = await asyncio.wait_for(reader.read(256 * 1024), wait)
+                except TimeoutError:
+                    if started:
+                        raise
+                    self.state.count("idle_closed")
+                    return None, b"", None
+                started = True
                 conn.receive_data(data)
                 if not data and request is None:
                     return None, b"", None
@@ -244,15 +325,28 @@ class OtlpReceiver:
                 length = dict(event.headers).get(b"content-length")
                 if length is not None and length.isdigit() and int(length) > self.max_body:
                     return request, b"", _Reject(413, f"body larger than {self.max_body} bytes")
+                if length is not None and length.isdigit() and not budget.take(int(length)):
+                    return request, b"", self._overloaded()
                 continue
             if isinstance(event, h11.Data):
                 size += len(event.data)
                 if size > self.max_body:
                     return request, b"", _Reject(413, f"body larger than {self.max_body} bytes")
+                if size > budget.held and not budget.take(size - budget.held):  # chunked: as it comes
+                    return request, b"", self._overloaded()
                 chunks.append(event.data)
                 continue
             if isinstance(event, h11.EndOfMessage):
                 return request, b"".join(chunks), None
+
+    def _overloaded(self) -> _Reject:
+        self.state.count("overloaded")
+        return _Reject(
+            429,
+            f"the receiver holds {self.inflight_bytes:,} bytes of requests (at most "
+            f"{self.max_inflight_bytes:,}); retry after {RETRY_AFTER_S} s",
+            [("retry-after", RETRY_AFTER_S)],
+        )
 
     async def _send(
         self, conn: Any, writer: asyncio.StreamWriter, status: int, ctype: str, payload: bytes, headers: Any
@@ -266,7 +360,9 @@ class OtlpReceiver:
         writer.write(out)
         await writer.drain()
 
-    async def _handle(self, request: Any, body: bytes) -> tuple[int, str, bytes, list[tuple[str, str]]]:
+    async def _handle(
+        self, request: Any, body: bytes, budget: _Budget
+    ) -> tuple[int, str, bytes, list[tuple[str, str]]]:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in request.headers}
         path = request.target.decode("latin-1").split("?", 1)[0]
         ctype = headers.get("content-type", "").split(";", 1)[0].strip().lower()
@@ -285,10 +381,14 @@ class OtlpReceiver:
                 [],
             )
         try:
+            raw = len(body)
             body = _decompress(body, headers.get("content-encoding", "").strip().lower(), self.max_body)
         except _Reject as rej:
             self.state.count("bad_requests")
             return rej.status, answer_type, _status(answer_type, rej.message), []
+        if len(body) != raw and not budget.take(len(body)):  # the inflated copy counts too
+            over = self._overloaded()
+            return over.status, answer_type, _status(answer_type, over.message), over.headers
         if path == "/v1/metrics":
             self.state.count("metrics_ignored")
             return 200, answer_type, _response(answer_type, "metrics", 0, ""), []
