@@ -144,8 +144,14 @@ def test_recall_without_a_hub_answers_at_once_on_a_big_backlog_and_leaves_it_to_
     folder = tmp_path / "big"
     folder.mkdir()
     n = INLINE_CATCH_UP_TURNS + 44
-    msgs = [{"role": "user", "content": f"note {i}: the ledger of crate {i % 17}"} for i in range(n - 1)]
-    msgs.append({"role": "user", "content": "the quokka vaccine schedule moved to march"})
+    then = time.time() - 3600  # stored an hour ago: past the indexer's grace for fresh turns
+    msgs = [
+        {"role": "user", "content": f"note {i}: the ledger of crate {i % 17}", "timestamp": then + i}
+        for i in range(n - 1)
+    ]
+    msgs.append(
+        {"role": "user", "content": "the quokka vaccine schedule moved to march", "timestamp": then + n}
+    )
     (folder / "big.json").write_text(json.dumps({"session_id": "big", "agent_name": "a", "messages": msgs}))
     # --no-index: stored, nothing embeds it, so recall meets the whole backlog
     assert _cli(home, "import", "praisonai", str(folder), "--no-index", socket=sock).returncode == 0
