@@ -392,7 +392,13 @@ def test_receiver_answers_503_with_retry_after_when_the_store_refuses() -> None:
     from memviewer.sources.otlp_http import OtlpReceiver
 
     class FullDiskHub:
+        full = True
+        stored: list[dict] = []
+
         async def submit(self, commands):
+            if not self.full:
+                self.stored.extend(commands)
+                return [{"ok": True} for _ in commands]
             raise MemviewerError(
                 "internal", "batch not applied: database or disk is full", data={"retry": True}
             )
@@ -438,12 +444,18 @@ def test_receiver_answers_503_with_retry_after_when_the_store_refuses() -> None:
 
     async def scenario() -> None:
         rx = OtlpReceiver("127.0.0.1", 0, token="k" * 32)
-        await rx.start(FullDiskHub())
+        hub = FullDiskHub()
+        await rx.start(hub)
         try:
             code, retry = await asyncio.to_thread(post, rx.address[1])
             assert (code, retry) == (503, "5")
             assert rx.status()["counters"]["store_refusals"] == 1
             assert "disk is full" in rx.status()["last_error"]
+            # the disk is freed; the exporter retries the very same request: its turn is sent
+            # again (the refused batch must not count as already sent)
+            hub.full = False
+            assert (await asyncio.to_thread(post, rx.address[1]))[0] == 200
+            assert [c["user_message"] for c in hub.stored if c["op"] == "start_episode"] == ["x"]
         finally:
             await rx.stop()
 

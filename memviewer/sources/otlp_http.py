@@ -405,16 +405,24 @@ class OtlpReceiver:
             log.warning("OTLP %s request refused: %s", signal, exc)
             return 400, answer_type, _status(answer_type, str(exc)), []
         except MemviewerError as exc:  # the store failed or the hub is stopping: retryable
+            self._forget()  # the mapper counted this batch as sent: the retry must send it again
             self.state.count("store_refusals")
             self.state.error(exc.message)
             log.error("OTLP %s request not stored: %s", signal, exc.message)
             return 503, answer_type, _status(answer_type, exc.message), [("retry-after", "5")]
         except Exception as exc:  # a mapping bug must cost one request, never the receiver
+            self._forget()
             self.state.count("internal_errors")
             self.state.error(f"{type(exc).__name__}: {exc}")
             log.exception("OTLP %s request failed", signal)
             return 500, answer_type, _status(answer_type, f"internal error: {type(exc).__name__}"), []
         return self._account(signal, answer_type, result, commands, outcome)
+
+    def _forget(self) -> None:
+        """Drop the mapper's memory of what was sent (after a batch that was not stored): the
+        exporter's retry then maps every turn again, and the store answers the ones it has as
+        no-ops (the ids are derived), exactly as after a hub restart."""
+        self.mapper = GenAIMapper(self.mapper.max_conversations)
 
     def _map(self, signal: str, ctype: str, body: bytes) -> MapResult:
         try:
