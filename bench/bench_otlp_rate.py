@@ -110,13 +110,15 @@ def main() -> None:
         dropped_n = getattr(dropped, "_dropped_spans", None)
         provider.shutdown()
         counters: dict[str, Any] = {}
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:  # stored: until the counters stop moving
+        t_flushed = time.perf_counter()
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:  # stored: nothing queued and the counters still
             src = next(s for s in remote.stats()["hub"]["sources"] if s["kind"] == "otlp")
-            if src["counters"] == counters:
+            if src["counters"] == counters and not src.get("queued_bytes"):
                 break
             counters = src["counters"]
             time.sleep(1.0)
+        stored_after_s = time.perf_counter() - t_flushed
         turns = remote.stats()["counts"]["turns"]
         remote.close()
         hub.stop()
@@ -139,6 +141,7 @@ def main() -> None:
                     for k in ("spans", "genai_spans", "turns", "overloaded", "store_refusals")
                 },
                 "turns_stored": turns,
+                "all_stored_s_after_last_export": round(stored_after_s, 1),
             }
         )
     )

@@ -549,3 +549,87 @@ async def _until_async(what, timeout: float = 10.0) -> None:
     while not what():
         assert time.monotonic() < deadline, "condition not met"
         await asyncio.sleep(0.01)
+
+
+def test_an_accepted_batch_waits_on_disk_until_the_store_takes_it(tmp_path) -> None:
+    """With its durable queue the receiver answers once a batch is fsync'd, and keeps it (on
+    disk) through store refusals until the hub stored it; a full queue is a 429 before the
+    mapper sees the request, and a queue it cannot write is a 503 that loses nothing."""
+    import asyncio
+    import urllib.error
+    import urllib.request
+
+    from memviewer.errors import MemviewerError
+    from memviewer.sources.otlp_http import OtlpReceiver
+    from memviewer.sources.otlp_queue import DurableQueue
+
+    class FlakyHub:
+        full = True
+        stored: list[dict] = []
+
+        async def submit(self, commands):
+            if self.full:
+                raise MemviewerError("internal", "database or disk is full", data={"retry": True})
+            self.stored.extend(commands)
+            return [{"ok": True} for _ in commands]
+
+    def body(text: str) -> bytes:
+        msgs = json.dumps([{"role": "user", "parts": [{"type": "text", "content": text}]}])
+        attrs = [
+            {"key": "gen_ai.operation.name", "value": {"stringValue": "chat"}},
+            {"key": "gen_ai.conversation.id", "value": {"stringValue": "q-1"}},
+            {"key": "gen_ai.input.messages", "value": {"stringValue": msgs}},
+        ]
+        span = {
+            "traceId": "ab" * 16,
+            "spanId": text.encode().hex()[:16].ljust(16, "0"),
+            "name": "chat",
+            "startTimeUnixNano": "1765000000000000000",
+            "endTimeUnixNano": "1765000001000000000",
+            "attributes": attrs,
+        }
+        return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}).encode()
+
+    def post(port: int, data: bytes) -> tuple[int, str | None]:
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{port}/v1/traces",
+            data=data,
+            headers={"Content-Type": "application/json", "Authorization": "Bearer " + "k" * 32},
+        )
+        try:
+            urllib.request.urlopen(req, timeout=10)
+        except urllib.error.HTTPError as err:
+            return err.code, err.headers.get("Retry-After")
+        return 200, None
+
+    async def scenario() -> None:
+        queue = DurableQueue(tmp_path / "otlp-queue", max_bytes=4000)
+        hub = FlakyHub()
+        rx = OtlpReceiver("127.0.0.1", 0, token="k" * 32, queue=queue)
+        await rx.start(hub)
+        port = rx.address[1]
+        try:
+            assert (await asyncio.to_thread(post, port, body("alpha")))[0] == 200  # on disk, not stored
+            await _until_async(lambda: rx.status()["counters"]["store_refusals"] >= 1)
+            assert len(queue) == 1 and not hub.stored
+            # the queue is full (4,000 bytes): refused before mapping, so nothing is marked sent
+            code, retry = await asyncio.to_thread(post, port, body("b" * 5000))
+            assert (code, retry) == (429, "2") and rx.status()["counters"]["queue_full"] == 1
+            # a queue that cannot be written: 503, and the mapper forgets the batch
+            real_put = queue.put
+
+            def broken(commands):
+                raise OSError(28, "No space left on device")
+
+            queue.put = broken  # type: ignore[method-assign]
+            assert (await asyncio.to_thread(post, port, body("gamma")))[0] == 503
+            queue.put = real_put  # type: ignore[method-assign]
+            hub.full = False  # the disk is freed: the queued batch is stored, in order, once
+            assert (await asyncio.to_thread(post, port, body("gamma")))[0] == 200
+            await _until_async(lambda: len(queue) == 0 and rx.status()["queued_bytes"] == 0)
+            users = [c["user_message"] for c in hub.stored if c["op"] == "start_episode"]
+            assert users == ["alpha", "gamma"]
+        finally:
+            await rx.stop()
+
+    asyncio.run(scenario())

@@ -218,14 +218,17 @@ def test_bad_bodies_are_answered_and_the_receiver_keeps_serving(otlp_hub) -> Non
     answer = json.loads(body)
     assert answer["partialSuccess"]["rejectedSpans"] == "1"
     assert "not JSON" in answer["partialSuccess"]["errorMessage"]
-    assert [t["content"] for t in _turns(remote, session_for("conv-7"))] == ["hello there"]
+    stored = wait_for(lambda: _turns(remote, session_for("conv-7")), what="the good span's turn")
+    assert [t["content"] for t in stored] == ["hello there"]
     # a span with no conversation id goes to its trace's session, and is counted
     lone = _json_span("cc" * 8, None, [{"role": "user", "parts": [{"type": "text", "content": "no conv"}]}])
     lone["traceId"] = "cd" * 16  # (a trace already seen with a conversation id would join it)
     payload = {"resourceSpans": [{"scopeSpans": [{"spans": [lone]}]}]}
     assert post(url, json.dumps(payload).encode(), "application/json")[0] == 200
     sid = "otel-" + uid("trace:" + "cd" * 16)
-    assert [t["content"] for t in _turns(remote, sid)] == ["no conv"]
+    assert [t["content"] for t in wait_for(lambda: _turns(remote, sid), what="the trace's turn")] == [
+        "no conv"
+    ]
     # a lone UTF-16 surrogate can never be stored: a malformed body (400), not a 500
     status, body = post(url, b'{"resourceSpans": [{"x": "\\ud800"}]}', "application/json")
     assert status == 400 and b"surrogate" in body, body
@@ -249,7 +252,8 @@ def test_bad_bodies_are_answered_and_the_receiver_keeps_serving(otlp_hub) -> Non
     answer = json.loads(body)["partialSuccess"]
     assert status == 200 and answer["rejectedSpans"] == "0"
     assert "1 message longer than 1,000,000 characters (the longest 1,200,000)" in answer["errorMessage"]
-    assert [len(t["content"]) for t in _turns(remote, session_for("conv-big"))] == [1_000_000]
+    big_turns = wait_for(lambda: _turns(remote, session_for("conv-big")), what="the cut message")
+    assert [len(t["content"]) for t in big_turns] == [1_000_000]
     c = otlp_status(remote)["counters"]
     assert c["bad_requests"] == 6 and c["unsupported_media_type"] == 1
     assert c["rejected_spans"] == 3 and c["without_conversation_id"] == 1 and c["messages_cut"] == 1
@@ -287,7 +291,7 @@ def test_a_request_without_the_homes_token_is_refused_before_its_body_is_read(
     token = tmp_path / "home" / "token"
     assert token.stat().st_mode & 0o777 == 0o600
     assert post(url, body, "application/json")[0] == 200  # with the token (the fixture's header)
-    assert remote.sessions()["total"] == 1
+    wait_for(lambda: remote.sessions()["total"] == 1, what="the session")
 
 
 def _json_span(span_id: str, conv: str | None, inputs: list[dict] | None) -> dict[str, Any]:
@@ -394,3 +398,35 @@ def test_sdk_log_exporter_events_and_retrieval_spans(otlp_hub) -> None:
         what="the recall handed on",
     )
     assert c["command_errors"] == 0
+
+
+@pytest.mark.integration
+def test_a_batch_acknowledged_before_a_crash_is_stored_by_the_next_hub(
+    tmp_path: Path, short_tmp: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The answer comes once a batch is on disk in the home's OTLP queue: a hub killed before
+    its writer stored it leaves the file, and the next hub stores it before anything else."""
+    from memviewer.sources.genai_map import GenAIMapper
+    from memviewer.sources.otlp_decode import SpanRecord
+    from memviewer.sources.otlp_queue import FOLDER, DurableQueue
+
+    home = tmp_path / "home"
+    msgs = [{"role": "user", "parts": [{"type": "text", "content": "acknowledged, then the hub died"}]}]
+    attrs = {
+        "gen_ai.operation.name": "chat",
+        "gen_ai.conversation.id": "crash-1",
+        "gen_ai.input.messages": json.dumps(msgs),
+    }
+    span = SpanRecord(
+        "cd" * 16, "ef" * 8, "", "chat", 1_765_000_000.0, 1_765_000_001.0, attrs, {"service.name": "svc"}
+    )
+    home.mkdir(mode=0o700)
+    DurableQueue(home / FOLDER).put(GenAIMapper().map_spans([span]).commands)  # as a killed hub left it
+    hub, remote, _endpoint = start_otlp_hub(home, short_tmp / "hub.sock", monkeypatch)
+    try:
+        turns = wait_for(lambda: _turns(remote, session_for("crash-1")), what="the queued batch")
+        assert [t["content"] for t in turns] == ["acknowledged, then the hub died"]
+        wait_for(lambda: not list((home / FOLDER).glob("q-*.json")), what="the queue file to go")
+    finally:
+        remote.close()
+        hub.stop()

@@ -33,10 +33,14 @@ def build_sources(settings: Settings) -> list[Any]:
     if address:
         from memviewer.access import home_token, token_path
         from memviewer.sources.otlp_http import OtlpReceiver, parse_address
+        from memviewer.sources.otlp_queue import FOLDER, DurableQueue
 
         host, port = parse_address(address)
         token, created = home_token(settings.home_path)
+        queue = DurableQueue(settings.home_path / FOLDER)
         out.append(
-            OtlpReceiver(host, port, token=token, token_file=token_path(settings.home_path), new=created)
+            OtlpReceiver(
+                host, port, token=token, token_file=token_path(settings.home_path), new=created, queue=queue
+            )
         )
     return out

@@ -27,6 +27,7 @@ import contextlib
 import ipaddress
 import json
 import logging
+import os
 import zlib
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +35,7 @@ from memviewer import access
 from memviewer.errors import MemviewerError
 from memviewer.sources import otlp_decode
 from memviewer.sources.genai_map import MAX_TEXT, GenAIMapper, MapResult
+from memviewer.sources.otlp_queue import DurableQueue
 from memviewer.sources.status import SourceStatus
 
 if TYPE_CHECKING:
@@ -139,6 +141,7 @@ class OtlpReceiver:
         max_connections: int = MAX_CONNECTIONS,
         max_inflight_bytes: int = MAX_INFLIGHT_BYTES,
         keepalive_s: float = KEEPALIVE_S,
+        queue: DurableQueue | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -147,6 +150,11 @@ class OtlpReceiver:
         self.max_inflight_bytes = max(max_inflight_bytes, max_body)  # one biggest body always fits
         self.keepalive_s = keepalive_s
         self.inflight_bytes = 0  # reserved by the requests in progress (``_Budget``)
+        # Accepted batches wait here (on disk) for the hub's writer; without one (unit tests of
+        # the HTTP side) a request is answered after the hub stored it.
+        self.queue = queue
+        self._queued = asyncio.Event()
+        self._drainer: asyncio.Task[None] | None = None
         self.token = token  # every request carries it (``Authorization: Bearer``): 401 otherwise
         self.token_file = token_file
         self.token_new = new  # made for this start: the start line shows it once
@@ -173,6 +181,8 @@ class OtlpReceiver:
             "connections_refused",
             "overloaded",
             "idle_closed",
+            "queue_full",
+            "queue_errors",
         ):
             self.state.counters[name] = 0
         self._hub: Any = None
@@ -200,10 +210,18 @@ class OtlpReceiver:
         host, port = self.address
         self.state.target = f"{host}:{port}"
         self.state.connected = True
+        if self.queue is not None:  # what a previous run accepted and did not store goes first
+            self._queued.set()
+            self._drainer = asyncio.create_task(self._drain(), name="memviewer-otlp-drain")
         log.info("OTLP/HTTP receiver on http://%s:%s (/v1/traces, /v1/logs)", host, port)
 
     async def stop(self) -> None:
         self.state.connected = False
+        if self._drainer is not None:  # what is still queued stays on disk for the next start
+            self._drainer.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._drainer
+            self._drainer = None
         if self._server is not None:
             self._server.close()
             for task in list(self._conns):
@@ -216,6 +234,8 @@ class OtlpReceiver:
         out = self.state.to_dict()
         out["token_file"] = str(self.token_file) if self.token_file else None
         out["inflight_bytes"] = self.inflight_bytes
+        if self.queue is not None:
+            out["queued_bytes"] = self.queue.pending_bytes
         out["connections"] = len(self._conns)
         out["limits"] = {
             "max_connections": self.max_connections,
@@ -394,11 +414,34 @@ class OtlpReceiver:
             return 200, answer_type, _response(answer_type, "metrics", 0, ""), []
         signal = "traces" if path == "/v1/traces" else "logs"
         loop = asyncio.get_running_loop()
+        if self.queue is not None and not self.queue.has_room(len(body)):  # before mapping: a
+            self.state.count("queue_full")  # refused request must leave the mapper untouched
+            over = _Reject(
+                429,
+                f"{self.queue.pending_bytes:,} bytes wait to be stored; retry after {RETRY_AFTER_S} s",
+                [("retry-after", RETRY_AFTER_S)],
+            )
+            return over.status, answer_type, _status(answer_type, over.message), over.headers
         try:
             async with self._lock:  # decode + map in a thread, in arrival order
                 result = await loop.run_in_executor(None, self._map, signal, ctype, body)
                 commands = result.commands
-                outcome = await self._hub.submit(commands) if commands else []
+                if self.queue is None:
+                    outcome: list[dict[str, Any]] | None = (
+                        await self._hub.submit(commands) if commands else []
+                    )
+                else:
+                    outcome = None  # stored by ``_drain``; the answer waits for the fsync only
+                    if commands:
+                        await loop.run_in_executor(None, self.queue.put, commands)
+                        self._queued.set()
+        except OSError as exc:  # the queue could not be written (a full disk): retryable
+            self._forget()
+            self.state.count("queue_errors")
+            self.state.error(f"cannot queue the batch: {exc}")
+            log.error("OTLP %s request not queued: %s", signal, exc)
+            message = f"cannot queue the batch: {exc.strerror or exc}"
+            return 503, answer_type, _status(answer_type, message), [("retry-after", "5")]
         except otlp_decode.OtlpDecodeError as exc:
             self.state.count("bad_requests")
             self.state.error(str(exc))
@@ -416,7 +459,69 @@ class OtlpReceiver:
             self.state.error(f"{type(exc).__name__}: {exc}")
             log.exception("OTLP %s request failed", signal)
             return 500, answer_type, _status(answer_type, f"internal error: {type(exc).__name__}"), []
-        return self._account(signal, answer_type, result, commands, outcome)
+        return self._account(signal, answer_type, result, commands, outcome or [])
+
+    async def _drain(self) -> None:
+        """Store the queued batches in order through the hub's writer; a refusal (a full disk,
+        a stopping hub) keeps the batch and retries, so nothing accepted is lost."""
+        assert self.queue is not None
+        loop = asyncio.get_running_loop()
+        backoff = 0.5
+        while True:
+            path = self.queue.oldest()
+            if path is None:
+                self._queued.clear()
+                if self.queue.oldest() is None:
+                    await self._queued.wait()
+                continue
+            try:
+                commands = await loop.run_in_executor(None, self.queue.load, path)
+            except (OSError, ValueError) as exc:  # unreadable: kept aside, never retried forever
+                self.state.count("queue_errors")
+                self.state.error(f"queued batch {path.name} unreadable: {exc}")
+                log.error("OTLP queued batch %s is unreadable (%s): moved to %s.bad", path, exc, path.name)
+                with contextlib.suppress(OSError):
+                    os.replace(path, path.with_name(path.name + ".bad"))
+                continue
+            try:
+                outcome = await self._hub.submit(commands)
+            except MemviewerError as exc:  # retryable: the batch stays queued
+                self.state.count("store_refusals")
+                self.state.error(exc.message)
+                log.warning("OTLP batch not stored yet (%s); retrying in %.1f s", exc.message, backoff)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
+            backoff = 0.5
+            self._stored(commands, outcome)
+            await loop.run_in_executor(None, self.queue.done, path)
+
+    def _stored(self, commands: list[dict[str, Any]], outcome: list[dict[str, Any]]) -> list[str]:
+        """Count what the store did with a batch; the problems it reported."""
+        st = self.state
+        problems: list[str] = []
+        stored = 0
+        for cmd, res in zip(commands, outcome, strict=False):
+            err = res.get("error")
+            if err is None:
+                if cmd["op"] in ("start_episode", "add_turn"):
+                    stored += 1
+                    st.count("turns")
+                elif cmd["op"] == "record_recall":
+                    st.count("recalls")
+                continue
+            if cmd["op"] == "record_recall":
+                st.count("recall_refusals")
+                continue  # the hub's recall log may be absent; the turns still count
+            st.count("command_errors")
+            problems.append(f"{cmd['op']}: {err.get('message', err)}")
+        for reason in problems[:5]:
+            log.warning("OTLP: %s", reason)
+        if problems:
+            st.error(problems[0])
+        if stored:
+            st.delivered()
+        return problems
 
     def _forget(self) -> None:
         """Drop the mapper's memory of what was sent (after a batch that was not stored): the
@@ -455,35 +560,20 @@ class OtlpReceiver:
                 continue
             st.count(name, n)
         problems = [reason for _, reason in result.rejected]
-        stored = 0
-        for cmd, res in zip(commands, outcome, strict=False):
-            err = res.get("error")
-            if err is None:
-                if cmd["op"] in ("start_episode", "add_turn"):
-                    stored += 1
-                    st.count("turns")
-                elif cmd["op"] == "record_recall":
-                    st.count("recalls")
-                continue
-            if cmd["op"] == "record_recall":
-                st.count("recall_refusals")
-                continue  # the hub's recall log may be absent; the turns still count
-            st.count("command_errors")
-            problems.append(f"{cmd['op']}: {err.get('message', err)}")
+        if outcome:  # stored before the answer (no queue): the store's refusals are reported
+            problems += self._stored(commands, outcome)
         if result.counters.get("without_conversation_id"):
             log.info(
                 "%d %s without gen_ai.conversation.id: grouped by trace id",
                 result.counters["without_conversation_id"],
                 "spans" if signal == "traces" else "log records",
             )
-        for reason in problems[:5]:
+        for reason in [reason for _, reason in result.rejected][:5]:
             log.warning("OTLP %s: %s", signal, reason)
-        if problems:
-            st.error(problems[0])
+        if result.rejected:
+            st.error(result.rejected[0][1])
         rejected = len(result.rejected)
         st.count("rejected_spans", rejected)
-        if stored:
-            st.delivered()
         if result.cut:  # stored, but not whole: the exporter hears it as a warning (rejected 0)
             longest = max(result.cut)
             problems.append(
