@@ -8,6 +8,7 @@ and whether it aborted (``terminate called``, SIGABRT) are reported. With ``--ex
 NEW`` two installs are measured alternately in one run.
 
     .venv/bin/python bench/bench_stop.py [--turns 6000] [--settle 4] [--runs 3] [--exe PATH ...]
+        [--viewer]   (the viewer hosting the hub, quit with ctrl+q in a pty, instead of serve)
 """
 
 from __future__ import annotations
@@ -108,18 +109,71 @@ def one(exe: str, turns: int, settle: float) -> dict[str, object]:
         return {"stop_s": round(took, 2), "code": code, "aborted": "terminate called" in err or code == -6}
 
 
+def one_viewer(exe: str, turns: int, settle: float) -> dict[str, object]:
+    """The viewer hosting the hub (no hub runs): quit with ctrl+q while its indexer catches up."""
+    import pty
+    import select
+
+    with tempfile.TemporaryDirectory(prefix="mvstopv") as tmp:
+        folder = Path(tmp)
+        home = make_home(exe, folder, turns)
+        env = {
+            **os.environ,
+            "MEMVIEWER_CONFIG": os.devnull,
+            "TERM": "xterm-256color",
+            "XDG_RUNTIME_DIR": str(folder),
+            "COLUMNS": "120",
+            "LINES": "36",
+        }
+        master, slave = pty.openpty()
+        viewer = subprocess.Popen(
+            [exe, "--home", str(home), "--socket", str(folder / "hub.sock")],
+            stdin=slave,
+            stdout=slave,
+            stderr=slave,
+            env=env,
+            start_new_session=True,
+        )
+        os.close(slave)
+        seen = b""
+        deadline = time.monotonic() + 60
+        while b"Sessions" not in seen and time.monotonic() < deadline:
+            if select.select([master], [], [], 0.2)[0]:
+                try:
+                    seen += os.read(master, 65536)
+                except OSError:
+                    break
+        time.sleep(settle)  # the hosted hub's indexer is catching up now
+        t0 = time.monotonic()
+        os.write(master, b"\x11")  # ctrl+q
+        while viewer.poll() is None and time.monotonic() - t0 < 60:
+            if select.select([master], [], [], 0.1)[0]:
+                try:
+                    seen += os.read(master, 65536)
+                except OSError:
+                    pass
+        took = time.monotonic() - t0
+        if viewer.poll() is None:
+            viewer.kill()
+        code = viewer.wait()
+        os.close(master)
+        aborted = b"terminate called" in seen or code == -6
+        return {"stop_s": round(took, 2), "code": code, "aborted": aborted}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--turns", type=int, default=6000)
     ap.add_argument("--settle", type=float, default=4.0)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--exe", action="append", default=None)
+    ap.add_argument("--viewer", action="store_true", help="quit the viewer hosting the hub instead")
     args = ap.parse_args()
     exes = args.exe or [str(Path(sys.executable).parent / "memviewer")]
     results: dict[str, list[dict[str, object]]] = {e: [] for e in exes}
     for _ in range(args.runs):
         for exe in exes:  # alternately, so load drifts hit both alike
-            r = one(exe, args.turns, args.settle)
+            r = (one_viewer if args.viewer else one)(exe, args.turns, args.settle)
             results[exe].append(r)
             print(exe, json.dumps(r), flush=True)
     for exe, rs in results.items():

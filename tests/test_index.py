@@ -395,3 +395,23 @@ def test_a_stopping_background_indexer_gives_up_its_batch_between_model_calls(se
         svc.sync_index()
         stored = int(svc.stats()["counts"]["turns"])
         assert stored > n and svc.parts.lance.count("turns") == stored  # each turn once
+
+
+def test_a_finished_process_exits_past_an_indexer_still_in_a_call(tmp_path: Any) -> None:
+    """``serve`` and the viewer end with ``exit_past_busy_indexer``: with the indexer thread
+    still in a call the process ends at once (0, a note), otherwise it returns normally."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, threading, time\n"
+        "from memviewer.index.indexer import exit_past_busy_indexer\n"
+        "if sys.argv[1] == 'busy':\n"
+        "    threading.Thread(target=time.sleep, args=(60,), name='memviewer-indexer', daemon=True).start()\n"
+        "exit_past_busy_indexer(lambda note: print('note:', note, flush=True))\n"
+        "print('returned', flush=True)\n"
+    )
+    busy = subprocess.run([sys.executable, "-c", script, "busy"], capture_output=True, text=True, timeout=60)
+    idle = subprocess.run([sys.executable, "-c", script, "idle"], capture_output=True, text=True, timeout=60)
+    assert busy.returncode == 0 and "mid-call" in busy.stdout and "returned" not in busy.stdout
+    assert idle.returncode == 0 and idle.stdout.strip() == "returned"

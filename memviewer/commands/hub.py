@@ -121,27 +121,9 @@ def serve_cmd(
         "(their agents' publishers end them; a restarted hub takes their turns)",
         err=True,
     )
-    _exit_past_native_threads()
+    from memviewer.index.indexer import exit_past_busy_indexer
 
-
-def _exit_past_native_threads() -> None:
-    """End the process at once when a daemon thread is still inside native code.
-
-    Everything durable is committed and closed by now (the store, the socket); a background
-    indexer still in a model call (it stops between calls, so this is rare) would otherwise be
-    torn down by the interpreter's exit, which aborts the process from native code
-    ("terminate called without an active exception", SIGABRT). The index is derived: the
-    next start embeds again what that call did not finish."""
-    import os
-    import sys
-    import threading
-
-    if not any(t.name == "memviewer-indexer" and t.is_alive() for t in threading.enumerate()):
-        return
-    click.echo("note: the indexer was mid-call; the next start embeds what it did not finish", err=True)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(0)
+    exit_past_busy_indexer(lambda note: click.echo(f"note: {note}", err=True))
 
 
 def source_lines(statuses: list[dict[str, Any]]) -> list[str]:

@@ -73,6 +73,22 @@ class IndexerStopping(Exception):
     """The background indexer was asked to stop in the middle of a pass."""
 
 
+def exit_past_busy_indexer(say: Callable[[str], None]) -> None:
+    """End the process at once when the background indexer is still inside a model call.
+
+    For a process that is done (``serve`` after the hub closed, the viewer after it quit):
+    everything durable is committed and closed by then; a thread still in native code would
+    otherwise be torn down by the interpreter's exit, which aborts the process
+    ("terminate called without an active exception", SIGABRT). The index is derived: the next
+    start embeds what that call did not finish."""
+    if not any(t.name == "memviewer-indexer" and t.is_alive() for t in threading.enumerate()):
+        return
+    say("the indexer was mid-call; the next start embeds what it did not finish")
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 SUMMARY_CHUNK = 256
 #: Turns of one session compared with the index (text read, re-embedded when changed) at a
 #: time when a session is reconciled (a re-import, a deletion), so a huge changed session

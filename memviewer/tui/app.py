@@ -12,6 +12,7 @@ import gc
 import json
 import os
 import re
+import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 from functools import partial
@@ -558,3 +559,6 @@ def _rss_kb() -> int:
 def run_app(settings: Settings, **kwargs: Any) -> None:
     """Open the viewer; hosts the hub when none answers on ``settings.socket_path``."""
     MemviewerApp(settings, **kwargs).run()
+    from memviewer.index.indexer import exit_past_busy_indexer
+
+    exit_past_busy_indexer(lambda note: print(f"memviewer: {note}", file=sys.stderr))
