@@ -17,17 +17,6 @@ LLM_TIMEOUT = "llm_timeout"
 LLM_OUTPUT_MALFORMED = "llm_output_malformed"
 NOT_FOUND = "not_found"
 
-ERROR_CODES = (
-    SESSION_NOT_FOUND,
-    EPISODE_NOT_FOUND,
-    CONFLICT,
-    INVALID_ARGUMENT,
-    INTERNAL,
-    LLM_TIMEOUT,
-    LLM_OUTPUT_MALFORMED,
-    NOT_FOUND,
-)
-
 
 class MemviewerError(Exception):
     """An expected failure with a stable code (the table in docs/cli.md, "Errors")."""

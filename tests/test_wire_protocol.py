@@ -351,13 +351,13 @@ def test_encoding_never_fails_on_a_stored_lone_surrogate() -> None:
 
 def test_an_event_that_cannot_be_encoded_still_arrives_in_order() -> None:
     from memviewer.store.events import EventRecord
-    from memviewer.wire.hub import _event_frame
+    from memviewer.wire.connection import event_frame
 
     deep: Any = []
     for _ in range(5000):
         deep = [deep]
     frame = json.loads(
-        _event_frame(
+        event_frame(
             EventRecord(
                 seq=7, kind="session.started", ts=1.0, session_id="s", episode_id=None, payload={"meta": deep}
             )

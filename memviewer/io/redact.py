@@ -70,7 +70,6 @@ log = logging.getLogger("memviewer.io.redact")
 LEVELS = ("standard", "strict")
 STANDARD_CLASSES = SECRET_CLASSES + PII_CLASSES
 STRICT_CLASSES = STRICT_ONLY_CLASSES
-PATTERNS = RULES  # the rule table, by class (kept under its old name)
 
 # Ids are pseudonymised when they contain one of these classes (strict: every enabled class).
 # Standard leaves other ids alone: a hex or random-looking id is normal, a vendor key is not.

@@ -88,7 +88,6 @@ BM25_K1, BM25_B = 1.2, 0.75  # FTS5's bm25() defaults, for the common-word score
 FALLBACK_MAX_ROWS = 20_000
 MAX_LIMIT = params.MAX_SEARCH_LIMIT
 MAX_WINDOW = params.MAX_SEARCH_WINDOW
-CONVERSATIONAL = ("user", "assistant")
 _INT = re.compile(r"[+-]?\d+")
 
 

@@ -53,7 +53,6 @@ if TYPE_CHECKING:
     from memviewer.recall.rerank import Reranker
     from memviewer.store.db import Store
 
-ELIMINATED = ("not_indexed", "stage1", "pool", "post_filter", "session_cap", "rerank", "top_k")
 #: At most this many recall re-runs when searching for a fix.
 MAX_RERUNS = 60
 #: Weight sets tried (alone) when no change of K, M and top_k retrieves the turn.

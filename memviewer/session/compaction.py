@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from sqlalchemy import Connection, and_, select, update
+from sqlalchemy import Connection, and_, update
 
 from memviewer.ids import new_id
 from memviewer.store import repos
@@ -168,12 +168,3 @@ def compact(tx: WriteTx, session: dict[str, Any], ts: float, keep: int | None = 
     )
     log.info("compacted session %s: %d turns archived (%d total)", sid, n, total)
     return {"archived": n, "summary_turn_id": summary_id, "replaced_count": total}
-
-
-def summary_turn(conn: Connection, session_id: str) -> dict[str, Any] | None:
-    row = (
-        conn.execute(select(T).where(and_(T.c.session_id == session_id, T.c.is_compaction_summary.is_(True))))
-        .mappings()
-        .first()
-    )
-    return dict(row) if row else None

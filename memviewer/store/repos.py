@@ -310,11 +310,6 @@ def session_turns(
     return [dict(r) for r in conn.execute(q).mappings().all()]
 
 
-def episode_turn_count(conn: Connection, episode_id: str) -> int:
-    q = select(func.count()).select_from(T).where(T.c.episode_id == episode_id)
-    return int(conn.execute(q).scalar() or 0)
-
-
 def active_real_turns(conn: Connection, session_id: str) -> int:
     q = (
         select(func.count())
@@ -346,17 +341,6 @@ def turn_public(row: dict[str, Any]) -> dict[str, Any]:
         "tool_calls": row["tool_calls"],
         "tool_call_id": row["tool_call_id"],
         "metadata": row["meta"] if row["meta"] is not None else {},
-    }
-
-
-def message_public(row: dict[str, Any]) -> dict[str, Any]:
-    """The search message shape (docs/cli.md): index, role, content, timestamp, archived."""
-    return {
-        "index": row["idx"],
-        "role": row["role"],
-        "content": row["content"],
-        "timestamp": iso(row["timestamp"]),
-        "archived": bool(row["archived"]),
     }
 
 

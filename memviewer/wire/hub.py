@@ -68,7 +68,6 @@ class HubAlreadyRunning(HubError):
 
 # Kept importable from here: the names tests and older callers use.
 __all__ = ["SCHEMAS", "Hub", "HubAlreadyRunning", "HubError", "check_params", "event_frame"]
-_event_frame = event_frame
 
 
 Handler = Callable[[Connection, dict[str, Any]], Awaitable[Any]]
