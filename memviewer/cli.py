@@ -143,7 +143,9 @@ def cli(ctx: click.Context, home, socket_path, config_file, log_level) -> None:
             _fail(exc.message, (exc.data or {}).get("hint"))
         if found is not None and found != settings.socket_path:
             settings = settings.with_overrides(socket=str(found))
-    ctx.obj = {"settings": settings}
+        ctx.obj = {"settings": settings, "hub_socket": found}  # probed once per command
+    else:
+        ctx.obj = {"settings": settings}
     if ctx.invoked_subcommand is None:
         from memviewer.tui.app import run_app
 

@@ -19,11 +19,29 @@ from memviewer.commands.common import settings_of
 
 
 def hub_reader(ctx: click.Context) -> Any | None:
-    """The hub's reader (``RemoteService``) when a hub serves this home, else None."""
+    """The hub's reader (``RemoteService``) when a hub serves this home, else None.
+
+    The root group has probed which hub serves the home (``serving_hub``, once per command):
+    its answer is used as it is, so a command costs one probe and one connection (it opened
+    four). The reader's ``hello`` is its own connection's first call."""
     from memviewer.api import open_reader
     from memviewer.wire.probe import serving_hub
 
     settings = settings_of(ctx)
+    root = ctx.find_root().obj or {}
+    if "hub_socket" in root:
+        if root["hub_socket"] is None:
+            return None
+        from memviewer.errors import MemviewerError
+        from memviewer.wire.remote import RemoteService
+
+        remote = RemoteService(root["hub_socket"], client="memviewer.cli")
+        try:
+            remote.hello()
+        except (OSError, MemviewerError):  # it went away since the probe: in-process
+            remote.close()
+            return None
+        return remote
     try:
         if serving_hub(settings) is None:
             return None
