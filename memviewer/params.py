@@ -19,6 +19,21 @@ DEFAULT_TOP_SESSIONS = 5
 DEFAULT_CHUNKS_PER_SESSION = 3
 DEFAULT_TOP_K = 10
 RECALL_MODES = ("hierarchical", "flat")
+#: The longest query search and recall take, everywhere (CLI, batch, hub, MCP): recall's model
+#: reads the first 256 tokens (≈ 1,000–1,500 characters) and keyword search needs a few words;
+#: a pasted text is refused with a hint rather than silently cut.
+MAX_QUERY_CHARS = 4000
+QUERY_HINT = "search for a few distinctive words instead of pasting a whole text"
+
+
+def check_query_length(query: str) -> None:
+    """``invalid_argument`` when ``query`` is longer than ``MAX_QUERY_CHARS``."""
+    if len(query) > MAX_QUERY_CHARS:
+        raise MemviewerError(
+            INVALID_ARGUMENT,
+            f"query is too long ({len(query)} characters, at most {MAX_QUERY_CHARS})",
+            data={"hint": QUERY_HINT},
+        )
 
 
 def int_param(

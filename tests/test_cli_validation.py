@@ -147,3 +147,28 @@ def test_a_usage_error_without_json_keeps_clicks_usage_text(tmp_path: Path) -> N
         res = _named(tmp_path, *args)
         assert res.exit_code == 2 and res.stdout == "", args
         assert res.stderr.startswith("Usage: memviewer ") and "\nError: " in res.stderr, args
+
+
+def test_search_and_recall_share_one_query_length_bound(service) -> None:
+    """One contract: the longest query is the same for keyword search and recall (and so for
+    the CLI, --batch, the hub and MCP, which all call these), refused with the same error."""
+    from memviewer.errors import MemviewerError
+    from memviewer.params import MAX_QUERY_CHARS
+
+    service.import_session(
+        {"id": "s-q", "title": "q", "started_at": 1_700_000_000.0},
+        [{"id": "t-q", "role": "user", "content": "refund the card", "timestamp": 1_700_000_000.0}],
+    )
+    longest = ("refund " * MAX_QUERY_CHARS)[:MAX_QUERY_CHARS]
+    assert service.search(longest)["success"]
+    assert "results" in service.recall(longest)
+    too_long = longest + "x"
+    refused = service.search(too_long)
+    assert refused["success"] is False and refused["code"] == "invalid_argument"
+    with pytest.raises(MemviewerError) as err:
+        service.recall(too_long)
+    assert err.value.code == "invalid_argument" and err.value.message == refused["error"]
+    assert (
+        err.value.message
+        == f"query is too long ({MAX_QUERY_CHARS + 1} characters, at most {MAX_QUERY_CHARS})"
+    )

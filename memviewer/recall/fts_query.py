@@ -24,10 +24,11 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from memviewer import params
 from memviewer.errors import INVALID_ARGUMENT, MemviewerError
 from memviewer.store.fts import NO_SPACE_CLASS
 
-MAX_QUERY_CHARS = 4000
+MAX_QUERY_CHARS = params.MAX_QUERY_CHARS
 MAX_UNITS = 32
 MAX_PHRASE_WORDS = 6
 
@@ -148,12 +149,7 @@ def _words(text: str) -> list[str]:
 
 def parse(query: str) -> ParsedQuery:
     """Split a query into units; ``MemviewerError(invalid_argument)`` when nothing is searchable."""
-    if len(query) > MAX_QUERY_CHARS:
-        raise MemviewerError(
-            INVALID_ARGUMENT,
-            f"query is too long ({len(query)} characters, at most {MAX_QUERY_CHARS})",
-            data={"hint": "search for a few distinctive words instead of pasting a whole text"},
-        )
+    params.check_query_length(query)
     text = " ".join(_CONTROL.sub(" ", query).split())
     units: list[Unit] = []
     plain_words: list[str] = []

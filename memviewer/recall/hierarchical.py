@@ -125,6 +125,7 @@ def recall(
     """
     if not isinstance(query, str) or not query.strip():
         raise MemviewerError(INVALID_ARGUMENT, "query must be a non-empty string")
+    params.check_query_length(query)  # the bound search has too (one contract)
     if not isinstance(hide_later, bool):
         raise MemviewerError(INVALID_ARGUMENT, "hide_later must be true or false")
     if not isinstance(with_tool_calls, bool):
