@@ -30,6 +30,9 @@ if TYPE_CHECKING:
     from memviewer.store.events import EventRecord
 
 __all__ = [
+    "DEFAULT_CHUNKS_PER_SESSION",
+    "DEFAULT_TOP_K",
+    "DEFAULT_TOP_SESSIONS",
     "MAX_CHUNKS_PER_SESSION",
     "MAX_SEARCH_LIMIT",
     "MAX_SEARCH_WINDOW",

@@ -6,6 +6,7 @@ from typing import Any
 
 import click
 
+from memviewer import params
 from memviewer.commands.common import check_text, emit_json, fail_maybe_json, open_service, print_table, short
 from memviewer.commands.recall import _hub_running, _model_errors, _prepare, eval_group
 from memviewer.eval.golden_view import (
@@ -111,9 +112,24 @@ def golden_remove(ctx: click.Context, case_id: int, as_json: bool) -> None:
 
 
 @eval_group.command("golden")
-@click.option("--top-sessions", type=click.IntRange(1, 1000), default=None, help="K (default 5)")
-@click.option("--chunks-per-session", type=click.IntRange(1, 1000), default=None, help="M (default 3)")
-@click.option("--top-k", type=click.IntRange(1, 1000), default=None, help="results per case (default 10)")
+@click.option(
+    "--top-sessions",
+    type=click.IntRange(1, params.MAX_TOP_SESSIONS),
+    default=None,
+    help=f"K (default {params.DEFAULT_TOP_SESSIONS})",
+)
+@click.option(
+    "--chunks-per-session",
+    type=click.IntRange(1, params.MAX_CHUNKS_PER_SESSION),
+    default=None,
+    help=f"M (default {params.DEFAULT_CHUNKS_PER_SESSION})",
+)
+@click.option(
+    "--top-k",
+    type=click.IntRange(1, params.MAX_TOP_K),
+    default=None,
+    help=f"results per case (default {params.DEFAULT_TOP_K})",
+)
 @click.option("--flat", is_flag=True, help="score the flat turn query instead")
 @click.option(
     "--vs", "vs_spec", default=None, metavar="'key=value,...'", help="other parameters (weights too)"

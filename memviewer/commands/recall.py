@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from memviewer import params
 from memviewer.commands.common import (
     check_text,
     dumps,
@@ -218,15 +219,15 @@ def _run_batch(svc: Any, path: str, flat: bool) -> int:
 @click.option("--scope-id", default=None, help="scope id to search; default: every id")
 @click.option(
     "--top-sessions",
-    type=click.IntRange(1, 1000),
-    default=5,
+    type=click.IntRange(1, params.MAX_TOP_SESSIONS),
+    default=params.DEFAULT_TOP_SESSIONS,
     show_default=True,
     help="K: sessions kept by Stage 1",
 )
 @click.option(
     "--chunks-per-session",
-    type=click.IntRange(1, 1000),
-    default=3,
+    type=click.IntRange(1, params.MAX_CHUNKS_PER_SESSION),
+    default=params.DEFAULT_CHUNKS_PER_SESSION,
     show_default=True,
     help="M: turns kept per session",
 )
@@ -234,8 +235,8 @@ def _run_batch(svc: Any, path: str, flat: bool) -> int:
     "--top-k",
     "--limit",
     "top_k",
-    type=click.IntRange(1, 1000),
-    default=10,
+    type=click.IntRange(1, params.MAX_TOP_K),
+    default=params.DEFAULT_TOP_K,
     show_default=True,
     help="results returned (--limit is the same option, as in search and recalls)",
 )

@@ -17,7 +17,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from memviewer.api import MemoryReader, RecallParams, SearchParams, int_param
+from memviewer.api import (
+    DEFAULT_CHUNKS_PER_SESSION,
+    DEFAULT_TOP_K,
+    DEFAULT_TOP_SESSIONS,
+    MAX_CHUNKS_PER_SESSION,
+    MAX_TOP_K,
+    MAX_TOP_SESSIONS,
+    MemoryReader,
+    RecallParams,
+    SearchParams,
+    int_param,
+)
 from memviewer.errors import INTERNAL, INVALID_ARGUMENT, SESSION_NOT_FOUND, MemviewerError
 from memviewer.recall_log import RecordAs
 
@@ -128,9 +139,21 @@ RECALL_INPUT = {
         "query": {"type": "string", "minLength": 1, "description": "The question to recall memory for."},
         "scope": {"type": "string", "description": "Only this scope (user, agent, …); default every scope."},
         "scope_id": {"type": "string", "description": "Only this scope id (a user id, an agent name)."},
-        "top_sessions": {**_INTISH, "default": 5, "description": "K: sessions kept by Stage 1 (1-1000)."},
-        "chunks_per_session": {**_INTISH, "default": 3, "description": "M: turns kept per session (1-1000)."},
-        "top_k": {**_INTISH, "default": 10, "description": "Results returned (1-1000)."},
+        "top_sessions": {
+            **_INTISH,
+            "default": DEFAULT_TOP_SESSIONS,
+            "description": f"K: sessions kept by Stage 1 (1-{MAX_TOP_SESSIONS}).",
+        },
+        "chunks_per_session": {
+            **_INTISH,
+            "default": DEFAULT_CHUNKS_PER_SESSION,
+            "description": f"M: turns kept per session (1-{MAX_CHUNKS_PER_SESSION}).",
+        },
+        "top_k": {
+            **_INTISH,
+            "default": DEFAULT_TOP_K,
+            "description": f"Results returned (1-{MAX_TOP_K}).",
+        },
         "as_of": {
             "type": ["string", "number"],
             "description": "When the question is asked (ISO 8601 or epoch seconds; default now): "

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from memviewer.errors import MemviewerError
 from memviewer.index.integrity import INDEX_DAMAGED, recall_check
+from memviewer.params import DEFAULT_TOP_K
 from memviewer.recall.lagging import add_lag
 
 if TYPE_CHECKING:
@@ -127,7 +128,7 @@ def guarded_recall(
         if INDEX_DAMAGED not in escalations:
             escalations.append(INDEX_DAMAGED)
         diagnostics["index_damage"] = {"error": damage, "fallback": "keyword", "hint": DAMAGE_HINT}
-        top_k = int(params.get("top_k") or 10)
+        top_k = int(params.get("top_k") or DEFAULT_TOP_K)
         out["results"] = sorted(out.get("results", []), key=lambda r: -float(r["score"]))[:top_k]
         diagnostics["timings_ms"] = {"total": round((time.perf_counter() - started) * 1000, 3)}
     return out

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memviewer.index.progress import Embedding
+from memviewer.params import DEFAULT_TOP_K
 
 if TYPE_CHECKING:
     from memviewer.store.db import Store
@@ -59,7 +60,7 @@ def add_lag(
             **{k: lag[k] for k in ("lag", "eta_s", "rate_turns_s", "waiting_s", "within_grace")},
             **who.public(),
         }
-    top_k = int(params.get("top_k") or 10)
+    top_k = int(params.get("top_k") or DEFAULT_TOP_K)
     found = search(query, limit=top_k, window=0, scope=params.get("scope"), scope_id=params.get("scope_id"))
     hits = found.get("results") or [] if found.get("success") else []
     keys = [(h["session_id"], int(h["anchor_index"])) for h in hits]

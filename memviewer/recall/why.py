@@ -38,6 +38,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from memviewer.errors import INVALID_ARGUMENT, NOT_FOUND, MemviewerError
+from memviewer.params import DEFAULT_CHUNKS_PER_SESSION, DEFAULT_TOP_K, DEFAULT_TOP_SESSIONS
 from memviewer.recall import lexical, scoring
 from memviewer.recall.compare import INT_KEYS, WEIGHT_KEYS, apply_overrides
 from memviewer.recall.hierarchical import OVERFETCH, recall
@@ -64,7 +65,11 @@ WEIGHT_SETS: tuple[dict[str, float], ...] = (
     {"w_dense": 1.0, "w_keyword": 0.0},
     {"w_dense": 0.0, "w_keyword": 1.0},
 )
-DEFAULTS = {"top_sessions": 5, "chunks_per_session": 3, "top_k": 10}
+DEFAULTS = {
+    "top_sessions": DEFAULT_TOP_SESSIONS,
+    "chunks_per_session": DEFAULT_CHUNKS_PER_SESSION,
+    "top_k": DEFAULT_TOP_K,
+}
 NET_REASON = "kept by the flat safety net (chat_flat_pool): one of the best Stage-2 turns of any session"
 
 

@@ -193,7 +193,7 @@ class RecallScreen(Screen):
                 yield Label("M")
                 yield Input("3", id="m", type="integer", compact=True)
                 yield Label("top_k")
-                yield Input("10", id="top-k", type="integer", compact=True)
+                yield Input(str(params.DEFAULT_TOP_K), id="top-k", type="integer", compact=True)
             with Horizontal(classes="param-group"):
                 yield Label("as of")
                 yield Input(placeholder="now", id="as-of", compact=True, tooltip=AS_OF_HELP)

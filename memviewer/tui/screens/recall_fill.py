@@ -6,6 +6,8 @@ from typing import Any
 
 from textual.widgets import Select
 
+from memviewer.params import DEFAULT_TOP_K
+
 
 def fill_recall_screen(screen: Any, query: str, params: dict[str, Any]) -> None:
     """Put ``query`` and ``params`` into the Recall screen's inputs and run it."""
@@ -17,7 +19,7 @@ def fill_recall_screen(screen: Any, query: str, params: dict[str, Any]) -> None:
         "#scope-id": params.get("scope_id") or "",
         "#k": str(params.get("top_sessions") or 5),
         "#m": str(params.get("chunks_per_session") or 3),
-        "#top-k": str(params.get("top_k") or 10),
+        "#top-k": str(params.get("top_k") or DEFAULT_TOP_K),
         "#as-of": "" if params.get("as_of") in (None, "") else str(params["as_of"]),
     }
     # No Changed messages: their debounced re-run would run the same recall a second time.
