@@ -547,7 +547,7 @@ class MemoryService:
         out = guarded_recall(self.parts, self.home, self.search, query, params, run_recall)
         if record is not None and self.recall_log_enabled:
             logged = {k: v for k, v in params.items() if k not in ("reranker", "with_tool_calls")}
-            self.record_recall(recall_log.recall_command(query, logged, out, record))
+            self.record_recall(recall_log.recall_command(query, *_resolved_as_of(logged, out), record))
         return out
 
     # -- the recall log ---------------------------------------------------------------
@@ -708,3 +708,20 @@ class MemoryService:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _resolved_as_of(logged: dict[str, Any], out: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The recall log keeps ``as_of`` as the instant it meant when asked (epoch seconds), so a
+    re-run days later asks about the same moment; the words the caller used ("6 days ago") go
+    into the entry's diagnostics as ``as_of_text``."""
+    raw = logged.get("as_of")
+    if raw is None or raw == "" or isinstance(raw, int | float):
+        return logged, out
+    from memviewer.recall.timeref import parse_as_of
+
+    try:
+        instant = parse_as_of(raw)
+    except ValueError:  # recall refused it already; nothing to resolve
+        return logged, out
+    diagnostics = {**(out.get("diagnostics") or {}), "as_of_text": str(raw)}
+    return {**logged, "as_of": instant}, {**out, "diagnostics": diagnostics}

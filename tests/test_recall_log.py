@@ -365,3 +365,19 @@ def test_cli_show_unknown_id(settings: Settings, tmp_path: Path) -> None:
     assert json.loads(out)["code"] == "not_found"
     code, out = _run(settings, "recalls", "show", "r-missing")
     assert code == 1 and "unknown recall" in out
+
+
+def test_a_relative_as_of_is_logged_as_the_instant_it_meant(service: MemoryService) -> None:
+    """`recalls show --rerun` of a recall asked "as of 6 days ago" must ask about the same
+    moment days later: the log keeps the instant, and the caller's words beside it."""
+    _seed(service)
+    service.sync_index()
+    asked = time.time()
+    service.recall("billing migration", as_of="6 days ago", record=RecordAs("cli"))
+    entry = service.recall_entry(service.recalls()["recalls"][0]["recall_id"])
+    assert isinstance(entry["params"]["as_of"], float)
+    assert abs(entry["params"]["as_of"] - (asked - 6 * 86400)) < 60
+    assert entry["diagnostics"]["as_of_text"] == "6 days ago"
+    service.recall("billing migration", as_of=1_700_000_000.0, record=RecordAs("cli"))
+    latest = service.recall_entry(service.recalls()["recalls"][0]["recall_id"])
+    assert latest["params"]["as_of"] == 1_700_000_000.0 and "as_of_text" not in latest["diagnostics"]
