@@ -10,12 +10,15 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 import click
 
 from memviewer.config import Settings
 from memviewer.errors import MemviewerError
+
+if TYPE_CHECKING:
+    from memviewer.service import MemoryService
 
 
 def settings_of(ctx: click.Context) -> Settings:
@@ -213,7 +216,7 @@ def check_text(value: str | None, what: str, *, as_json: bool = False) -> None:
 @contextmanager
 def open_service(
     ctx: click.Context, *, readonly: bool = False, json_errors: bool = False, **kwargs: Any
-) -> Iterator[Any]:
+) -> Iterator[MemoryService]:
     """An in-process ``MemoryService`` for this command's duration.
 
     ``json_errors``: the command prints ``--json``, so a failure is a JSON error object too.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 
@@ -29,6 +29,9 @@ from memviewer.commands.common import (
 )
 from memviewer.recall_log import RecordAs
 from memviewer.words import plural
+
+if TYPE_CHECKING:
+    from memviewer.service import MemoryService
 
 _CLI = RecordAs("cli")
 BATCH_KEYS = ("query", "scope", "scope_id", "top_sessions", "chunks_per_session", "top_k", "mode", "as_of")
@@ -339,11 +342,14 @@ def recall_cmd(
         if reader is not None
         else open_service(ctx, readonly=bool(hub), json_errors=json_out)
     ) as svc:
+        # --why runs recall's stages itself, so it never gets the hub's reader (above): in its
+        # branches ``svc`` is the service this process opened, with its store and parts
+        local = cast("MemoryService", svc)
         if why_turn is not None:  # an unknown or out-of-scope turn is refused before any model load
             from memviewer.recall.why import check_turn
 
             try:
-                check_turn(svc.store, why_turn, scope, scope_id)
+                check_turn(local.store, why_turn, scope, scope_id)
             except MemviewerError as exc:
                 fail_maybe_json(json_out, exc.message, hint=(exc.data or {}).get("hint"), code=exc.code)
         if reader is None:
@@ -377,7 +383,12 @@ def recall_cmd(
 
                 with meter:
                     out, why = why_not(
-                        svc.parts, query, why_turn, {**params, **shown}, reranker=svc.reranker, progress=meter
+                        local.parts,
+                        query,
+                        why_turn,
+                        {**params, **shown},
+                        reranker=local.reranker,
+                        progress=meter,
                     )
                 out["why"] = why
             elif overrides is not None:

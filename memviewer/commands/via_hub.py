@@ -11,14 +11,17 @@ returns in-process.
 from __future__ import annotations
 
 from collections.abc import Iterable, MutableMapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from memviewer.commands.common import settings_of
 
+if TYPE_CHECKING:
+    from memviewer.wire.remote import RemoteService
 
-def hub_reader(ctx: click.Context) -> Any | None:
+
+def hub_reader(ctx: click.Context) -> RemoteService | None:
     """The hub's reader (``RemoteService``) when a hub serves this home, else None.
 
     The root group has probed which hub serves the home (``serving_hub``, once per command):

@@ -514,8 +514,6 @@ class Hub:
         (checked every ``keyword_upkeep_interval``). One bounded step per writer job, so a
         publish queued meanwhile is applied between two steps; a failure is logged and the
         hub serves on."""
-        if getattr(self.service, "merge_keyword_index", None) is None:
-            return
         above = 1
         while True:
             try:
@@ -527,14 +525,12 @@ class Hub:
             above = KEYWORD_SEGMENTS_MAX
             await asyncio.sleep(self.keyword_upkeep_interval)
 
-    async def merge_keyword_index(self, above: int = 1) -> int | None:
+    async def merge_keyword_index(self, above: int = 1) -> int:
         """When the keyword index holds more than ``above`` segments: bounded merge steps
-        (``service.merge_keyword_index``), each its own writer job, until one is left; the
-        segments left (None for a service without the method). The upkeep loop and the
-        folder watcher's big-file import call it."""
-        merge = getattr(self.service, "merge_keyword_index", None)
-        if merge is None:
-            return None
+        (``service.merge_keyword_index``, part of ``HubService``), each its own writer job,
+        until one is left; the segments left. The upkeep loop and the folder watcher's
+        big-file import call it."""
+        merge = self.service.merge_keyword_index
         _, left, worked = await self.writes.run(merge, None, above)
         steps = 0
         while worked and left > 1 and steps < KEYWORD_MERGE_STEPS:
