@@ -26,6 +26,7 @@ LAYERS: dict[str, int] = {
     "memviewer.params": 0,
     "memviewer.recall_log": 0,
     "memviewer.words": 0,
+    "memviewer.tool_call_text": 0,  # a tool call on one line (recall rows, tail, Live)
     "memviewer.access": 0,  # the HTTP listeners' token (standard library only)
     "memviewer.config": 1,
     "memviewer.llm": 1,

@@ -15,17 +15,25 @@ docs/cli.md shape, no tool calls) gets them with ``attach_tool_calls_by_index``.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+from memviewer.tool_call_text import (  # the one way a tool call reads on one line
+    TOOL_CALL_ARROW,
+    arguments_brief,
+    tool_call_brief,
+    tool_call_label,
+    tool_call_names,
+)
 
 if TYPE_CHECKING:
     from memviewer.store.db import Store
 
+__all__ = ["TOOL_CALL_ARROW", "arguments_brief", "tool_call_brief", "tool_call_label", "tool_call_names"]
+
 SNIPPET_CHARS = 120
 ELLIPSIS = "…"
 _BOUNDARY_SLACK = 12  # how far to look for a space before cutting mid-word
-TOOL_CALL_ARROW = "→"
 
 
 def find_first(text: str, needles: Sequence[str]) -> tuple[int, int] | None:
@@ -70,85 +78,6 @@ def make_snippet(content: str, needles: Sequence[str], width: int = SNIPPET_CHAR
             end = space
     snippet = text[start:end].strip()
     return (ELLIPSIS if start > 0 else "") + snippet + (ELLIPSIS if end < len(text) else "")
-
-
-def tool_call_names(tool_calls: Iterable[Any] | None) -> list[str]:
-    """The function name of each call (OpenAI ``function.name``, else ``name``/``type``; ``?``)."""
-    names: list[str] = []
-    for call in tool_calls or []:
-        name = None
-        if isinstance(call, dict):
-            fn = call.get("function")
-            name = fn.get("name") if isinstance(fn, dict) else None
-            name = name or call.get("name") or call.get("type")
-        names.append(str(name or "?"))
-    return names
-
-
-def _has_arguments(call: Any) -> bool:
-    if not isinstance(call, dict):
-        return False
-    fn = call.get("function")
-    args = fn.get("arguments") if isinstance(fn, dict) else call.get("arguments", call.get("args"))
-    if isinstance(args, str):
-        try:
-            args = json.loads(args) if args.strip() else None
-        except ValueError:
-            return True  # unparseable arguments are still arguments
-    return bool(args)
-
-
-def tool_call_label(tool_calls: Iterable[Any] | None) -> str:
-    """``→ get_weather(…), get_time()``: the calls by name, arguments elided ("" without calls)."""
-    calls = list(tool_calls or [])
-    if not calls:
-        return ""
-    parts = [
-        f"{name}({'…' if _has_arguments(call) else ''})"
-        for name, call in zip(tool_call_names(calls), calls, strict=True)
-    ]
-    return f"{TOOL_CALL_ARROW} {', '.join(parts)}"
-
-
-def _arguments(call: Any) -> Any:
-    if not isinstance(call, dict):
-        return None
-    fn = call.get("function")
-    args = fn.get("arguments") if isinstance(fn, dict) else call.get("arguments", call.get("args"))
-    if isinstance(args, str):
-        try:
-            return json.loads(args) if args.strip() else None
-        except ValueError:
-            return args  # unparseable arguments are shown as sent
-    return args
-
-
-def arguments_brief(call: Any, width: int = 40) -> str:
-    """A call's arguments on one line for people: ``path="a.py", limit=3`` (cut to ``width``)."""
-    args = _arguments(call)
-    if not args:
-        return ""
-    if isinstance(args, dict):
-        text = ", ".join(
-            f"{k}={json.dumps(v, ensure_ascii=False, separators=(',', ':'))}" for k, v in args.items()
-        )
-    else:
-        text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False, separators=(",", ":"))
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: max(0, width - 1)] + ELLIPSIS
-
-
-def tool_call_brief(tool_calls: Iterable[Any] | None, width: int = 40) -> str:
-    """``→ read_file(path="a.py"), get_time()``: the calls by name with a short form of their
-    arguments (each cut to ``width``), for a line that stands for the turn (``tail``, Live)."""
-    calls = list(tool_calls or [])
-    if not calls:
-        return ""
-    parts = [
-        f"{name}({arguments_brief(call, width)})"
-        for name, call in zip(tool_call_names(calls), calls, strict=True)
-    ]
-    return f"{TOOL_CALL_ARROW} {', '.join(parts)}"
 
 
 def text_or_tool_calls(content: str | None, tool_calls: Iterable[Any] | None = None) -> str:

@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from memviewer.recall.snippets import tool_call_brief
+from memviewer.tool_call_text import tool_call_brief
 
 LIST_HEAD = 2  # how many items of a list a line names before "+N more"
 
