@@ -415,3 +415,23 @@ def test_a_finished_process_exits_past_an_indexer_still_in_a_call(tmp_path: Any)
     idle = subprocess.run([sys.executable, "-c", script, "idle"], capture_output=True, text=True, timeout=60)
     assert busy.returncode == 0 and "mid-call" in busy.stdout and "returned" not in busy.stdout
     assert idle.returncode == 0 and idle.stdout.strip() == "returned"
+
+
+def test_turns_stored_after_the_newest_session_was_deleted_are_embedded(settings: Any) -> None:
+    """SQLite numbers a new turn max(num) + 1, so after deleting the highest-numbered turns
+    (the viewer's D, `demo --remove`) new turns reuse numbers the watermark covered: they were
+    never embedded ("lost below the watermark"). The deletion lowers the watermark."""
+    with MemoryService(settings, embedder=HashEmbedder()) as svc:
+        add_session(svc, "old", ["kept one", "kept two"])
+        add_session(svc, "new", ["to be deleted", "also deleted", "and this"])
+        svc.sync_index()
+        svc.delete_session("new")
+        svc.sync_index()
+        add_session(svc, "after", ["the quokka deadline is friday"])
+        svc.sync_index()
+        assert svc.parts.lance.count("turns") == int(svc.stats()["counts"]["turns"]) == 3
+        found = svc.recall("quokka deadline", scope="user", scope_id="u1")
+        assert found["results"][0]["session_id"] == "after"
+        assert not found["diagnostics"].get("index_integrity")  # nothing lost below the watermark
+    status = index_status(settings)
+    assert status["ok"] is True, status["detail"]

@@ -602,6 +602,13 @@ class Indexer:
                         ev.session_id, [i for i in ids if i], embedder, state["turn_num"], contexts
                     )
                 elif ev.kind == "session.deleted":  # no rows in SQLite: its index rows go too
+                    floor = ev.payload.get("max_num_after")
+                    if isinstance(floor, int) and 0 <= floor < int(state["turn_num"]):
+                        # numbers above it may be given again to new turns (SQLite reuses the
+                        # highest): the watermark must not cover them, and rows this pass
+                        # already appended above it are embedded again on the next, once
+                        state["turn_num"] = floor
+                        self.index.delete_where(f"num > {int(floor)}")
                     self._reconcile(ev.session_id, None, embedder, state["turn_num"], contexts)
                     self.index.delete_where(f"session_id = {_lit(ev.session_id)}", "session_summaries")
                     self.index.delete_where(f"session_id = {_lit(ev.session_id)}", "session_windows")

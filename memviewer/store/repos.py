@@ -149,7 +149,16 @@ def delete_session(conn: Connection, session_id: str) -> dict[str, Any]:
     from memviewer.store import llm_calls  # what the model was sent in it goes too
 
     llm_calls.delete_for_session(conn, session_id)
-    return {"turn_ids": turn_ids, "turns": len(turn_ids), "episodes": int(episodes or 0)}
+    # SQLite gives a new turn max(num) + 1: after deleting the highest-numbered turns, new
+    # turns reuse numbers the vector index's watermark already covers. The indexer lowers its
+    # watermark to this (``Indexer``, ``session.deleted``), so they are embedded.
+    max_after = int(conn.execute(select(func.max(T.c.num))).scalar() or 0)
+    return {
+        "turn_ids": turn_ids,
+        "turns": len(turn_ids),
+        "episodes": int(episodes or 0),
+        "max_num_after": max_after,
+    }
 
 
 def sessions_by_id_or_meta_key(conn: Connection, ids: Sequence[str], meta_key: str) -> list[dict[str, Any]]:
