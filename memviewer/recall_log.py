@@ -332,24 +332,26 @@ def bound(values: dict[str, Any]) -> dict[str, Any]:
     values["results"] = results
     for key in ("params", "diagnostics"):
         if values.get(key) is not None:
-            before = _size(values[key])
-            values[key] = _clip_strings(values[key], DIAG_TEXT_CHARS)
-            if _size(values[key]) < before:
+            clipped_value = _clip_strings(values[key], DIAG_TEXT_CHARS)
+            if clipped_value != values[key]:
                 cut[key] = "strings clipped"
-    size = _size({k: values.get(k) for k in ("query", "params", "results", "diagnostics")})
-    if size > MAX_ENTRY_BYTES and values.get("diagnostics"):
-        cut["diagnostics"] = "dropped"
-        size -= _size(values["diagnostics"]) - _size({})
-        values["diagnostics"] = {}
-    dropped = 0
-    while size > MAX_ENTRY_BYTES and values["results"]:
-        size -= _size(values["results"].pop()) + 1
-        dropped += 1
-    if dropped:
-        cut["results_dropped"] = dropped
-    values["cut"] = cut or None
+            values[key] = clipped_value
     kept = ("query", "params", "results", "diagnostics", "caller")
-    values["bytes"] = _size({k: values.get(k) for k in kept})
+    size = _size({k: values.get(k) for k in kept})  # one encoding in the common case
+    if size > MAX_ENTRY_BYTES:  # rare: the diagnostics go first, then results from the end
+        if values.get("diagnostics"):
+            cut["diagnostics"] = "dropped"
+            size -= _size(values["diagnostics"]) - _size({})
+            values["diagnostics"] = {}
+        dropped = 0
+        while size > MAX_ENTRY_BYTES and values["results"]:
+            size -= _size(values["results"].pop()) + 1
+            dropped += 1
+        if dropped:
+            cut["results_dropped"] = dropped
+        size = _size({k: values.get(k) for k in kept})
+    values["cut"] = cut or None
+    values["bytes"] = size
     return values
 
 

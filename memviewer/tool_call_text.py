@@ -26,26 +26,13 @@ def tool_call_names(tool_calls: Iterable[Any] | None) -> list[str]:
     return names
 
 
-def _has_arguments(call: Any) -> bool:
-    if not isinstance(call, dict):
-        return False
-    fn = call.get("function")
-    args = fn.get("arguments") if isinstance(fn, dict) else call.get("arguments", call.get("args"))
-    if isinstance(args, str):
-        try:
-            args = json.loads(args) if args.strip() else None
-        except ValueError:
-            return True  # unparseable arguments are still arguments
-    return bool(args)
-
-
 def tool_call_label(tool_calls: Iterable[Any] | None) -> str:
     """``→ get_weather(…), get_time()``: the calls by name, arguments elided ("" without calls)."""
     calls = list(tool_calls or [])
     if not calls:
         return ""
     parts = [
-        f"{name}({'…' if _has_arguments(call) else ''})"
+        f"{name}({'…' if _arguments(call) else ''})"
         for name, call in zip(tool_call_names(calls), calls, strict=True)
     ]
     return f"{TOOL_CALL_ARROW} {', '.join(parts)}"

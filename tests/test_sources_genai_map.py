@@ -385,8 +385,6 @@ def test_doctor_sources_line() -> None:
 def test_receiver_answers_503_with_retry_after_when_the_store_refuses() -> None:
     """A full disk (the hub's submit raising its retryable error) is a 503 the exporter retries."""
     import asyncio
-    import urllib.error
-    import urllib.request
 
     from memviewer.errors import MemviewerError
     from memviewer.sources.otlp_http import OtlpReceiver
@@ -431,16 +429,7 @@ def test_receiver_answers_503_with_retry_after_when_the_store_refuses() -> None:
     ).encode()
 
     def post(port: int) -> tuple[int, str | None]:
-        req = urllib.request.Request(
-            f"http://127.0.0.1:{port}/v1/traces",
-            data=body,
-            headers={"Content-Type": "application/json", "Authorization": "Bearer " + "k" * 32},
-        )
-        try:
-            urllib.request.urlopen(req, timeout=10)
-        except urllib.error.HTTPError as err:
-            return err.code, err.headers.get("Retry-After")
-        return 200, None
+        return _post_traces(port, body)
 
     async def scenario() -> None:
         rx = OtlpReceiver("127.0.0.1", 0, token="k" * 32)
@@ -556,8 +545,6 @@ def test_an_accepted_batch_waits_on_disk_until_the_store_takes_it(tmp_path) -> N
     disk) through store refusals until the hub stored it; a full queue is a 429 before the
     mapper sees the request, and a queue it cannot write is a 503 that loses nothing."""
     import asyncio
-    import urllib.error
-    import urllib.request
 
     from memviewer.errors import MemviewerError
     from memviewer.sources.otlp_http import OtlpReceiver
@@ -590,17 +577,7 @@ def test_an_accepted_batch_waits_on_disk_until_the_store_takes_it(tmp_path) -> N
         }
         return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}).encode()
 
-    def post(port: int, data: bytes) -> tuple[int, str | None]:
-        req = urllib.request.Request(
-            f"http://127.0.0.1:{port}/v1/traces",
-            data=data,
-            headers={"Content-Type": "application/json", "Authorization": "Bearer " + "k" * 32},
-        )
-        try:
-            urllib.request.urlopen(req, timeout=10)
-        except urllib.error.HTTPError as err:
-            return err.code, err.headers.get("Retry-After")
-        return 200, None
+    post = _post_traces
 
     async def scenario() -> None:
         queue = DurableQueue(tmp_path / "otlp-queue", max_bytes=4000)
@@ -624,12 +601,41 @@ def test_an_accepted_batch_waits_on_disk_until_the_store_takes_it(tmp_path) -> N
             queue.put = broken  # type: ignore[method-assign]
             assert (await asyncio.to_thread(post, port, body("gamma")))[0] == 503
             queue.put = real_put  # type: ignore[method-assign]
+            real_done, fails = queue.done, []
+
+            def done_once_failing(path):  # deleting a stored batch's file fails once: the
+                if not fails:  # drain retries (a replay) instead of dying
+                    fails.append(path)
+                    raise OSError(5, "Input/output error")
+                real_done(path)
+
+            queue.done = done_once_failing  # type: ignore[method-assign]
             hub.full = False  # the disk is freed: the queued batch is stored, in order, once
             assert (await asyncio.to_thread(post, port, body("gamma")))[0] == 200
             await _until_async(lambda: len(queue) == 0 and rx.status()["queued_bytes"] == 0)
             users = [c["user_message"] for c in hub.stored if c["op"] == "start_episode"]
-            assert users == ["alpha", "gamma"]
+            assert (
+                fails and users[0] == "alpha" and set(users) == {"alpha", "gamma"}
+            )  # alpha twice: the replay
+            assert rx.status()["counters"]["queue_errors"] == 2  # the unwritable queue, the failed delete
         finally:
             await rx.stop()
 
     asyncio.run(scenario())
+
+
+def _post_traces(port: int, body: bytes, token: str = "k" * 32) -> tuple[int, str | None]:
+    """POST a JSON traces export to an in-process receiver: (status, Retry-After)."""
+    import urllib.error
+    import urllib.request
+
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}/v1/traces",
+        data=body,
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
+    )
+    try:
+        urllib.request.urlopen(req, timeout=10)
+    except urllib.error.HTTPError as err:
+        return err.code, err.headers.get("Retry-After")
+    return 200, None

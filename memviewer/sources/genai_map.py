@@ -36,12 +36,14 @@ The mapping (documented in docs/connect-your-agent.md):
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import hashlib
 import json
 import logging
 import uuid
 from collections import OrderedDict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -120,6 +122,26 @@ class MapResult:
 
     def count(self, name: str, n: int = 1) -> None:
         self.counters[name] = self.counters.get(name, 0) + n
+
+
+def remember(cache: OrderedDict[str, Any], key: str, value: Any, limit: int) -> None:
+    """Put ``key`` in a bounded, oldest-first cache (the mapper's memory across requests)."""
+    cache[key] = value
+    if len(cache) > limit:
+        cache.popitem(last=False)
+
+
+@contextlib.contextmanager
+def _counting_cuts(result: MapResult) -> Iterator[None]:
+    """Messages ``_cap`` cuts while one request is mapped go into ``result`` (``cut``, and the
+    ``messages_cut`` counter)."""
+    token = _CUTS.set(result.cut)
+    try:
+        yield
+    finally:
+        _CUTS.reset(token)
+        if result.cut:
+            result.count("messages_cut", len(result.cut))
 
 
 class BadInput(ValueError):
@@ -451,9 +473,7 @@ class _Conversation:
         return tid in self.seen
 
     def mark(self, tid: str) -> None:
-        self.seen[tid] = None
-        if len(self.seen) > 5000:
-            self.seen.popitem(last=False)
+        remember(self.seen, tid, None, 5000)
 
 
 class GenAIMapper:
@@ -476,9 +496,7 @@ class GenAIMapper:
             if isinstance(value, str | int) and not isinstance(value, bool) and str(value):
                 key = f"conversation:{value}"
                 if trace_id:
-                    self._trace_conv[trace_id] = key
-                    if len(self._trace_conv) > self.max_conversations:
-                        self._trace_conv.popitem(last=False)
+                    remember(self._trace_conv, trace_id, key, self.max_conversations)
                 return key
         if not trace_id:  # "trace:none" would merge unrelated spans of every request into one session
             raise BadInput(
@@ -493,9 +511,7 @@ class GenAIMapper:
         conv = self._convs.get(key)
         if conv is None:
             conv = _Conversation("otel-" + uid(key))
-            self._convs[key] = conv
-            if len(self._convs) > self.max_conversations:
-                self._convs.popitem(last=False)
+            remember(self._convs, key, conv, self.max_conversations)
         else:
             self._convs.move_to_end(key)
         return conv
@@ -523,22 +539,15 @@ class GenAIMapper:
 
     def map_spans(self, spans: list[SpanRecord]) -> MapResult:
         result = MapResult(spans=len(spans))
-        token = _CUTS.set(result.cut)
-        try:
+        with _counting_cuts(result):
             return self._map_spans(spans, result)
-        finally:
-            _CUTS.reset(token)
-            if result.cut:
-                result.count("messages_cut", len(result.cut))
 
     def _map_spans(self, spans: list[SpanRecord], result: MapResult) -> MapResult:
         ordered = sorted(spans, key=lambda s: (s.start, s.end))
         for s in ordered:
             name = s.attrs.get("gen_ai.agent.name")
             if isinstance(name, str) and name and s.trace_id and s.trace_id not in self._trace_agent:
-                self._trace_agent[s.trace_id] = name
-                if len(self._trace_agent) > self.max_conversations:
-                    self._trace_agent.popitem(last=False)
+                remember(self._trace_agent, s.trace_id, name, self.max_conversations)
         for span in ordered:
             if "gen_ai.agent.name" not in span.attrs and span.trace_id in self._trace_agent:
                 # a chat span under an agent run, in this export or an earlier one
@@ -705,13 +714,8 @@ class GenAIMapper:
     def map_logs(self, records: list[LogRecord]) -> MapResult:
         """``gen_ai.*`` event records, and Claude Code's ``user_prompt`` / ``tool_result``."""
         result = MapResult(spans=len(records))
-        token = _CUTS.set(result.cut)
-        try:
+        with _counting_cuts(result):
             return self._map_logs(records, result)
-        finally:
-            _CUTS.reset(token)
-            if result.cut:
-                result.count("messages_cut", len(result.cut))
 
     def _map_logs(self, records: list[LogRecord], result: MapResult) -> MapResult:
         for i, r in enumerate(sorted(records, key=lambda r: r.time)):

@@ -480,21 +480,25 @@ class OtlpReceiver:
                 self.state.count("queue_errors")
                 self.state.error(f"queued batch {path.name} unreadable: {exc}")
                 log.error("OTLP queued batch %s is unreadable (%s): moved to %s.bad", path, exc, path.name)
-                with contextlib.suppress(OSError):
+                try:
                     os.replace(path, path.with_name(path.name + ".bad"))
+                except OSError:  # cannot even move it: wait rather than spin on it
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, 5.0)
                 continue
             try:
                 outcome = await self._hub.submit(commands)
-            except MemviewerError as exc:  # retryable: the batch stays queued
-                self.state.count("store_refusals")
-                self.state.error(exc.message)
-                log.warning("OTLP batch not stored yet (%s); retrying in %.1f s", exc.message, backoff)
-                await asyncio.sleep(backoff)
+                self._stored(commands, outcome)
+                await loop.run_in_executor(None, self.queue.done, path)
+            except Exception as exc:  # noqa: BLE001 - the batch stays queued; the drain goes on
+                why = exc.message if isinstance(exc, MemviewerError) else f"{type(exc).__name__}: {exc}"
+                self.state.count("store_refusals" if isinstance(exc, MemviewerError) else "queue_errors")
+                self.state.error(why)
+                log.warning("OTLP batch %s not stored yet (%s); retrying in %.1f s", path.name, why, backoff)
+                await asyncio.sleep(backoff)  # a stored batch retried is a replay: a no-op
                 backoff = min(backoff * 2, 5.0)
                 continue
             backoff = 0.5
-            self._stored(commands, outcome)
-            await loop.run_in_executor(None, self.queue.done, path)
 
     def _stored(self, commands: list[dict[str, Any]], outcome: list[dict[str, Any]]) -> list[str]:
         """Count what the store did with a batch; the problems it reported."""

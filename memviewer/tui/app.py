@@ -318,7 +318,8 @@ class MemviewerApp(ViewerApp):
         except Exception:  # a store being swapped (takeover) or closed at exit: next round
             return None
         if lag["lag"] > 0 and not lag["within_grace"]:
-            who = who_embeds(self.settings)
+            hosted = self.hosted  # this viewer's own hub: no socket probe every round
+            who = who_embeds(self.settings, in_process=hosted is not None and hosted.start_indexer)
             lag.update(who.public(), embedding=who.indexer is not None)
         return lag
 
