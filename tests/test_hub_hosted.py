@@ -37,11 +37,8 @@ def _episode(service: Any, eid: str) -> dict[str, Any]:
 def test_a_publisher_replays_into_its_episode_after_a_hub_stop(
     service: Any, settings: Any, tmp_path: Path
 ) -> None:
-    """A stopped hub leaves episodes open: the agent's spooled turn lands in its episode
-    (the old ``abandon_on_stop=True`` gave it ``conflict`` and is refused now)."""
+    """A stopped hub leaves episodes open: the agent's spooled turn lands in its episode."""
     sock = settings.socket_path
-    with pytest.raises(ValueError, match="never abandons"):
-        Hub(service, sock, start_indexer=False, abandon_on_stop=True)
 
     async def main() -> None:
         hub = Hub(service, sock, start_indexer=False)

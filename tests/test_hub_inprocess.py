@@ -62,7 +62,7 @@ def test_hub_inside_a_running_loop_serves_and_fans_out(service, settings) -> Non
         assert report == {"abandoned_episodes": [], "open_episodes": ["e-remote"]}  # a stop closes nothing
         assert not Path(sock).exists()
         # the loop goes on, and a new hub can take over the same socket and service
-        hub2 = Hub(service, sock, start_indexer=False, abandon_on_stop=False)
+        hub2 = Hub(service, sock, start_indexer=False)
         await hub2.start()
         again = await asyncio.to_thread(lambda: RemoteService(sock).session("s-local"))
         assert again["session"]["agent"] == "tui"
@@ -73,7 +73,7 @@ def test_hub_inside_a_running_loop_serves_and_fans_out(service, settings) -> Non
 
 def test_a_second_hub_object_on_the_same_socket_is_refused(service, settings) -> None:  # noqa: ANN001
     async def main() -> None:
-        first = Hub(service, settings.socket_path, start_indexer=False, abandon_on_stop=False)
+        first = Hub(service, settings.socket_path, start_indexer=False)
         await first.start()
         try:
             with pytest.raises(HubAlreadyRunning, match="already running"):
@@ -106,7 +106,6 @@ def test_events_missed_in_process_are_read_from_the_store(service, settings) -> 
             service,
             settings.socket_path,
             start_indexer=False,
-            abandon_on_stop=False,
             foreign_poll_interval=3600,
         )
         await hub.start()
@@ -139,7 +138,7 @@ def test_recall_over_the_socket_passes_options_and_reports_bad_ones(service, set
     sock = settings.socket_path
 
     async def main() -> None:
-        hub = Hub(service, sock, start_indexer=False, abandon_on_stop=False)
+        hub = Hub(service, sock, start_indexer=False)
         await hub.start()
         remote = RemoteService(sock)
         try:
@@ -187,7 +186,7 @@ def test_connections_past_the_cap_are_told_why_and_let_go(service, settings) -> 
         return json.loads(s.makefile("rb").readline())
 
     async def main() -> None:
-        hub = Hub(service, sock, start_indexer=False, abandon_on_stop=False, max_connections=3)
+        hub = Hub(service, sock, start_indexer=False, max_connections=3)
         await hub.start()
         held: list[socket.socket] = []
         try:
@@ -226,7 +225,7 @@ def test_half_a_frame_held_too_long_closes_that_connection_only(service, setting
         return _raw_client(sock)
 
     async def main() -> None:
-        hub = Hub(service, sock, start_indexer=False, abandon_on_stop=False, stall_timeout=0.3)
+        hub = Hub(service, sock, start_indexer=False, stall_timeout=0.3)
         await hub.start()
         stuck, quiet = await asyncio.to_thread(connect), await asyncio.to_thread(connect)
         try:
@@ -293,7 +292,7 @@ def test_a_search_answered_while_the_hub_stops_keeps_its_recall_log_entry(
     monkeypatch.setattr(service, "search", slow_search)
 
     async def main() -> None:
-        hub = Hub(service, sock, start_indexer=False, abandon_on_stop=False)
+        hub = Hub(service, sock, start_indexer=False)
         await hub.start()
         remote = RemoteService(sock)
         try:

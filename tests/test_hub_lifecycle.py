@@ -114,12 +114,6 @@ def test_sigterm_leaves_open_episodes_open_and_removes_the_socket(tmp_path: Path
     assert ("episode.finalized", done_eid) in kinds and ("episode.finalized", open_eid) not in kinds
 
 
-def test_serve_keep_open_is_an_accepted_no_op(tmp_path: Path, short_tmp: Path) -> None:
-    """Old scripts pass --keep-open; it still starts (a stop always leaves episodes open)."""
-    with HubProcess(tmp_path / "home", short_tmp / "hub.sock", args=("--no-index", "--keep-open")) as hub:
-        assert hub.proc is not None and hub.proc.poll() is None
-
-
 CRASHING_PUBLISHER = textwrap.dedent("""
     import sys, time
     from memviewer.client import Publisher

@@ -18,12 +18,6 @@ if TYPE_CHECKING:
 @click.command("serve")
 @click.option("--no-index", is_flag=True, help="do not start the background vector indexer")
 @click.option(
-    "--keep-open",
-    is_flag=True,
-    hidden=True,
-    help="no-op, kept for old scripts: a stopped hub always leaves episodes open",
-)
-@click.option(
     "--watch-praisonai",
     "watch_praisonai",
     multiple=True,
@@ -37,9 +31,7 @@ if TYPE_CHECKING:
     help="receive OpenTelemetry GenAI traces over OTLP/HTTP (a bare PORT listens on 127.0.0.1)",
 )
 @click.pass_context
-def serve_cmd(
-    ctx: click.Context, no_index: bool, keep_open: bool, watch_praisonai: tuple[str, ...], otlp: str | None
-) -> None:
+def serve_cmd(ctx: click.Context, no_index: bool, watch_praisonai: tuple[str, ...], otlp: str | None) -> None:
     """Run the hub in the foreground (Ctrl-C or SIGTERM stops it cleanly).
 
     Agents publish to it through memviewer.client.Publisher; the TUI, `tail`

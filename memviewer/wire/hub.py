@@ -86,8 +86,7 @@ class Hub:
     an episode. Agents keep publishing into their spools while no hub runs and replay
     into the same open episodes when one comes back. An agent's own end (the
     publisher's ``shutdown`` command at ``Publisher.close()``) abandons that agent's
-    episodes; idle pruning handles agents that vanished. ``abandon_on_stop`` is kept
-    for callers that pass ``False``; ``True`` (the old ``serve`` default) is refused.
+    episodes; idle pruning handles agents that vanished.
     """
 
     def __init__(
@@ -110,17 +109,11 @@ class Hub:
         stall_timeout: float = 60.0,
         spool_scan_interval: float = 30.0,
         foreign_poll_interval: float = 0.5,
-        abandon_on_stop: bool = False,
         sources: list[Any] | None = None,
         recall_log_quiet_s: float = recall_buffer.QUIET_S,
         recall_log_max_wait_s: float = recall_buffer.MAX_WAIT_S,
         keyword_upkeep_interval: float = KEYWORD_UPKEEP_INTERVAL_S,
     ) -> None:
-        if abandon_on_stop:
-            raise ValueError(
-                "a hub never abandons episodes when it stops (the hub is not the agent); "
-                "an agent's Publisher.close() ends its own"
-            )
         settings = service.settings
         self.service = service
         self.socket_path = Path(socket_path).expanduser()
