@@ -134,22 +134,37 @@ def cli(ctx: click.Context, home, socket_path, config_file, log_level) -> None:
     if ctx.invoked_subcommand not in ("config", "doctor"):  # doctor reports it; config just shows
         # One home, one hub: serving_hub decides (and refuses another home's hub or another
         # user's socket with one error); a hub found elsewhere becomes this command's socket.
+        # The probe's connection stays open: a command that reads through the hub goes on
+        # over it (``commands.via_hub.hub_reader``), so it opens one connection in all.
         from memviewer.errors import MemviewerError
-        from memviewer.wire.probe import serving_hub
+        from memviewer.wire import fastjson
+        from memviewer.wire.probe import serving_connection
 
         try:
-            found = serving_hub(settings)
+            serving = serving_connection(settings, client="memviewer.cli", decode=fastjson.decode_answer)
         except MemviewerError as exc:
             _fail(exc.message, (exc.data or {}).get("hint"))
+        found = serving[0] if serving is not None else None
         if found is not None and found != settings.socket_path:
             settings = settings.with_overrides(socket=str(found))
         ctx.obj = {"settings": settings, "hub_socket": found}  # probed once per command
+        if serving is not None:
+            probe_conn, ctx.obj["hub_hello"] = serving[2], serving[1]
+            ctx.obj["hub_connection"] = probe_conn
+            ctx.call_on_close(lambda: _close_unadopted(ctx.obj))
     else:
         ctx.obj = {"settings": settings}
     if ctx.invoked_subcommand is None:
         from memviewer.tui.app import run_app
 
         run_app(settings)
+
+
+def _close_unadopted(obj: dict[str, Any]) -> None:
+    """The probe's connection, unless a reader took it over (it closes it then)."""
+    conn = obj.pop("hub_connection", None)
+    if conn is not None:
+        conn.close()
 
 
 # One command module per area, registered here and nowhere else.

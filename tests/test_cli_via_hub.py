@@ -71,8 +71,8 @@ def test_search_through_the_hub_is_byte_identical(tmp_path: Path, short_tmp: Pat
         remote = {args: _cli(home, sock, *args) for args in SEARCHES}
         code, out, _ = _cli(home, sock, "search", "--session", "refund-policy-a1", "--json")
         assert code == 0 and json.loads(out)["mode"] == "scroll"
-        # one probe (which hub serves the home) and one reader connection per command: the
-        # reader's hello doubles as its first call (it was four: three probes)
+        # one connection per command: the probe's (which hub serves the home) carries the
+        # search too (it was four: three probes and a reader)
         from memviewer.wire.remote import RemoteService
 
         def connections() -> int:
@@ -81,7 +81,7 @@ def test_search_through_the_hub_is_byte_identical(tmp_path: Path, short_tmp: Pat
 
         before = connections()
         assert _cli(home, sock, *SEARCHES[0])[0] == 0
-        assert connections() - before == 1 + 2  # this count's own connection, then the command's two
+        assert connections() - before == 1 + 1  # this count's own connection, then the command's one
     for args in SEARCHES:
         assert remote[args][:2] == local[args][:2], args
         assert "memviewer.recall.keyword" in local[args][2]

@@ -24,9 +24,9 @@ if TYPE_CHECKING:
 def hub_reader(ctx: click.Context) -> RemoteService | None:
     """The hub's reader (``RemoteService``) when a hub serves this home, else None.
 
-    The root group has probed which hub serves the home (``serving_hub``, once per command):
-    its answer is used as it is, so a command costs one probe and one connection (it opened
-    four). The reader's ``hello`` is its own connection's first call."""
+    The root group has probed which hub serves the home (``serving_connection``, once per
+    command) and kept the connection that said ``hello``: the reader goes on over it, so a
+    command opens one connection to the hub (it opened four: three probes and a reader)."""
     from memviewer.api import open_reader
     from memviewer.wire.probe import serving_hub
 
@@ -38,6 +38,10 @@ def hub_reader(ctx: click.Context) -> RemoteService | None:
         from memviewer.errors import MemviewerError
         from memviewer.wire.remote import RemoteService
 
+        probe_conn = root.pop("hub_connection", None)
+        if probe_conn is not None:
+            hello = root["hub_hello"]
+            return RemoteService.adopt(root["hub_socket"], probe_conn, hello, client="memviewer.cli")
         remote = RemoteService(root["hub_socket"], client="memviewer.cli")
         try:
             remote.hello()

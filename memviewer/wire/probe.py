@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,15 +20,38 @@ HOME_LOCK = "hub.owner"
 
 def hub_hello(socket_path: str | Path, timeout: float = 0.5) -> dict[str, Any] | None:
     """The hub's ``hello`` result, or None when nothing answers in time."""
-    try:
-        with RpcConnection(socket_path, timeout=timeout) as conn:
-            result = conn.call(
-                protocol.HELLO,
-                {"protocol": protocol.PROTOCOL_VERSION, "role": "reader", "client": "memviewer.probe"},
-            )
-    except (OSError, protocol.RpcError, ValueError):
+    opened = open_hello(socket_path, timeout)
+    if opened is None:
         return None
-    return result if isinstance(result, dict) else None
+    opened[0].close()
+    return opened[1]
+
+
+def open_hello(
+    socket_path: str | Path,
+    timeout: float = 0.5,
+    *,
+    client: str = "memviewer.probe",
+    decode: Callable[[bytes], Any] = protocol.decode_answer,
+) -> tuple[RpcConnection, dict[str, Any]] | None:
+    """A connection that has said ``hello`` and the hub's answer, or None when nothing
+    answers in time. The caller owns (and closes) the connection: a command that probes
+    which hub serves its home goes on over the same connection instead of opening another."""
+    try:
+        conn = RpcConnection(socket_path, timeout=timeout, decode=decode)
+    except (OSError, ValueError):
+        return None
+    try:
+        result = conn.call(
+            protocol.HELLO, {"protocol": protocol.PROTOCOL_VERSION, "role": "reader", "client": client}
+        )
+    except (OSError, protocol.RpcError, ValueError):
+        conn.close()
+        return None
+    if not isinstance(result, dict):
+        conn.close()
+        return None
+    return conn, result
 
 
 def probe_hub(socket_path: str | Path, timeout: float = 0.5) -> str | None:
@@ -70,18 +94,36 @@ def serving_hub(settings: Settings, timeout: float = 0.5) -> Path | None:
 
 def serving_hello(settings: Settings, timeout: float = 0.5) -> tuple[Path, dict[str, Any]] | None:
     """``serving_hub``'s socket with the ``hello`` its hub answered (same rules, same errors)."""
+    found = serving_connection(settings, timeout)
+    if found is None:
+        return None
+    sock, hello, conn = found
+    conn.close()
+    return sock, hello
+
+
+def serving_connection(
+    settings: Settings,
+    timeout: float = 0.5,
+    *,
+    client: str = "memviewer.probe",
+    decode: Callable[[bytes], Any] = protocol.decode_answer,
+) -> tuple[Path, dict[str, Any], RpcConnection] | None:
+    """``serving_hello``, keeping the connection that said ``hello`` open for the caller."""
     home = settings.home_path
     if settings.sources.get("socket") == "default":
         named = _named_socket(home)
         if named is not None and named != Path(settings.socket_path):
             with contextlib.suppress(trust.UntrustedPath):
                 trust.check_socket(named)
-                hello = hub_hello(named, timeout)
-                if hello is not None and trust.hello_home_problem(hello, home, named) is None:
-                    return named, hello  # a stale note naming another home's hub is skipped
+                opened = open_hello(named, timeout, client=client, decode=decode)
+                if opened is not None:
+                    if trust.hello_home_problem(opened[1], home, named) is None:
+                        return named, opened[1], opened[0]
+                    opened[0].close()  # a stale note naming another home's hub is skipped
     sock = settings.socket_path
-    hello = checked_hello(sock, home, timeout)
-    return (sock, hello) if hello is not None else None
+    checked = _checked_connection(sock, home, timeout, client=client, decode=decode)
+    return (sock, checked[1], checked[0]) if checked is not None else None
 
 
 def checked_hello(sock: Path, home: Path, timeout: float = 0.5) -> dict[str, Any] | None:
@@ -89,6 +131,21 @@ def checked_hello(sock: Path, home: Path, timeout: float = 0.5) -> dict[str, Any
 
     Raises ``MemviewerError`` (``conflict``) for an untrusted socket or another home's hub.
     """
+    checked = _checked_connection(sock, home, timeout)
+    if checked is None:
+        return None
+    checked[0].close()
+    return checked[1]
+
+
+def _checked_connection(
+    sock: Path,
+    home: Path,
+    timeout: float,
+    *,
+    client: str = "memviewer.probe",
+    decode: Callable[[bytes], Any] = protocol.decode_answer,
+) -> tuple[RpcConnection, dict[str, Any]] | None:
     from memviewer.errors import CONFLICT, MemviewerError
 
     try:
@@ -102,11 +159,12 @@ def checked_hello(sock: Path, home: Path, timeout: float = 0.5) -> dict[str, Any
                 "or set XDG_RUNTIME_DIR / --socket to a folder of your own"
             },
         ) from None
-    hello = hub_hello(sock, timeout)
-    if hello is None:
+    opened = open_hello(sock, timeout, client=client, decode=decode)
+    if opened is None:
         return None
-    problem = trust.hello_home_problem(hello, home, sock)
+    problem = trust.hello_home_problem(opened[1], home, sock)
     if problem is not None:
+        opened[0].close()
         raise MemviewerError(
             CONFLICT,
             problem,
@@ -115,7 +173,7 @@ def checked_hello(sock: Path, home: Path, timeout: float = 0.5) -> dict[str, Any
                 "foreign_home": True,
             },
         )
-    return hello
+    return opened
 
 
 def _named_socket(home: Path) -> Path | None:

@@ -37,6 +37,23 @@ class RemoteService:
         self._hello: dict[str, Any] = {}
         self._lock = threading.Lock()
 
+    @classmethod
+    def adopt(
+        cls,
+        socket_path: str | Path,
+        conn: RpcConnection,
+        hello: dict[str, Any],
+        *,
+        timeout: float = 120.0,
+        client: str = "memviewer.remote",
+    ) -> RemoteService:
+        """A reader over a connection that has already said ``hello`` (the CLI's probe), so a
+        command opens one connection, not two. The reader owns it from here."""
+        remote = cls(socket_path, timeout=timeout, client=client)
+        conn.settimeout(timeout)
+        remote._conn, remote._hello = conn, dict(hello)
+        return remote
+
     def _connect(self) -> RpcConnection:
         conn = RpcConnection(self.socket_path, timeout=self.timeout, decode=fastjson.decode_answer)
         try:
