@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from waiting import wait_for
 
 from memviewer import paths
 from memviewer.wire import protocol
@@ -171,13 +172,6 @@ def _raw_publish(sock: Path, commands: list[dict[str, Any]], req_id: int) -> dic
             return json.loads(rfile.readline())
 
 
-def _wait(predicate: Any, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.01)
-
-
 def test_a_pushed_back_publisher_keeps_its_batch_and_delivers_it(service, settings, tmp_path) -> None:  # noqa: ANN001
     """The writer is held, so the queue stays full: a raw publish gets ``overloaded`` and
     nothing of it is stored; a real ``Publisher`` pushed back the same way keeps its turns
@@ -202,7 +196,7 @@ def test_a_pushed_back_publisher_keeps_its_batch_and_delivers_it(service, settin
                     1,
                 )
             )
-            await asyncio.to_thread(_wait, lambda: hub.info()["write_pending"]["pending_commands"] == 1)
+            await asyncio.to_thread(wait_for, lambda: hub.info()["write_pending"]["pending_commands"] == 1)
             refused = await asyncio.to_thread(
                 _raw_publish,
                 sock,
@@ -218,7 +212,7 @@ def test_a_pushed_back_publisher_keeps_its_batch_and_delivers_it(service, settin
             sid = pub.open_session(agent="pushed-back")
             eid = pub.start_episode(sid, "write the report")
             turn_ids = [pub.add_turn(eid, "assistant", f"part {i}: " + "r" * 200) for i in range(40)]
-            await asyncio.to_thread(_wait, lambda: hub.info()["counters"]["overloaded_requests"] >= 2)
+            await asyncio.to_thread(wait_for, lambda: hub.info()["counters"]["overloaded_requests"] >= 2)
             gate.set()
             await held
             answer = await first

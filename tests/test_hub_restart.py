@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from waiting import wait_for
 
 from memviewer import paths
 from memviewer.client import Publisher
@@ -26,13 +27,6 @@ from memviewer.wire.remote import RemoteService
 from memviewer.wire.testing import HubProcess, hub_env
 
 pytestmark = pytest.mark.integration
-
-
-def wait_for(predicate: Any, timeout: float = 20.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.02)
 
 
 def events(home: Path) -> list[tuple[str, str | None, dict[str, Any]]]:

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
+from waiting import wait_for
 
 from memviewer import paths
 from memviewer.client import Publisher
@@ -37,13 +38,6 @@ def stored_turns(home: Path) -> list[dict]:
         return [dict(r) for r in rows]
     finally:
         store.close()
-
-
-def wait_for(predicate, timeout: float = 10.0) -> None:  # noqa: ANN001
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.02)
 
 
 def test_bad_arguments_fail_at_call_time(short_tmp: Path) -> None:

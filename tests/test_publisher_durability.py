@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from waiting import wait_for
 
 from memviewer import paths
 from memviewer.client import RETRY_LATER_CODES, Publisher, retry_later
@@ -24,14 +25,6 @@ from memviewer.wire import protocol
 from memviewer.wire.testing import HubProcess, hub_env
 
 pytestmark = pytest.mark.integration
-
-
-def wait_for(predicate, timeout: float = 20.0, what: str = "condition") -> float:  # noqa: ANN001
-    start = time.monotonic()
-    while not predicate():
-        assert time.monotonic() - start < timeout, f"{what} not met within {timeout} s"
-        time.sleep(0.01)
-    return time.monotonic() - start
 
 
 def stored(home: Path, episode_id: str) -> list[tuple[str, str]]:

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from waiting import wait_for
 
 from memviewer.cli import cli
 from memviewer.client import Publisher
@@ -22,16 +21,6 @@ from memviewer.wire.remote import RemoteService
 from memviewer.wire.testing import HubProcess
 
 pytestmark = pytest.mark.integration
-
-
-def _until(what: Callable[[], Any], timeout: float = 20.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = what()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"condition not met within {timeout}s")
 
 
 def _entries(home: Path, sock: Path) -> list[dict]:
@@ -54,7 +43,7 @@ def test_record_recall_spools_while_the_hub_is_down_and_lands_once(tmp_path: Pat
             session_id=sid,
             params={"k": 2, "index": "my-vector-db"},
         )
-        _until(lambda: pub.stats()["spooled_commands"] >= 2)  # the hub is down: on disk
+        wait_for(lambda: pub.stats()["spooled_commands"] >= 2)  # the hub is down: on disk
         assert pub.flush(timeout=0.2) is False
         with HubProcess(home, sock):
             assert pub.flush(timeout=20) is True
@@ -112,7 +101,7 @@ def test_hub_rpc_search_is_recorded_by_the_hub(tmp_path: Path, short_tmp: Path) 
             # a last recorded search marks the end: the hub records in order, so once it shows,
             # a wrongly recorded entry from the calls above would show too
             remote.search("marker", record=RecordAs("cli"))
-        _until(lambda: any(e["query"] == "marker" for e in _entries(home, sock)))
+        wait_for(lambda: any(e["query"] == "marker" for e in _entries(home, sock)))
         entries = [e for e in _entries(home, sock) if e["query"] != "marker"]
         assert sorted(e["source"] for e in entries) == ["hub", "mcp"]
         assert [e["session_id"] for e in entries if e["source"] == "mcp"] == ["s-caller"]
@@ -134,7 +123,7 @@ def test_the_hub_records_the_caller_it_knows_not_the_one_a_client_claims(
             remote.search("anything", record=RecordAs("mcp"))
             remote.search("marker", record=RecordAs("cli"))
         entries = {
-            e["query"]: e for e in _until(lambda: len(_entries(home, sock)) == 3 and _entries(home, sock))
+            e["query"]: e for e in wait_for(lambda: len(_entries(home, sock)) == 3 and _entries(home, sock))
         }
     published = entries["q"]["caller"]
     # the kernel's peer credentials of this test process, and the hello name it gave
@@ -156,7 +145,7 @@ def test_cli_search_with_a_hub_is_written_by_the_hub(tmp_path: Path, short_tmp: 
         )
         assert result.exit_code == 0, result.output
         assert json.loads(result.stdout)["total_found"] == 1
-        entries = _until(lambda: _entries(home, sock))
+        entries = wait_for(lambda: _entries(home, sock))
         assert [(e["source"], e["query"]) for e in entries] == [("cli", "staging")]
         with RemoteService(sock) as remote:
             counters = remote.stats()["hub"]["counters"]

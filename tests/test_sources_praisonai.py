@@ -5,26 +5,17 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import praisonaiagents.session.store as praisonai_store  # dev extra: missing fails, never skips
 import pytest
+from waiting import wait_for
 
 from memviewer.sources.praisonai_watch import child_session_id, sessions_from_file
 from memviewer.wire.remote import RemoteService
 from memviewer.wire.testing import HubProcess
-
-
-def wait_for(cond: Callable[[], Any], timeout: float = 10.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = cond()
-        if value:
-            return value
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def turns_of(remote: RemoteService, sid: str) -> list[dict[str, Any]]:
