@@ -48,6 +48,7 @@ LAYERS: dict[str, int] = {
     "memviewer.commands": 8,
     "memviewer.tui": 9,
     "memviewer.cli": 10,
+    "memviewer.cli_reference": 10,  # writes docs/cli-reference.md from the click app
     "memviewer.__main__": 10,  # `python -m memviewer` runs the entry point
 }
 
