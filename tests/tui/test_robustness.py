@@ -238,7 +238,7 @@ def test_a_session_deleted_while_open_shows_the_error_not_its_turns(filled, make
 
 
 def test_recall_keys_work_after_enter_in_the_query(filled, make_app) -> None:
-    """Enter runs and hands the keys to the results: t, m and 1 do what the README says;
+    """Enter runs and hands the keys to the results: t, m and 1 do what docs/viewer.md says;
     ``/`` goes back to the query, where typing works again."""
     filled.sync_index()
 
