@@ -16,8 +16,6 @@ Check = dict[str, Any]
 
 
 def _store(settings: Settings) -> Check:
-    from sqlalchemy import text
-
     from memviewer.store.db import Store
     from memviewer.store.migrations import latest_version
 
@@ -29,8 +27,7 @@ def _store(settings: Settings) -> Check:
         return {"name": "store", "ok": True, "detail": f"{db} (not created yet)"}
     store = Store.open(db, readonly=True)
     try:
-        with store.engine.connect() as conn:
-            result = conn.execute(text("PRAGMA integrity_check")).scalar()
+        result = store.integrity_check()
         version = store.schema_version()
     finally:
         store.close()

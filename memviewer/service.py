@@ -48,9 +48,8 @@ def open_store(home: Path, store_url: str | None = None, readonly: bool = False)
     application's or no database at all, or a newer memviewer wrote it.
     The store is never changed when it is refused.
     """
-    from sqlalchemy import exc as sa_exc
-
     from memviewer.store import migrations
+    from memviewer.store.db import DriverError, url_label
 
     db = paths.db_path(home)
     hint = {
@@ -89,20 +88,18 @@ def open_store(home: Path, store_url: str | None = None, readonly: bool = False)
                 raise MemviewerError(
                     INTERNAL, f"cannot create the home folder {home}: {exc.strerror or exc}"
                 ) from None
-    label = str(db) if store_url is None else _url_label(store_url)
+    label = str(db) if store_url is None else url_label(store_url)
     store: Store | None = None
     try:
         if store_url is None and not readonly and db.is_file() and db.stat().st_size:
             # Look before a read-write open: it would switch the file to WAL mode
             # (a change to someone else's database) and migrate it.
             store = Store(f"sqlite:///{db}", readonly=True)
-            with store.engine.connect() as conn:
-                migrations.check_compatible(conn)
+            store.check_compatible()
             store.close()
         store = Store(store_url or f"sqlite:///{db}", readonly=readonly)
         if readonly:  # a read-write open checks while migrating
-            with store.engine.connect() as conn:
-                migrations.check_compatible(conn)
+            store.check_compatible()
         return store
     except migrations.NotAStoreError as exc:
         _dispose(store)
@@ -114,7 +111,7 @@ def open_store(home: Path, store_url: str | None = None, readonly: bool = False)
     except MemviewerError:
         _dispose(store)
         raise
-    except sa_exc.DBAPIError as exc:
+    except DriverError as exc:
         _dispose(store)
         orig = exc.orig or exc
         code = getattr(orig, "sqlite_errorcode", None)
@@ -125,13 +122,6 @@ def open_store(home: Path, store_url: str | None = None, readonly: bool = False)
         raise MemviewerError(
             INTERNAL, f"cannot open the store {label}: {orig}", data={"reason": "storage_error"}
         ) from None
-
-
-def _url_label(url: str) -> str:
-    """``url`` fit for a message (no password)."""
-    from sqlalchemy.engine import make_url
-
-    return make_url(url).render_as_string(hide_password=True)
 
 
 def _dispose(store: Store | None) -> None:
@@ -468,24 +458,17 @@ class MemoryService:
         return self.store.events_since(from_seq, limit, kinds, session_id)
 
     def stats(self) -> dict[str, Any]:
-        from sqlalchemy import text
+        from memviewer.store.row_counts import row_counts
 
         with self.store.read() as conn:
-            counts = {
-                name: int(conn.execute(text(f"SELECT COUNT(*) FROM {name}")).scalar() or 0)
-                for name in ("sessions", "episodes", "turns", "events")
-            }
-            archived = int(conn.execute(text("SELECT COUNT(*) FROM turns WHERE archived")).scalar() or 0)
-            summaries = int(
-                conn.execute(text("SELECT COUNT(*) FROM turns WHERE is_compaction_summary")).scalar() or 0
-            )
+            counts = row_counts(conn)
         db = paths.db_path(self.home)
         out: dict[str, Any] = {
             "version": __version__,
             "home": str(self.home),
             "schema_version": self.store.schema_version(),
             "last_seq": self.last_seq,
-            "counts": {**counts, "archived_turns": archived, "compaction_summaries": summaries},
+            "counts": counts,
             "db_bytes": db.stat().st_size if db.exists() else 0,
             "pid": os.getpid(),
         }

@@ -42,15 +42,11 @@ import json
 import logging
 import math
 import re
-import sqlite3
 import threading
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-
-from sqlalchemy import Connection
-from sqlalchemy.engine import make_url
 
 from memviewer import params
 from memviewer.errors import INVALID_ARGUMENT, SESSION_NOT_FOUND, MemviewerError
@@ -59,6 +55,7 @@ from memviewer.recall.fts_query import ParsedQuery, Unit
 from memviewer.recall.snippets import make_snippet
 from memviewer.store import fts, repos
 from memviewer.store import keyword_candidates as kc
+from memviewer.store.db import Connection
 from memviewer.store.keyword_candidates import Filters as _Filters
 from memviewer.store.keyword_candidates import KeywordDb as _Db
 from memviewer.timeutil import iso
@@ -144,10 +141,9 @@ class KeywordSearch:
         self._tables: dict[str, bool] | None = None
         self._counts = kc.MatchCounts()  # per-word match counts while the index is unchanged
         self._local = threading.local()
-        self._raw: list[sqlite3.Connection] = []
+        self._raw: list[kc.RawConnection] = []
         self._raw_lock = threading.Lock()
-        db = make_url(store.url).database if store.is_sqlite else None
-        self._db_path = db if db and db != ":memory:" and not db.startswith("file:") else None
+        self._db_path = store.sqlite_file
 
     def close(self) -> None:
         """Close the per-thread read connections (the store itself belongs to the caller)."""
@@ -176,7 +172,7 @@ class KeywordSearch:
         finally:
             kc.end(raw)
 
-    def _thread_conn(self, path: str) -> sqlite3.Connection:
+    def _thread_conn(self, path: str) -> kc.RawConnection:
         """This thread's read-only connection to the SQLite file (opened once)."""
         raw = getattr(self._local, "conn", None)
         if raw is None:

@@ -6,6 +6,10 @@ savepoints, and the events a transaction appends get their ``seq`` from the
 log's current maximum, read under the write lock, so the log has no gaps even
 when a second process writes.
 Listeners registered with ``on_commit`` see events only after they are durable.
+
+Code outside ``memviewer.store`` names a connection's type as ``store.db.Connection`` and a
+driver's failure as ``store.db.DriverError``, never importing SQLAlchemy itself
+(``tests/test_sql_in_store.py``).
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from memviewer.store.tables import Event
 log = logging.getLogger("memviewer.store")
 
 EventListener = Callable[[list[EventRecord]], None]
+#: A failure the database driver raised, wrapped by SQLAlchemy (the driver's own is ``.orig``).
+DriverError = sa_exc.DBAPIError
 
 
 # SQLite primary result codes that mean the storage failed, not the command:
@@ -80,6 +86,11 @@ def storage_failure(exc: BaseException) -> MemviewerError | None:
 
 def sqlite_url(path: Path) -> str:
     return f"sqlite:///{path}"
+
+
+def url_label(url: str) -> str:
+    """``url`` fit for a message (no password)."""
+    return make_url(url).render_as_string(hide_password=True)
 
 
 def _sqlite_pragmas(engine: Engine, readonly: bool) -> None:
@@ -167,6 +178,27 @@ class Store:
     @classmethod
     def open(cls, path: Path, **kwargs: Any) -> Store:
         return cls(sqlite_url(path), **kwargs)
+
+    @property
+    def sqlite_file(self) -> str | None:
+        """The path of the SQLite file this store opens; None for another backend, an
+        in-memory database or a ``file:`` URI (a reader cannot open those by path)."""
+        if not self.is_sqlite:
+            return None
+        db = make_url(self.url).database
+        return db if db and db != ":memory:" and not db.startswith("file:") else None
+
+    def check_compatible(self) -> None:
+        """``migrations.check_compatible`` on a connection of its own: raises
+        ``migrations.NotAStoreError`` for another application's database and refuses a
+        schema newer than this release knows."""
+        with self.engine.connect() as conn:
+            migrations.check_compatible(conn)
+
+    def integrity_check(self) -> str:
+        """SQLite's ``PRAGMA integrity_check`` verdict: ``ok``, or what it found."""
+        with self.engine.connect() as conn:
+            return str(conn.execute(text("PRAGMA integrity_check")).scalar())
 
     # -- events -----------------------------------------------------------
     def _read_last_seq(self) -> int:

@@ -89,6 +89,10 @@ class KeywordDb:
         return list(self.conn.exec_driver_sql(sql, tuple(params)))
 
 
+#: A raw read-only connection of ``open_read_only`` (keyword search keeps one per thread).
+RawConnection = sqlite3.Connection
+
+
 def open_read_only(path: str) -> sqlite3.Connection:
     """A read-only autocommit connection to a SQLite file (WAL: never blocks the writer)."""
     raw = sqlite3.connect(f"file:{path}?mode=ro", uri=True, isolation_level=None, check_same_thread=False)
