@@ -6,13 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Connection
-
 from memviewer.context import anatomy as an
 from memviewer.context import calls
 from memviewer.errors import NOT_FOUND, MemviewerError
 from memviewer.store import llm_calls as rows
 from memviewer.store import recall_log, repos
+from memviewer.store.db import Connection
 
 
 def _missing_table(exc: Exception) -> bool:

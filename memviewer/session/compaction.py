@@ -15,15 +15,11 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from sqlalchemy import Connection, and_, update
-
 from memviewer.ids import new_id
-from memviewer.store import repos
-from memviewer.store.db import WriteTx
-from memviewer.store.tables import Turn
+from memviewer.store import compaction_moves, repos
+from memviewer.store.db import Connection, WriteTx
 
 log = logging.getLogger("memviewer.session")
-T = Turn.__table__
 
 MAX_HIGHLIGHTS = 24
 HIGHLIGHT_CHARS = 100
@@ -92,16 +88,7 @@ def compact(tx: WriteTx, session: dict[str, Any], ts: float, keep: int | None = 
     first, last = to_archive[0]["idx"], to_archive[-1]["idx"]
     if summary is None:
         # [archived..][to_archive][rest] -> [archived..][to_archive][summary][rest+1]
-        conn.execute(
-            update(T)
-            .where(and_(T.c.session_id == sid, T.c.archived.is_(False), T.c.idx > last))
-            .values(idx=T.c.idx + 1)
-        )
-        conn.execute(
-            update(T)
-            .where(and_(T.c.session_id == sid, T.c.idx >= first, T.c.idx <= last))
-            .values(archived=True)
-        )
+        compaction_moves.archive_first_round(conn, sid, first, last)
         total = n
         summary_id = new_id("t-")
         summary_idx = last + 1
@@ -126,29 +113,15 @@ def compact(tx: WriteTx, session: dict[str, Any], ts: float, keep: int | None = 
         )
     else:
         # [archived..][summary s][to_archive s+1..][rest] -> [archived..][to_archive s..][summary]
-        conn.execute(
-            update(T)
-            .where(
-                and_(
-                    T.c.session_id == sid,
-                    T.c.archived.is_(False),
-                    T.c.is_compaction_summary.is_(False),
-                    T.c.idx >= first,
-                    T.c.idx <= last,
-                )
-            )
-            .values(archived=True, idx=T.c.idx - 1)
-        )
+        compaction_moves.archive_behind_summary(conn, sid, first, last)
         total = int(summary["replaced_count"] or 0) + n
         summary_id = summary["id"]
         summary_idx = last
         content = summary_text(summary["content"], to_archive, total)
         meta = dict(summary["meta"] or {})
         meta.update({"compaction": True, "compacted_count": total})
-        conn.execute(
-            update(T)
-            .where(T.c.id == summary_id)
-            .values(idx=summary_idx, content=content, replaced_count=total, timestamp=ts, meta=meta)
+        repos.update_turn(
+            conn, summary_id, idx=summary_idx, content=content, replaced_count=total, timestamp=ts, meta=meta
         )
     archived_ids = [t["id"] for t in to_archive]
     tx.append_event(

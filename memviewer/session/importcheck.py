@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memviewer.errors import INVALID_ARGUMENT, MemviewerError
 from memviewer.jsonvalues import check_value
 from memviewer.timeutil import EARLIEST, LATEST
+
+if TYPE_CHECKING:
+    from memviewer.store.db import Connection
 
 ROLES = ("user", "assistant", "tool", "system")  # = manager.ROLES (no import: it imports us)
 SESSION_STATUSES = ("open", "closed", "pruned")
@@ -176,55 +179,32 @@ def check_import(session: Any, turns: Any, episodes: Any = None) -> None:
 LIVE = "live"
 
 
-def prior_origin(conn: Any, session_id: str) -> str | None:
+def prior_origin(conn: Connection, session_id: str) -> str | None:
     """Where ``session_id``'s stored history came from, as its last import recorded it.
 
     ``live`` when it was never imported (published through the hub or the API);
     None when it was imported without an origin (older versions, direct calls),
     which any importer may update.
     """
-    from sqlalchemy import select
+    from memviewer.store.import_pages import last_import_payload
 
-    from memviewer.store.tables import Event
-
-    ev = Event.__table__
-    payload = conn.execute(
-        select(ev.c.payload)
-        .where(ev.c.session_id == session_id, ev.c.kind == "session.imported")
-        .order_by(ev.c.seq.desc())
-        .limit(1)
-    ).first()
-    if payload is None:
+    imported, payload = last_import_payload(conn, session_id)
+    if not imported:
         return LIVE
-    data = payload[0] or {}
+    data = payload or {}
     origin = data.get("origin") if isinstance(data, dict) else None
     return origin if isinstance(origin, str) else None
 
 
-def live_turns_since_import(conn: Any, session_id: str) -> int:
+def live_turns_since_import(conn: Connection, session_id: str) -> int:
     """Turns published live into ``session_id`` after its last import.
 
     A re-import makes the session match its file, which would delete these: the
     caller refuses unless told to replace.
     """
-    from sqlalchemy import func, select
+    from memviewer.store.import_pages import turns_added_since_import
 
-    from memviewer.store.tables import Event
-
-    ev = Event.__table__
-    last = conn.execute(
-        select(func.max(ev.c.seq)).where(ev.c.session_id == session_id, ev.c.kind == "session.imported")
-    ).scalar()
-    if last is None:
-        return 0
-    return int(
-        conn.execute(
-            select(func.count())
-            .select_from(ev)
-            .where(ev.c.session_id == session_id, ev.c.kind == "episode.turn_added", ev.c.seq > last)
-        ).scalar()
-        or 0
-    )
+    return turns_added_since_import(conn, session_id)
 
 
 def describe_origin(origin: str) -> str:

@@ -12,8 +12,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import delete
-
 from memviewer.errors import (
     CONFLICT,
     EPISODE_NOT_FOUND,
@@ -45,7 +43,7 @@ from memviewer.session.turn_rules import (
 from memviewer.session.turn_rules import opt_dict as _opt_dict
 from memviewer.session.turn_rules import require_str as _require_str
 from memviewer.session.turn_rules import timestamp as _ts
-from memviewer.store import repos
+from memviewer.store import import_pages, repos
 from memviewer.store.db import Store, WriteTx, storage_failure
 from memviewer.timeutil import now
 
@@ -920,10 +918,8 @@ class _ImportPlan:
 
     def apply(self, tx: WriteTx) -> None:
         conn = tx.conn
-        for i in range(0, len(self.removed_turns), 500):
-            conn.execute(delete(repos.T).where(repos.T.c.id.in_(self.removed_turns[i : i + 500])))
-        for i in range(0, len(self.removed_episodes), 500):
-            conn.execute(delete(repos.E).where(repos.E.c.id.in_(self.removed_episodes[i : i + 500])))
+        import_pages.delete_turns(conn, self.removed_turns)
+        import_pages.delete_episodes(conn, self.removed_episodes)
         for values in self.new_episodes:
             repos.insert_episode(conn, values)
         for eid, values in self.episode_updates.items():
