@@ -15,7 +15,7 @@ from memviewer.demo.scenario import session_ids
 from memviewer.store import repos
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
+    from memviewer.store.db import Connection
 
 
 def is_demo_session(row: dict[str, Any], scenario_ids: set[str]) -> bool:

@@ -22,9 +22,8 @@ from memviewer.eval import metrics
 from memviewer.store import golden as table
 
 if TYPE_CHECKING:
-    from sqlalchemy import Connection
-
     from memviewer.service import MemoryService
+    from memviewer.store.db import Connection
 
 METRICS = ("recall@5", "recall@10", "mrr", "ndcg@10")
 

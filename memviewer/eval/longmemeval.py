@@ -361,9 +361,8 @@ def check_eval_home(home: Path, scopes: Sequence[str] = (SCOPE,)) -> None:
     memory home they would show up in every listing and recall. The store is only
     read (read-only SQLite), never migrated or changed, when it is refused.
     """
-    import sqlite3
-
     from memviewer import paths
+    from memviewer.store.home_probe import UnreadableStore, sessions_outside_scopes
 
     if not home.exists():
         return
@@ -378,15 +377,8 @@ def check_eval_home(home: Path, scopes: Sequence[str] = (SCOPE,)) -> None:
             )
         return
     try:
-        conn = sqlite3.connect(f"{db.resolve().as_uri()}?mode=ro", uri=True)
-        try:
-            marks = ", ".join("?" for _ in scopes)
-            others = conn.execute(
-                f"SELECT COUNT(*) FROM sessions WHERE coalesce(scope, '') NOT IN ({marks})", tuple(scopes)
-            ).fetchone()[0]
-        finally:
-            conn.close()
-    except sqlite3.Error as exc:
+        others = sessions_outside_scopes(db, scopes)
+    except UnreadableStore as exc:
         raise ValueError(f"--keep-home {home}: {db} is not a readable memviewer store ({exc})") from None
     if others:
         raise ValueError(

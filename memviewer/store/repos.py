@@ -115,6 +115,26 @@ def count_sessions(
     return int(conn.execute(q).scalar() or 0)
 
 
+def existing_session_ids(conn: Connection, ids: Sequence[str]) -> set[str]:
+    """Which of ``ids`` name a stored session (500 per statement)."""
+    found: set[str] = set()
+    for i in range(0, len(ids), 500):
+        chunk = list(ids[i : i + 500])
+        found.update(r[0] for r in conn.execute(select(S.c.id).where(S.c.id.in_(chunk))))
+    return found
+
+
+def session_keys_after(
+    conn: Connection, after: tuple[float, str] | None, limit: int
+) -> list[tuple[float, str]]:
+    """``(started_at, id)`` of the next ``limit`` sessions after the key ``after`` (None: from
+    the oldest), oldest first: a keyset page, no OFFSET."""
+    q = select(S.c.started_at, S.c.id).order_by(S.c.started_at, S.c.id).limit(limit)
+    if after is not None:
+        q = q.where(or_(S.c.started_at > after[0], and_(S.c.started_at == after[0], S.c.id > after[1])))
+    return [(float(a), str(b)) for a, b in conn.execute(q)]
+
+
 def session_counts(conn: Connection, session_ids: Sequence[str]) -> dict[str, dict[str, int]]:
     """Episode / active / archived turn counts for a page of sessions."""
     out = {sid: {"episodes": 0, "active_turns": 0, "archived_turns": 0} for sid in session_ids}

@@ -16,12 +16,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from sqlalchemy import Connection, and_, or_, select
-
 from memviewer.store import repos
-from memviewer.store.tables import Session
+from memviewer.store.db import Connection
 
-S = Session.__table__
 PAGE = 200
 
 
@@ -68,10 +65,7 @@ def _llm_calls(conn: Connection, session_id: str) -> list[dict[str, Any]]:
 
 
 def missing_ids(conn: Connection, ids: Sequence[str]) -> list[str]:
-    found: set[str] = set()
-    for i in range(0, len(ids), 500):
-        chunk = list(ids[i : i + 500])
-        found.update(r[0] for r in conn.execute(select(S.c.id).where(S.c.id.in_(chunk))))
+    found = repos.existing_session_ids(conn, ids)
     return [i for i in ids if i not in found]
 
 
@@ -79,11 +73,8 @@ def all_session_ids(store: Any) -> Iterator[str]:
     """Every session id, oldest first, by keyset pages (no OFFSET, no full list in memory)."""
     last: tuple[float, str] | None = None
     while True:
-        q = select(S.c.started_at, S.c.id).order_by(S.c.started_at, S.c.id).limit(PAGE)
-        if last is not None:
-            q = q.where(or_(S.c.started_at > last[0], and_(S.c.started_at == last[0], S.c.id > last[1])))
         with store.read() as conn:
-            page = [(float(a), str(b)) for a, b in conn.execute(q)]
+            page = repos.session_keys_after(conn, last, PAGE)
         if not page:
             return
         yield from (sid for _, sid in page)
