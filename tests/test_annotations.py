@@ -8,10 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
+from cli_runs import invoke_on
 
 from memviewer.api import AnnotationWriter
-from memviewer.cli import cli
 from memviewer.errors import MemviewerError
 from memviewer.io.export import export_sessions
 from memviewer.io.json_import import import_file
@@ -236,43 +235,37 @@ def test_json_import_refuses_bad_annotations_and_stores_nothing(
         assert fresh.sessions()["total"] == 0
 
 
-def _cli(settings: Any, *args: str) -> Any:
-    return CliRunner().invoke(
-        cli, ["--home", str(settings.home_path), "--socket", str(settings.socket_path), *args]
-    )
-
-
 def test_cli_tag_note_tags_and_their_json(filled: MemoryService) -> None:
     s = filled.settings
-    r = _cli(s, "tag", "s-a-t0", "bug", "perf", "--json")
+    r = invoke_on(s, "tag", "s-a-t0", "bug", "perf", "--json")
     assert r.exit_code == 0, r.output
     assert json.loads(r.output)["tags"] == ["bug", "perf"]
-    r = _cli(s, "note", "s-b", "look here")
+    r = invoke_on(s, "note", "s-b", "look here")
     assert r.exit_code == 0 and "note set on session s-b" in r.output
-    r = _cli(s, "tags", "--json")
+    r = invoke_on(s, "tags", "--json")
     listed = json.loads(r.output)["annotations"]
     assert {a["target_id"] for a in listed} == {"s-a-t0", "s-b"}
-    r = _cli(s, "tags", "s-a-t0")
+    r = invoke_on(s, "tags", "s-a-t0")
     assert "bug, perf" in r.output
-    r = _cli(s, "tag", "s-a-t0", "perf", "--remove")
+    r = invoke_on(s, "tag", "s-a-t0", "perf", "--remove")
     assert r.exit_code == 0 and "tags now: bug" in r.output
-    r = _cli(s, "note", "s-b", "--remove", "--json")
+    r = invoke_on(s, "note", "s-b", "--remove", "--json")
     assert json.loads(r.output)["changed"] is True
-    r = _cli(s, "search", "tag:bug", "--json")
+    r = invoke_on(s, "search", "tag:bug", "--json")
     assert [h["session_id"] for h in json.loads(r.output)["results"]] == ["s-a"]
 
 
 def test_cli_unknown_id_and_bad_arguments_fail_clearly(filled: MemoryService) -> None:
     s = filled.settings
-    r = _cli(s, "tag", "nope", "bug")
+    r = invoke_on(s, "tag", "nope", "bug")
     assert r.exit_code == 1 and "unknown session or turn 'nope'" in r.output
-    r = _cli(s, "tag", "nope", "bug", "--json")
+    r = invoke_on(s, "tag", "nope", "bug", "--json")
     assert json.loads(r.output)["code"] == "not_found"
-    r = _cli(s, "note", "s-a")
+    r = invoke_on(s, "note", "s-a")
     assert r.exit_code == 1 and "TEXT, or --remove" in r.output
-    r = _cli(s, "note", "s-a", "x", "--remove")
+    r = invoke_on(s, "note", "s-a", "x", "--remove")
     assert r.exit_code == 1
-    r = _cli(s, "tags", "--tag", "has space", "--json")
+    r = invoke_on(s, "tags", "--tag", "has space", "--json")
     assert r.exit_code == 1 and json.loads(r.output)["code"] == "invalid_argument"
     assert filled.annotations() == []
 
@@ -352,11 +345,11 @@ def test_cli_export_then_import_json_keeps_tags_and_notes(filled: MemoryService,
     filled.tag("s-a-t1", ["kept"])
     filled.note("s-b", "and this")
     out = tmp_path / "all.json"
-    r = _cli(filled.settings, "export", "--all", "--format", "json", "-o", str(out))
+    r = invoke_on(filled.settings, "export", "--all", "--format", "json", "-o", str(out))
     assert r.exit_code == 0, r.output
     other = filled.settings.with_overrides(home=str(tmp_path / "other"))
-    r = _cli(other, "import", "json", str(out), "--no-index", "--json")
+    r = invoke_on(other, "import", "json", str(out), "--no-index", "--json")
     assert r.exit_code == 0, r.output
-    r = _cli(other, "tags", "--json")
+    r = invoke_on(other, "tags", "--json")
     got = {a["target_id"]: (a["tags"], a["note"]) for a in json.loads(r.output)["annotations"]}
     assert got == {"s-a-t1": (["kept"], None), "s-b": ([], "and this")}

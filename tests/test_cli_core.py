@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from cli_runs import invoke
 from click.testing import CliRunner
 
 from memviewer import __version__
@@ -98,7 +99,7 @@ def test_bad_config_is_a_clear_error(tmp_path):
 
 
 def _invoke(*args: str, env: dict[str, str] | None = None):
-    return CliRunner().invoke(cli, list(args), env=env)
+    return invoke(None, *args, env=env)
 
 
 def test_settings_errors_are_error_lines_naming_the_layer(tmp_path):

@@ -8,9 +8,8 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from cli_runs import invoke
 
-from memviewer.cli import cli
 from memviewer.config import load_settings
 from memviewer.errors import MemviewerError
 from memviewer.service import MemoryService
@@ -26,7 +25,7 @@ COMMANDS = [
 
 
 def _run(home: Path, short_tmp: Path, *args: str):
-    return CliRunner().invoke(cli, ["--home", str(home), "--socket", str(short_tmp / "s.sock"), *args])
+    return invoke(home, *args, socket=short_tmp / "s.sock")
 
 
 def _check_refused(home: Path, short_tmp: Path, message: str) -> None:

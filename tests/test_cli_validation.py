@@ -8,6 +8,7 @@ from pathlib import Path
 
 import click
 import pytest
+from cli_runs import invoke
 from click.testing import CliRunner
 
 from memviewer.cli import cli
@@ -15,7 +16,7 @@ from memviewer.commands.recall import _batch_params
 
 
 def _run(tmp_path: Path, *args: str):
-    return CliRunner().invoke(cli, ["--home", str(tmp_path / "h"), "--socket", str(tmp_path / "s"), *args])
+    return invoke(tmp_path / "h", *args, socket=tmp_path / "s")
 
 
 @pytest.mark.parametrize(

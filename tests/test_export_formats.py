@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
+from cli_runs import invoke
 
-from memviewer.cli import cli
 from memviewer.errors import MemviewerError
 from memviewer.io.export import export_sessions
 from memviewer.io.praisonai_import import import_paths
@@ -268,50 +267,46 @@ def home(tmp_path: Path) -> Path:
     return h
 
 
-def _run(home: Path, *args: str):
-    return CliRunner().invoke(cli, ["--home", str(home), *args], catch_exceptions=False)
-
-
 def test_cli_export_to_stdout_and_file(home: Path, tmp_path: Path) -> None:
-    r = _run(home, "export", "s-live", "--format", "jsonl", "-o", "-")
+    r = invoke(home, "export", "s-live", "--format", "jsonl", "-o", "-")
     assert r.exit_code == 0
     lines = r.stdout.strip().split("\n")
     assert len(lines) == 7 and json.loads(lines[0])["turn_id"] == "t-0"
     assert "exported 1 session (7 turns)" in r.stderr
     one = tmp_path / "one.json"
-    assert _run(home, "export", "s-live", "--format", "json", "-o", str(one)).exit_code == 0
-    r = _run(tmp_path / "other-home", "import", "json", str(one), "--no-index")
+    assert invoke(home, "export", "s-live", "--format", "json", "-o", str(one)).exit_code == 0
+    r = invoke(tmp_path / "other-home", "import", "json", str(one), "--no-index")
     assert r.exit_code == 0 and r.stdout.startswith("imported 1 session (7 turns, 7 new)\n")
-    r = _run(home, "export", "--all", "--format", "json")  # no -o: stdout
+    r = invoke(home, "export", "--all", "--format", "json")  # no -o: stdout
     assert r.exit_code == 0 and len(json.loads(r.stdout)["sessions"]) == 2
     out = tmp_path / "all.md"
-    r = _run(home, "export", "--all", "--format", "md", "-o", str(out), "--redact", "standard")
+    r = invoke(home, "export", "--all", "--format", "md", "-o", str(out), "--redact", "standard")
     assert r.exit_code == 0 and str(out) in r.stdout and "masked" in r.stdout
     assert SECRET not in out.read_text() and "# Billing migration review" in out.read_text()
 
 
 def test_cli_export_errors(home: Path, tmp_path: Path) -> None:
-    r = _run(home, "export", "s-live", "ghost", "--format", "json", "-o", str(tmp_path / "x.json"))
+    r = invoke(home, "export", "s-live", "ghost", "--format", "json", "-o", str(tmp_path / "x.json"))
     assert r.exit_code != 0 and "ghost" in r.stderr and not (tmp_path / "x.json").exists()
-    assert _run(home, "export", "--format", "json").exit_code != 0
-    assert _run(home, "export", "--all", "--format", "praisonai").exit_code != 0
-    assert _run(home, "export", "--all", "s-live", "--format", "md").exit_code != 0
+    assert invoke(home, "export", "--format", "json").exit_code != 0
+    assert invoke(home, "export", "--all", "--format", "praisonai").exit_code != 0
+    assert invoke(home, "export", "--all", "s-live", "--format", "md").exit_code != 0
 
 
 def test_cli_json_round_trip_through_import(home: Path, tmp_path: Path) -> None:
     first = tmp_path / "a.json"
-    assert _run(home, "export", "--all", "--format", "json", "-o", str(first)).exit_code == 0
+    assert invoke(home, "export", "--all", "--format", "json", "-o", str(first)).exit_code == 0
     other = tmp_path / "other-home"
-    r = _run(other, "import", "json", str(first), "--no-index")
+    r = invoke(other, "import", "json", str(first), "--no-index")
     assert r.exit_code == 0 and "imported 2 sessions (18 turns, 18 new)" in r.stdout
-    again = _run(other, "import", "json", str(first), "--no-index")
+    again = invoke(other, "import", "json", str(first), "--no-index")
     assert "18 turns, 0 new" in again.stdout  # idempotent
     second = tmp_path / "b.json"
-    assert _run(other, "export", "--all", "--format", "json", "-o", str(second)).exit_code == 0
+    assert invoke(other, "export", "--all", "--format", "json", "-o", str(second)).exit_code == 0
     assert first.read_bytes() == second.read_bytes()
     bad = tmp_path / "bad.json"
     bad.write_text('{"format": "something-else"}')
-    r = _run(other, "import", "json", str(bad))
+    r = invoke(other, "import", "json", str(bad))
     assert r.exit_code != 0 and "memviewer.export" in r.stderr
 
 
@@ -455,7 +450,7 @@ def test_cli_pseudonyms_are_keyed_by_the_home(home: Path, tmp_path: Path) -> Non
         [],
     )
     store.close()
-    r = _run(home, "export", "s-carol", "--format", "json", "--redact", "standard")
+    r = invoke(home, "export", "s-carol", "--format", "json", "--redact", "standard")
     assert r.exit_code == 0, r.stderr
     scope_id = json.loads(r.stdout)["sessions"][0]["session"]["scope_id"]
     key_file = home / KEY_FILE
@@ -463,7 +458,7 @@ def test_cli_pseudonyms_are_keyed_by_the_home(home: Path, tmp_path: Path) -> Non
     key = bytes.fromhex(key_file.read_text().strip())
     assert scope_id == pseudonym(CAROL, "user", key) != pseudonym(CAROL, "user")  # keyed, not bare SHA-256
     assert "1 value masked (standard)" in r.stderr  # the pseudonymised scope id is counted
-    again = _run(home, "export", "s-carol", "--format", "json", "--redact", "strict")
+    again = invoke(home, "export", "s-carol", "--format", "json", "--redact", "strict")
     assert json.loads(again.stdout)["sessions"][0]["session"]["scope_id"] == scope_id
 
 
@@ -473,23 +468,23 @@ def test_cli_refuses_a_target_inside_the_home(home: Path, inside: str) -> None:
     (home / "lance").mkdir(exist_ok=True)
     before = (home / "memviewer.db").read_bytes()
     target = home / inside
-    r = _run(home, "export", "--all", "--format", "json", "-o", str(target))
+    r = invoke(home, "export", "--all", "--format", "json", "-o", str(target))
     assert r.exit_code == 1 and "is inside the memviewer home" in r.stderr and "hint:" in r.stderr
     assert (home / "memviewer.db").read_bytes() == before
-    assert _run(home, "sessions", "--json").exit_code == 0
+    assert invoke(home, "sessions", "--json").exit_code == 0
 
 
 def test_a_symlink_into_the_home_is_refused_and_one_elsewhere_is_followed(home: Path, tmp_path: Path) -> None:
     to_db = tmp_path / "db-link"
     to_db.symlink_to(home / "memviewer.db")
-    r = _run(home, "export", "--all", "--format", "json", "-o", str(to_db))
+    r = invoke(home, "export", "--all", "--format", "json", "-o", str(to_db))
     assert r.exit_code == 1
     assert f"{to_db} (-> {home / 'memviewer.db'}) is inside the memviewer home" in r.stderr
     real = tmp_path / "real.jsonl"
     real.write_text("old\n")
     link = tmp_path / "link.jsonl"
     link.symlink_to(real)
-    assert _run(home, "export", "--all", "--format", "jsonl", "-o", str(link)).exit_code == 0
+    assert invoke(home, "export", "--all", "--format", "jsonl", "-o", str(link)).exit_code == 0
     assert link.is_symlink() and len(real.read_text().splitlines()) == 18  # the link stays, its file is new
 
 
@@ -514,15 +509,15 @@ def test_a_character_device_is_written_through(golden_store) -> None:
 
 def test_praisonai_does_not_overwrite_existing_files_without_force(home: Path, tmp_path: Path) -> None:
     out = tmp_path / "pz"
-    assert _run(home, "export", "--all", "--format", "praisonai", "-o", str(out)).exit_code == 0
+    assert invoke(home, "export", "--all", "--format", "praisonai", "-o", str(out)).exit_code == 0
     names = sorted(p.name for p in out.iterdir())
     originals = {n: (out / n).read_bytes() for n in names}
-    r = _run(home, "export", "--all", "--format", "praisonai", "--redact", "standard", "-o", str(out))
+    r = invoke(home, "export", "--all", "--format", "praisonai", "--redact", "standard", "-o", str(out))
     assert r.exit_code == 1
     assert f"2 session files in {out} would be overwritten" in r.stderr and names[0] in r.stderr
     assert "hint: pass --force" in r.stderr
     assert {p.name: p.read_bytes() for p in out.iterdir()} == originals  # no staging folder left either
-    r = _run(
+    r = invoke(
         home, "export", "--all", "--format", "praisonai", "--redact", "standard", "-o", str(out), "--force"
     )
     assert r.exit_code == 0 and SECRET not in "".join(p.read_text() for p in out.iterdir())
@@ -546,7 +541,7 @@ def test_cli_write_failures_are_one_error_line_and_leave_nothing(
 
     monkeypatch.setattr(os, "replace", failing_replace)
     out = tmp_path / "out"
-    r = _run(home, "export", "--all", "--format", fmt, "-o", str(out))
+    r = invoke(home, "export", "--all", "--format", fmt, "-o", str(out))
     monkeypatch.setattr(os, "replace", real_replace)
     assert r.exit_code == 1 and "Traceback" not in r.output
     assert r.stderr.startswith(

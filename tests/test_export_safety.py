@@ -9,10 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
+from cli_runs import invoke
 
 import memviewer.store.fts  # noqa: F401 - registers migration 3
-from memviewer.cli import cli
 from memviewer.io.exporters.praisonai_format import file_name
 from memviewer.session.manager import SessionManager
 from memviewer.store.db import Store
@@ -69,13 +68,9 @@ def home(tmp_path: Path) -> Path:
     return h
 
 
-def _run(home: Path, *args: str):
-    return CliRunner().invoke(cli, ["--home", str(home), *args], catch_exceptions=False)
-
-
 def test_markdown_has_no_live_html_and_no_control_bytes(home: Path, tmp_path: Path) -> None:
     out = tmp_path / "t.md"
-    r = _run(home, "export", "hostile", "--format", "md", "-o", str(out))
+    r = invoke(home, "export", "hostile", "--format", "md", "-o", str(out))
     assert r.exit_code == 0, r.output
     md = out.read_text(encoding="utf-8")
     assert "<script" not in md and "<img" not in md and "</code><" not in md
@@ -91,7 +86,7 @@ def test_markdown_has_no_live_html_and_no_control_bytes(home: Path, tmp_path: Pa
 
 def test_code_spans_cannot_be_closed_from_inside(home: Path, tmp_path: Path) -> None:
     out = tmp_path / "t.md"
-    assert _run(home, "export", "ab`c", "--format", "md", "-o", str(out)).exit_code == 0
+    assert invoke(home, "export", "ab`c", "--format", "md", "-o", str(out)).exit_code == 0
     assert "| session | ``ab`c`` |" in out.read_text(encoding="utf-8")
 
 
@@ -105,7 +100,7 @@ def test_file_names_are_unique_and_safe() -> None:
 
 def test_praisonai_all_writes_every_session_once(home: Path, tmp_path: Path) -> None:
     out = tmp_path / "p"
-    r = _run(home, "export", "--all", "--format", "praisonai", "-o", str(out))
+    r = invoke(home, "export", "--all", "--format", "praisonai", "-o", str(out))
     assert r.exit_code == 0, r.output
     files = sorted(out.glob("*.json"))
     assert len(files) == len(IDS) + 1  # hidden-looking ids do not become hidden files
@@ -125,7 +120,7 @@ def _corrupt(home: Path, sid: str) -> None:
 def test_one_bad_session_never_stops_the_rest(home: Path, tmp_path: Path, fmt: str) -> None:
     _corrupt(home, "bad-one")
     out = tmp_path / ("p" if fmt == "praisonai" else f"all.{fmt}")
-    r = _run(home, "export", "--all", "--format", fmt, "-o", str(out))
+    r = invoke(home, "export", "--all", "--format", fmt, "-o", str(out))
     assert r.exit_code == 1
     assert "failed: bad-one:" in r.stderr
     assert f"exported {len(IDS)} sessions" in r.output  # all the others

@@ -8,23 +8,17 @@ import sys
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from cli_runs import invoke_on
 from waiting import wait_subscribed
 
-from memviewer.cli import cli
 from memviewer.client import Publisher
 from memviewer.wire.testing import HubProcess, hub_env
 
 KEYS = {"seq", "kind", "ts", "session_id", "episode_id", "payload"}
 
 
-def _run(settings, *args: str):  # noqa: ANN001, ANN202
-    base = ["--home", str(settings.home_path), "--socket", str(settings.socket_path)]
-    return CliRunner().invoke(cli, [*base, *args])
-
-
 def _tail(settings, *args: str) -> list[str]:  # noqa: ANN001
-    result = _run(settings, "tail", *args)
+    result = invoke_on(settings, "tail", *args)
     assert result.exit_code == 0, result.output
     return result.output.splitlines()
 
@@ -82,7 +76,7 @@ def test_readable_lines_show_tool_calls_and_lists_like_the_live_screen(service, 
 
 
 def test_unknown_kind_is_a_clear_error(settings) -> None:  # noqa: ANN001
-    result = _run(settings, "tail", "--no-follow", "--kind", "session.exploded")
+    result = invoke_on(settings, "tail", "--no-follow", "--kind", "session.exploded")
     assert result.exit_code != 0 and "unknown event kind" in result.output
 
 
@@ -189,6 +183,6 @@ def test_a_running_hub_sees_what_another_process_writes(settings, short_tmp: Pat
 def test_no_follow_on_a_store_that_is_not_a_database_is_a_clear_error(settings) -> None:  # noqa: ANN001
     settings.home_path.mkdir(parents=True, exist_ok=True)
     (settings.home_path / "memviewer.db").write_bytes(b"not sqlite at all " * 100)
-    result = _run(settings, "tail", "--no-follow")
+    result = invoke_on(settings, "tail", "--no-follow")
     assert result.exit_code == 1
     assert "is not a memviewer store" in result.output and "Traceback" not in result.output

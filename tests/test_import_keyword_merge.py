@@ -6,9 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from click.testing import CliRunner
+from cli_runs import invoke_on
 
-from memviewer.cli import cli
 from memviewer.recall.keyword import KeywordSearch
 from memviewer.service import MemoryService
 from memviewer.store import fts
@@ -61,12 +60,6 @@ def _answers(settings) -> tuple[int, list[dict]]:  # noqa: ANN001
         svc.close()
 
 
-def _cli(settings, *args: str):  # noqa: ANN001, ANN202
-    return CliRunner().invoke(
-        cli, ["--home", str(settings.home_path), "--socket", str(settings.socket_path), *args]
-    )
-
-
 def test_an_import_ends_with_one_segment_and_the_same_answers(settings, tmp_path: Path) -> None:  # noqa: ANN001
     folder = _folder(tmp_path, 12)
     _no_automerge(settings)
@@ -80,29 +73,29 @@ def test_an_import_ends_with_one_segment_and_the_same_answers(settings, tmp_path
     assert segments > 1
     assert before[0]["results"] and before[0]["results"][0]["session_id"].startswith("s-")
     # ...then `memviewer import` of them (a re-import: nothing changes but the merge).
-    res = _cli(settings, "import", "praisonai", "--no-index", "--json", str(folder))
+    res = invoke_on(settings, "import", "praisonai", "--no-index", "--json", str(folder))
     assert res.exit_code == 0, res.output
     merged = json.loads(res.stdout)["keyword_index"]
     assert merged["by"] == "import"
     assert (merged["segments_before"], merged["segments_after"]) == (segments, 1)
     assert _answers(settings) == (1, before)
-    doctor = json.loads(_cli(settings, "doctor", "--json").stdout)
+    doctor = json.loads(invoke_on(settings, "doctor", "--json").stdout)
     (check,) = [c for c in doctor["checks"] if c["name"] == "keyword index"]
     assert "; 1 segment (" in check["detail"]
 
 
 def test_a_fresh_import_and_a_json_import_leave_one_segment(settings, tmp_path: Path) -> None:  # noqa: ANN001
     _no_automerge(settings)
-    res = _cli(settings, "import", "praisonai", "--no-index", "--json", str(_folder(tmp_path, 10)))
+    res = invoke_on(settings, "import", "praisonai", "--no-index", "--json", str(_folder(tmp_path, 10)))
     assert res.exit_code == 0, res.output
     merged = json.loads(res.stdout)["keyword_index"]
     assert merged["segments_before"] > 1 and merged["segments_after"] == 1
     # export → a new home (automerge off) → `import json` merges too
     out = tmp_path / "export.json"
-    assert _cli(settings, "export", "--all", "--format", "json", "-o", str(out)).exit_code == 0
+    assert invoke_on(settings, "export", "--all", "--format", "json", "-o", str(out)).exit_code == 0
     other = settings.with_overrides(home=str(tmp_path / "home2"))
     _no_automerge(other)
-    res = _cli(other, "import", "json", "--no-index", "--json", str(out))
+    res = invoke_on(other, "import", "json", "--no-index", "--json", str(out))
     assert res.exit_code == 0, res.output
     merged = json.loads(res.stdout)["keyword_index"]
     assert merged["by"] == "import" and merged["segments_after"] == 1
@@ -123,7 +116,7 @@ def test_with_a_hub_serving_the_home_the_import_leaves_the_merge_to_it(
         await hub.start()
         try:
             res = await asyncio.to_thread(
-                _cli, settings, "import", "praisonai", "--no-index", "--json", str(folder)
+                invoke_on, settings, "import", "praisonai", "--no-index", "--json", str(folder)
             )
             assert res.exit_code == 0, res.output
             return json.loads(res.stdout)["keyword_index"]

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_runs import run_cli
 
 from memviewer.index.lance import WRITE_LOCK
 from memviewer.index.progress import catch_up_pid, eta_seconds, index_lag, read_state
@@ -74,18 +75,6 @@ def test_status_reports_rate_and_eta_after_a_pass(service) -> None:
     assert status["lag"] == 1 and status["eta_s"] == round(1 / status["rate_turns_s"], 1)
 
 
-def _cli(home: Path, *args: str, socket: Path) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMVIEWER_")}
-    env.update({"MEMVIEWER_CONFIG": os.devnull, "MEMVIEWER_SOCKET": str(socket)})
-    return subprocess.run(
-        [sys.executable, "-m", "memviewer.cli", "--home", str(home), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=240,
-    )
-
-
 @pytest.mark.integration
 @pytest.mark.model
 def test_import_returns_before_embedding_and_a_background_catch_up_finishes(
@@ -93,20 +82,20 @@ def test_import_returns_before_embedding_and_a_background_catch_up_finishes(
 ) -> None:
     home = tmp_path / "home"
     sock = short_tmp / "none.sock"  # no hub: the import starts the background indexer
-    proc = _cli(home, "import", "praisonai", str(FIXTURES), "--json", socket=sock)
+    proc = run_cli(home, "import", "praisonai", str(FIXTURES), "--json", socket=sock)
     assert proc.returncode == 0, proc.stderr
     report = json.loads(proc.stdout)
     turns = sum(r["turns"] for r in report["imported"])
     assert report["index"]["lag"] == turns > 0  # returned with nothing embedded yet
     assert report["index"]["indexer"] == "background" and report["index"]["pid"] > 0
     # keyword search works at once
-    found = _cli(home, "search", "refund", "--json", socket=sock)
+    found = run_cli(home, "search", "refund", "--json", socket=sock)
     assert found.returncode == 0 and json.loads(found.stdout)["total_found"] > 0
     deadline = time.monotonic() + 180
     while catch_up_pid(home) is not None and time.monotonic() < deadline:
         time.sleep(0.2)
     assert catch_up_pid(home) is None, (home / "indexer.log").read_text(errors="replace")
-    doctor = _cli(home, "doctor", "--json", socket=sock)
+    doctor = run_cli(home, "doctor", "--json", socket=sock)
     assert "lag 0 turns" in doctor.stdout, doctor.stdout
     assert "embedded" in (home / "indexer.log").read_text()
 
@@ -118,7 +107,7 @@ def test_import_wait_returns_once_embedded_and_doctor_shows_lag_and_eta(
 ) -> None:
     home = tmp_path / "home"
     sock = short_tmp / "none.sock"
-    proc = _cli(home, "import", "praisonai", str(FIXTURES), "--wait", "--json", socket=sock)
+    proc = run_cli(home, "import", "praisonai", str(FIXTURES), "--wait", "--json", socket=sock)
     assert proc.returncode == 0, proc.stderr
     assert "index" not in json.loads(proc.stdout)  # nothing left to report
     extra = tmp_path / "more"
@@ -127,8 +116,8 @@ def test_import_wait_returns_once_embedded_and_doctor_shows_lag_and_eta(
         json.dumps({"session_id": "late", "messages": [{"role": "user", "content": "a late kiwi"}]})
     )
     # --no-index: stored, never embedded here, so the lag stays for doctor to see
-    assert _cli(home, "import", "praisonai", str(extra), "--no-index", socket=sock).returncode == 0
-    doctor = _cli(home, "doctor", socket=sock)
+    assert run_cli(home, "import", "praisonai", str(extra), "--no-index", socket=sock).returncode == 0
+    doctor = run_cli(home, "doctor", socket=sock)
     assert "lag 1 turn, ETA" in doctor.stdout, doctor.stdout
 
 
@@ -154,7 +143,7 @@ def test_recall_without_a_hub_answers_at_once_on_a_big_backlog_and_leaves_it_to_
     )
     (folder / "big.json").write_text(json.dumps({"session_id": "big", "agent_name": "a", "messages": msgs}))
     # --no-index: stored, nothing embeds it, so recall meets the whole backlog
-    assert _cli(home, "import", "praisonai", str(folder), "--no-index", socket=sock).returncode == 0
+    assert run_cli(home, "import", "praisonai", str(folder), "--no-index", socket=sock).returncode == 0
     # The test holds the index's write lock while recall answers, so the catch-up that recall
     # starts cannot finish first (on a fast machine it could, and the lag would be gone).
     lance = home / "lance"
@@ -162,7 +151,7 @@ def test_recall_without_a_hub_answers_at_once_on_a_big_backlog_and_leaves_it_to_
     fd = os.open(lance / WRITE_LOCK, os.O_RDWR | os.O_CREAT, 0o600)
     fcntl.flock(fd, fcntl.LOCK_EX)
     try:
-        proc = _cli(home, "recall", "quokka vaccine schedule", "--json", socket=sock)
+        proc = run_cli(home, "recall", "quokka vaccine schedule", "--json", socket=sock)
     finally:
         fcntl.flock(fd, fcntl.LOCK_UN)
         os.close(fd)
@@ -176,7 +165,7 @@ def test_recall_without_a_hub_answers_at_once_on_a_big_backlog_and_leaves_it_to_
     while (read_state(home).get("turn_num", 0) < n or catch_up_pid(home)) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert read_state(home).get("turn_num", 0) >= n, (home / "indexer.log").read_text(errors="replace")
-    again = json.loads(_cli(home, "recall", "quokka vaccine schedule", "--json", socket=sock).stdout)
+    again = json.loads(run_cli(home, "recall", "quokka vaccine schedule", "--json", socket=sock).stdout)
     assert INDEX_LAGGING not in again["diagnostics"]["escalations"]
     top = again["results"][0]
     assert "quokka" in top["content"] and "keyword_only" not in top["score_breakdown"]

@@ -22,10 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner
+from cli_runs import invoke_on
 
 from memviewer import doctor, paths
-from memviewer.cli import cli
 from memviewer.commands import background_index
 from memviewer.commands.recall import lag_warning
 from memviewer.index import timing
@@ -59,12 +58,6 @@ def _live_turn(service: Any, sid: str, text: str) -> None:
     """What a publishing agent does: a session and a turn stamped now."""
     service.manager.open_session(session_id=sid, agent="live")
     service.manager.start_episode(sid, text, episode_id=f"e-{sid}")
-
-
-def _cli(settings: Any, *args: str) -> Any:
-    return CliRunner().invoke(
-        cli, ["--home", str(settings.home_path), "--socket", str(settings.socket_path), *args]
-    )
 
 
 # -- the grace ----------------------------------------------------------------------------
@@ -186,7 +179,7 @@ def test_recall_json_through_a_hub_that_does_not_index_says_no_indexer(service: 
         hub = Hub(service, settings.socket_path, start_indexer=False)
         await hub.start()
         try:
-            return await asyncio.to_thread(_cli, settings, "recall", "zanzibar rollout", "--json")
+            return await asyncio.to_thread(invoke_on, settings, "recall", "zanzibar rollout", "--json")
         finally:
             await hub.close()
 
@@ -203,7 +196,7 @@ def test_doctor_fails_when_turns_wait_and_nothing_embeds_them(service: Any, sett
     _seed(service, "s-a", ["the heron plan"])
     service.sync_index()
     _seed(service, "s-b", ["stored, never embedded", "nobody runs an indexer"])
-    res = _cli(settings, "doctor", "--json")
+    res = invoke_on(settings, "doctor", "--json")
     assert res.exit_code == 1
     check = next(c for c in json.loads(res.stdout)["checks"] if c["name"] == "vector index")
     assert not check["ok"]
@@ -264,7 +257,7 @@ def test_an_import_says_when_its_background_indexer_dies_at_once(
 ) -> None:
     script = "import sys; print('ModelNotFoundError: no model here'); sys.exit(3)"
     monkeypatch.setattr(background_index, "SELF_COMMAND", (sys.executable, "-c", script))
-    res = _cli(settings, "import", "praisonai", str(FIXTURES), "--json")
+    res = invoke_on(settings, "import", "praisonai", str(FIXTURES), "--json")
     assert res.exit_code == 0, res.output  # the sessions are stored and keyword-searchable
     index = json.loads(res.stdout)["index"]
     assert index["lag"] > 0 and index["indexer"] is None and index["fix"] == NO_INDEXER_FIX

@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+from cli_runs import invoke_on
 from click.testing import CliRunner
 
 from memviewer import recall_log
@@ -305,9 +306,7 @@ def test_record_as_refuses_an_unknown_source() -> None:
 
 # -- the CLI --------------------------------------------------------------------------------
 def _run(settings: Settings, *args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(
-        cli, ["--home", str(settings.home_path), "--socket", str(settings.socket_path), *args]
-    )
+    result = invoke_on(settings, *args)
     return result.exit_code, result.stdout if "--json" in args else result.output
 
 

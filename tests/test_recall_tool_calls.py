@@ -6,13 +6,12 @@ real hub process with the real model (marked)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from cli_runs import run_cli
 
 from memviewer.errors import MemviewerError
 from memviewer.recall.lagging import INDEX_LAGGING
@@ -101,15 +100,7 @@ FOLDER_FILE = {
 
 
 def _cli(home: Path, socket: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMVIEWER_")}
-    env.update({"MEMVIEWER_CONFIG": os.devnull, "MEMVIEWER_SOCKET": str(socket)})
-    return subprocess.run(
-        [sys.executable, "-m", "memviewer.cli", "--home", str(home), *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=240,
-    )
+    return run_cli(home, *args, socket=socket)
 
 
 @pytest.mark.integration

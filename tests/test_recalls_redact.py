@@ -8,9 +8,8 @@ import random
 import string
 import time
 
-from click.testing import CliRunner
+from cli_runs import invoke_on
 
-from memviewer.cli import cli
 from memviewer.config import Settings
 from memviewer.service import MemoryService
 
@@ -43,9 +42,7 @@ def _record(service: MemoryService) -> None:
 
 
 def _run(settings: Settings, *args: str) -> str:
-    result = CliRunner().invoke(
-        cli, ["--home", str(settings.home_path), "--socket", str(settings.socket_path), *args]
-    )
+    result = invoke_on(settings, *args)
     assert result.exit_code == 0, result.output
     return result.stdout
 

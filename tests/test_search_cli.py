@@ -6,9 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
+from cli_runs import invoke
 
-from memviewer.cli import cli
 from memviewer.io.praisonai_import import import_paths
 from memviewer.session.manager import SessionManager
 from memviewer.store.db import Store
@@ -27,7 +26,7 @@ def home(tmp_path: Path) -> Path:
 
 
 def _run(home: Path, *args: str):
-    return CliRunner().invoke(cli, ["--home", str(home), "search", *args], catch_exceptions=False)
+    return invoke(home, "search", *args, catch_exceptions=False)
 
 
 def test_discovery_json_and_table(home: Path) -> None:
