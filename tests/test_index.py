@@ -298,9 +298,9 @@ def test_a_full_disk_stalls_the_indexer_then_it_resumes_alone_without_duplicates
     room the idle indexer retries by itself, and the retried rows are not added twice."""
     import errno
 
-    from memviewer.index import indexer as indexer_mod
+    from memviewer.index import runner
 
-    monkeypatch.setattr(indexer_mod, "IDLE_TICK_S", 0.1)
+    monkeypatch.setattr(runner, "IDLE_TICK_S", 0.1)
     svc = small_window
     indexer = svc.indexer()
     full = {"on": True}
@@ -356,7 +356,7 @@ def test_a_stopping_background_indexer_gives_up_its_batch_between_model_calls(se
     nothing half-written, and the next pass embeds the batch whole, once."""
     import threading
 
-    from memviewer.index import indexer as indexer_mod
+    from memviewer.index import turn_rows
 
     in_call = threading.Event()
     go_on = threading.Event()
@@ -370,7 +370,7 @@ def test_a_stopping_background_indexer_gives_up_its_batch_between_model_calls(se
             go_on.wait(10)  # the test holds the first call until it has asked the indexer to stop
             return super().embed(texts)
 
-    n = indexer_mod.EMBED_CHUNK * 4
+    n = turn_rows.EMBED_CHUNK * 4
     with MemoryService(settings, embedder=SlowEmbedder()) as svc:
         svc.open_session(session_id="big", agent="a", scope="user", scope_id="u1")
         ep = svc.start_episode("big", "first")["episode_id"]
@@ -385,7 +385,7 @@ def test_a_stopping_background_indexer_gives_up_its_batch_between_model_calls(se
         assert in_call.wait(10)
         stopper = threading.Thread(target=indexer.close)
         stopper.start()
-        while not indexer._stop.is_set():  # close() has asked
+        while not indexer.runner.stop.is_set():  # close() has asked
             time.sleep(0.001)
         go_on.set()
         stopper.join(10)

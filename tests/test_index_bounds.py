@@ -15,7 +15,7 @@ from typing import Any
 import lancedb
 import pytest
 
-from memviewer.index import indexer as indexer_mod
+from memviewer.index import compaction, reconcile
 from memviewer.index.embedder import HashEmbedder
 from memviewer.index.lance import INDEX_CACHE_BYTES, METADATA_CACHE_BYTES, TURNS
 from memviewer.service import MemoryService
@@ -34,7 +34,7 @@ def _fragments(home: Path, table: str) -> int:
 def test_many_small_batches_keep_the_fragment_count_bounded(
     settings: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(indexer_mod, "OPTIMIZE_AFTER_VERSIONS", VERSIONS)
+    monkeypatch.setattr(compaction, "OPTIMIZE_AFTER_VERSIONS", VERSIONS)
     svc = MemoryService(settings.with_overrides(active_window=8), embedder=HashEmbedder())
     try:
         home = settings.home_path
@@ -80,7 +80,7 @@ def _index_rows(svc: Any, sid: str) -> dict[str, dict[str, Any]]:
 def test_a_reimport_of_a_changed_session_is_reconciled_page_by_page(
     service: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(indexer_mod, "RECONCILE_PAGE", 7)  # 60 turns: nine pages
+    monkeypatch.setattr(reconcile, "RECONCILE_PAGE", 7)  # 60 turns: nine pages
     n = 60
     service.import_session({"id": "big", "scope": "user", "scope_id": "u1"}, _turns(n))
     service.sync_index()
@@ -111,7 +111,7 @@ def test_a_reimport_of_a_changed_session_is_reconciled_page_by_page(
 def test_deleting_a_session_larger_than_a_page_drops_all_its_rows(
     service: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(indexer_mod, "RECONCILE_PAGE", 5)
+    monkeypatch.setattr(reconcile, "RECONCILE_PAGE", 5)
     service.import_session({"id": "gone", "scope": "user", "scope_id": "u1"}, _turns(23))
     service.import_session({"id": "kept", "scope": "user", "scope_id": "u1"}, _turns(3, prefix="k"))
     service.sync_index()

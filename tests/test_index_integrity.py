@@ -269,11 +269,10 @@ def test_a_running_background_indexer_finds_and_heals_a_loss(
     settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The hub's indexer re-checks on its idle tick, against what is on disk."""
-    from memviewer.index import indexer as indexer_module
-    from memviewer.index import integrity
+    from memviewer.index import integrity, runner
 
     monkeypatch.setattr(integrity, "VERIFY_EVERY_S", 0.2)
-    monkeypatch.setattr(indexer_module, "IDLE_TICK_S", 0.2)
+    monkeypatch.setattr(runner, "IDLE_TICK_S", 0.2)
     _build(settings, sessions=3)
     svc = MemoryService(settings, embedder=HashEmbedder())
     try:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from memviewer.errors import MemviewerError
-from memviewer.index import indexer as indexer_mod
+from memviewer.index import owner_wait, runner
 from memviewer.index.embedder import HashEmbedder, ModelLoadError, ModelNotFoundError
 from memviewer.index.indexer import index_status
 from memviewer.index.lance import STAGING_DIR, SUMMARIES, TURNS, WRITE_LOCK
@@ -97,7 +97,7 @@ def test_a_writer_in_another_process_blocks_this_one(settings: Any) -> None:
 
 
 def test_sync_leaves_the_writing_to_a_background_indexer(two: Any, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(indexer_mod, "POLL_S", 0.05)
+    monkeypatch.setattr(runner, "POLL_S", 0.05)
     hub, cli = two
     hub.indexer().start_background()
     try:
@@ -132,7 +132,7 @@ def test_when_the_owner_goes_away_the_waiting_process_writes_itself(two: Any) ->
 def test_a_failing_owner_is_reported_not_waited_for_forever(
     two: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(indexer_mod, "OWNER_ERROR_GRACE_S", 0.2)
+    monkeypatch.setattr(owner_wait, "OWNER_ERROR_GRACE_S", 0.2)
     a, b = two
     add_session(b, "s1", 2)
     owner = a.parts.lance
@@ -260,8 +260,8 @@ def test_an_indexer_whose_claim_raced_a_probe_claims_the_index_on_its_idle_tick(
 ) -> None:
     """Without the retry, a doctor run at the hub's start left the hub never owning its index,
     and CLI imports embedded beside it instead of leaving that to the hub."""
-    monkeypatch.setattr(indexer_mod, "IDLE_TICK_S", 0.1)
-    monkeypatch.setattr(indexer_mod, "POLL_S", 0.05, raising=False)
+    monkeypatch.setattr(runner, "IDLE_TICK_S", 0.1)
+    monkeypatch.setattr(runner, "POLL_S", 0.05)
     a, b = two
     probe = b.parts.lance
     assert probe.claim_owner()  # held at the moment a's indexer starts

@@ -1,6 +1,6 @@
 """How quickly a background indexer follows the store, and so how long a lag is normal.
 
-Its own module so that ``index.indexer`` (which runs on these numbers) and
+Its own module so that ``index.runner`` (which runs on these numbers) and
 ``index.progress`` (which judges a lag by them, without LanceDB) share them without
 importing each other.
 """
