@@ -1,212 +1,288 @@
 """Settings with provenance: default < TOML file < ``MEMVIEWER_*`` env < flag.
 
-``memviewer config`` prints every effective value and where it came from, so a
-user debugging recall can tell which weight or endpoint is really in force.
+Every key is declared once, as a field of ``Settings``: its type, default, bounds and help
+text. pydantic-settings reads the layers and checks the values; ``load_settings`` remembers
+which layer won each key, so ``memviewer config`` can say which weight or endpoint is really
+in force, and an error names the key, the layer and what the key accepts.
 """
 
 from __future__ import annotations
 
-import contextlib
 import difflib
-import math
 import os
+import re
 import tomllib
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from types import UnionType
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+
+import annotated_types
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+    model_validator,
+)
+from pydantic.fields import FieldInfo
+from pydantic_settings import (
+    BaseSettings,
+    EnvSettingsSource,
+    NoDecode,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
 
 from memviewer import paths
 
-
-@dataclass(frozen=True)
-class Key:
-    name: str
-    type: type
-    default: Any
-    help: str
-
-
-KEYS: tuple[Key, ...] = (
-    Key("home", str, None, "data folder (SQLite store, LanceDB index, spool)"),
-    Key("socket", str, None, "hub Unix socket path"),
-    Key("model_dir", str, None, "folder with model.onnx + tokenizer.json (default: packaged MiniLM)"),
-    Key("embed_threads", int, 0, "onnxruntime intra-op threads (0 = runtime default)"),
-    Key("embed_batch", int, 32, "embedding batch size"),
-    Key("llm_base_url", str, None, "OpenAI-compatible endpoint, e.g. http://127.0.0.1:11434/v1"),
-    Key("llm_model", str, None, "model name at the LLM endpoint"),
-    Key("llm_timeout", float, 5.0, "seconds before an LLM call counts as llm_timeout"),
-    Key("llm_api_key", str, None, "bearer token for the LLM endpoint (optional)"),
-    Key("summary_llm", bool, False, "use the LLM endpoint for session summaries"),
-    Key("contextual_embeddings", bool, False, "prepend the session summary to each turn before embedding"),
-    Key("retention", str, "compact", "default session retention: compact | keep_all"),
-    Key("active_window", int, 100, "active turns kept before compaction"),
-    Key("frame_limit", int, 1_048_576, "largest accepted protocol frame in bytes"),
-    Key("subscriber_queue", int, 10_000, "events buffered per subscriber before 'lagged'"),
-    Key("w_dense", float, 0.5, "recall blend weight of vector similarity"),
-    Key("w_keyword", float, 0.5, "recall blend weight of BM25 keyword evidence"),
-    Key("w_recency", float, 0.0, "recall blend weight of recency"),
-    Key("w_speaker", float, 0.2, "recall: share of the score for turns by the speaker the query asks about"),
-    Key("w_time", float, 0.1, "recall: share of the score for closeness to a date the query names"),
-    Key("ann_threshold", int, 50_000, "turns in a scope before an IVF_PQ index is built"),
-    Key("recall_log_max", int, 5000, "searches and recalls kept in the recall log (0 = no logging)"),
-    Key("recall_log_days", float, 30.0, "recall log entries older than this many days go (0 = no age limit)"),
-    Key("recall_log_mb", float, 64.0, "recall log size cap in MiB: the oldest entries go first (0 = no cap)"),
-    Key(
-        "watch_praisonai",
-        list,
-        None,
-        "PraisonAI session folders the hub follows (env: paths joined by the OS path separator)",
-    ),
-    Key(
-        "watch_follow_symlinks",
-        bool,
-        False,
-        "the PraisonAI watcher reads files whose real path is outside the watched folder",
-    ),
-    Key(
-        "watch_max_file_bytes",
-        int,
-        1 << 30,
-        "the PraisonAI watcher reports bigger files and does not read them",
-    ),
-    Key(
-        "watch_read_timeout",
-        float,
-        30.0,
-        "seconds one PraisonAI file read may take before the watcher skips it",
-    ),
-    Key("otlp", str, None, "OTLP/HTTP receiver address HOST:PORT (default off; a bare port is loopback)"),
-)
-KEY_BY_NAME = {k.name: k for k in KEYS}
-
-
+ENV_PREFIX = "MEMVIEWER_"
 TRUE_WORDS = ("true", "1", "yes", "on")
 FALSE_WORDS = ("false", "0", "no", "off")
-PATH_KEYS = ("home", "socket", "model_dir")  # an empty path would mean "the current folder"
-
-# Lower bounds checked after the layers resolve: (minimum, inclusive?, why it matters).
-RANGES: dict[str, tuple[float, bool]] = {
-    "active_window": (2, True),
-    "frame_limit": (1024, True),  # below this no hello frame fits: the hub would listen but answer nobody
-    "subscriber_queue": (1, True),
-    "embed_batch": (1, True),
-    "embed_threads": (0, True),  # 0 = the runtime's default
-    "llm_timeout": (0, False),
-    "ann_threshold": (0, True),
-    "recall_log_max": (0, True),
-    "recall_log_days": (0, True),
-    "recall_log_mb": (0, True),
-    "watch_max_file_bytes": (1024, True),
-    "watch_read_timeout": (0, False),
-}
 
 
-def _problem(key: Key, value: Any) -> tuple[Any, str | None]:
-    """``(coerced value, None)`` or ``(None, why value cannot be read as key's type)``."""
-    if key.type is bool:
+# -- value types: the spellings each kind of key accepts, whatever layer it comes from -------------
+def _switch(value: Any) -> Any:
+    """Only the documented words, 1/0 and real booleans: a typo such as 'flase' is an error."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str) and value.strip().lower() in TRUE_WORDS + FALSE_WORDS:
+        return value.strip().lower() in TRUE_WORDS
+    raise ValueError(f"{value!r} is not a boolean (use true/false, yes/no, on/off or 1/0)")
+
+
+def _number_text(kind: str) -> Callable[[Any], Any]:
+    """A before-check: a boolean is not a number (pydantic would read true as 1); text is stripped."""
+
+    def check(value: Any) -> Any:
         if isinstance(value, bool):
-            return value, None
-        if isinstance(value, int) and value in (0, 1):
-            return bool(value), None
-        if isinstance(value, str) and value.strip().lower() in TRUE_WORDS + FALSE_WORDS:
-            return value.strip().lower() in TRUE_WORDS, None
-        return None, f"{value!r} is not a boolean (use true/false, yes/no, on/off or 1/0)"
-    if key.type is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value, None
-        if isinstance(value, float) and math.isfinite(value) and value.is_integer():
-            return int(value), None
-        if isinstance(value, str):
-            try:
-                return int(value.strip()), None
-            except ValueError:
-                pass
-        return None, f"cannot read {value!r} as a whole number"
-    if key.type is float:
-        number: float | None = None
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            with contextlib.suppress(OverflowError):
-                number = float(value)
-        elif isinstance(value, str):
-            with contextlib.suppress(ValueError):
-                number = float(value.strip())
-        if number is None:
-            return None, f"cannot read {value!r} as a number"
-        if not math.isfinite(number):
-            return None, f"{value!r} is not a finite number"
-        return number, None
-    if key.type is list:  # a list of paths: a TOML array, or one string split on os.pathsep
-        items = value.split(os.pathsep) if isinstance(value, str) else value
-        if not isinstance(items, list) or not all(isinstance(x, str) for x in items):
-            return None, f"{value!r} is not a list of paths"
-        items = [x for x in items if x.strip()]
-        return items, None
-    if not isinstance(value, str):
-        return None, f"{value!r} is not a string"
-    if key.name in PATH_KEYS and not value.strip():
-        return None, "an empty path is not allowed (it would mean the current folder)"
-    return value, None
+            raise ValueError(f"cannot read {value!r} as {kind}")
+        return value.strip() if isinstance(value, str) else value
+
+    return check
 
 
-def _coerce(key: Key, value: Any, source: str = "flag") -> Any:
-    """``value`` as ``key``'s type; a ``ValueError`` naming the key and its layer otherwise."""
-    if value is None:
-        return None
-    coerced, problem = _problem(key, value)
-    if problem is not None:
-        raise ValueError(f"setting {key.name!r} ({source}): {problem}")
-    return coerced
+def _non_empty_path(value: str) -> str:
+    if not value.strip():
+        raise ValueError("an empty path is not allowed (it would mean the current folder)")
+    return value
+
+
+def _path_list(value: Any) -> Any:
+    """A TOML array, or one string split on ``os.pathsep`` (the env form); blank items dropped."""
+    items = value.split(os.pathsep) if isinstance(value, str) else value
+    if isinstance(items, list):
+        return [x for x in items if not isinstance(x, str) or x.strip()]
+    return items
+
+
+Switch = Annotated[bool, BeforeValidator(_switch)]
+Whole = Annotated[int, BeforeValidator(_number_text("a whole number"))]
+Number = Annotated[float, BeforeValidator(_number_text("a number"))]
+PathText = Annotated[str, AfterValidator(_non_empty_path)]
+# NoDecode: the env form is not JSON but paths joined by the OS path separator.
+PathList = Annotated[list[str] | None, NoDecode, BeforeValidator(_path_list)]
+
+
+def _default_home() -> str:
+    return str(paths.default_home())
+
+
+def _home_socket(data: dict[str, Any]) -> str:
+    return str(paths.home_socket(data["home"]))  # the default socket follows the home
+
+
+# -- the layers one load reads ----------------------------------------------------------------------
+class _Environment(EnvSettingsSource):
+    """``MEMVIEWER_*`` variables from a given mapping (the process environment, or a test's)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], env: Mapping[str, str]) -> None:
+        self._given = env
+        super().__init__(settings_cls)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        fold = (lambda k: k) if self.case_sensitive else str.lower
+        return {fold(k): v for k, v in self._given.items() if not (self.env_ignore_empty and v == "")}
+
+
+class _TomlFile(TomlConfigSettingsSource):
+    """The TOML file, read once, with errors that name it (absent is fine unless it was named)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], path: Path, *, required: bool = False) -> None:
+        if required and not path.exists():
+            raise ValueError(f"config file {path} does not exist")
+        if path.is_dir():
+            raise ValueError(f"config file {path} is a folder, not a TOML file")
+        self.path = path
+        super().__init__(settings_cls, toml_file=path)
+
+    def _read_file(self, file_path: Any) -> dict[str, Any]:
+        try:
+            return tomllib.loads(Path(file_path).read_bytes().decode("utf-8"))
+        except UnicodeDecodeError as exc:
+            raise ValueError(
+                f"cannot read config file {file_path}: not UTF-8 text "
+                f"(byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
+            ) from None
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise ValueError(f"cannot read config file {file_path}: {exc}") from exc
 
 
 @dataclass(frozen=True)
-class Settings:
-    """The effective settings: one typed field per key of ``KEYS``, plus where each came from.
+class _Layers:
+    """What ``load_settings`` hands to ``settings_customise_sources`` for one build."""
 
-    Built by ``load_settings`` (every value checked by type and range), never by hand.
-    ``tests/test_config.py`` keeps the fields and ``KEYS`` the same set.
+    env: _Environment
+    file: _TomlFile
+
+
+_LAYERS: ContextVar[_Layers | None] = ContextVar("memviewer_settings_layers", default=None)
+
+
+class Settings(BaseSettings):
+    """The effective settings: one typed, bounded, documented field per key.
+
+    Built by ``load_settings`` (which also fills ``sources``); ``Settings()`` by hand reads the
+    process environment and the default config file with the same precedence.
     """
 
-    home: str
-    socket: str
-    model_dir: str | None = None
-    embed_threads: int = 0
-    embed_batch: int = 32
-    llm_base_url: str | None = None
-    llm_model: str | None = None
-    llm_timeout: float = 5.0
-    llm_api_key: str | None = None
-    summary_llm: bool = False
-    contextual_embeddings: bool = False
-    retention: str = "compact"
-    active_window: int = 100
-    frame_limit: int = 1_048_576
-    subscriber_queue: int = 10_000
-    w_dense: float = 0.5
-    w_keyword: float = 0.5
-    w_recency: float = 0.0
-    w_speaker: float = 0.2
-    w_time: float = 0.1
-    ann_threshold: int = 50_000
-    recall_log_max: int = 5000
-    recall_log_days: float = 30.0
-    recall_log_mb: float = 64.0
-    watch_praisonai: list[str] | None = None
-    watch_follow_symlinks: bool = False
-    watch_max_file_bytes: int = 1 << 30
-    watch_read_timeout: float = 30.0
-    otlp: str | None = None
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX,
+        env_ignore_empty=True,  # MEMVIEWER_X= means "not set", as in a shell
+        extra="ignore",  # unknown file keys are warnings (load_settings), other MEMVIEWER_* are not keys
+        frozen=True,
+        allow_inf_nan=False,
+    )
+
+    home: PathText = Field(
+        default_factory=_default_home, description="data folder (SQLite store, LanceDB index, spool)"
+    )
+    socket: PathText = Field(default_factory=_home_socket, description="hub Unix socket path")
+    model_dir: PathText | None = Field(
+        None, description="folder with model.onnx + tokenizer.json (default: packaged MiniLM)"
+    )
+    embed_threads: Whole = Field(0, ge=0, description="onnxruntime intra-op threads (0 = runtime default)")
+    embed_batch: Whole = Field(32, ge=1, description="embedding batch size")
+    llm_base_url: str | None = Field(
+        None, description="OpenAI-compatible endpoint, e.g. http://127.0.0.1:11434/v1"
+    )
+    llm_model: str | None = Field(None, description="model name at the LLM endpoint")
+    llm_timeout: Number = Field(5.0, gt=0, description="seconds before an LLM call counts as llm_timeout")
+    llm_api_key: SecretStr | None = Field(None, description="bearer token for the LLM endpoint (optional)")
+    summary_llm: Switch = Field(False, description="use the LLM endpoint for session summaries")
+    contextual_embeddings: Switch = Field(
+        False, description="prepend the session summary to each turn before embedding"
+    )
+    retention: Literal["compact", "keep_all"] = Field("compact", description="default session retention")
+    active_window: Whole = Field(100, ge=2, description="active turns kept before compaction")
+    frame_limit: Whole = Field(
+        1_048_576,
+        ge=1024,  # below this no hello frame fits: the hub would listen but answer nobody
+        description="largest accepted protocol frame in bytes",
+    )
+    subscriber_queue: Whole = Field(
+        10_000, ge=1, description="events buffered per subscriber before 'lagged'"
+    )
+    # Relative weights (recall normalises them) and shares of the score.
+    w_dense: Number = Field(0.5, ge=0, description="recall blend weight of vector similarity")
+    w_keyword: Number = Field(0.5, ge=0, description="recall blend weight of BM25 keyword evidence")
+    w_recency: Number = Field(0.0, ge=0, description="recall blend weight of recency")
+    w_speaker: Number = Field(
+        0.2,
+        ge=0,
+        le=1,
+        description="recall: share of the score for turns by the speaker the query asks about",
+    )
+    w_time: Number = Field(
+        0.1, ge=0, le=1, description="recall: share of the score for closeness to a date the query names"
+    )
+    ann_threshold: Whole = Field(50_000, ge=0, description="turns in a scope before an IVF_PQ index is built")
+    recall_log_max: Whole = Field(
+        5000, ge=0, description="searches and recalls kept in the recall log (0 = no logging)"
+    )
+    recall_log_days: Number = Field(
+        30.0, ge=0, description="recall log entries older than this many days go (0 = no age limit)"
+    )
+    recall_log_mb: Number = Field(
+        64.0, ge=0, description="recall log size cap in MiB: the oldest entries go first (0 = no cap)"
+    )
+    watch_praisonai: PathList = Field(
+        None,
+        description="PraisonAI session folders the hub follows (env: paths joined by the OS path separator)",
+    )
+    watch_follow_symlinks: Switch = Field(
+        False, description="the PraisonAI watcher reads files whose real path is outside the watched folder"
+    )
+    watch_max_file_bytes: Whole = Field(
+        1 << 30, ge=1024, description="the PraisonAI watcher reports bigger files and does not read them"
+    )
+    watch_read_timeout: Number = Field(
+        30.0, gt=0, description="seconds one PraisonAI file read may take before the watcher skips it"
+    )
+    otlp: str | None = Field(
+        None, description="OTLP/HTTP receiver address HOST:PORT (default off; a bare port is loopback)"
+    )
+
     #: key -> "default" | "file:PATH" | "env:NAME" | "flag"
-    sources: dict[str, str] = field(default_factory=dict, compare=False)
+    _sources: dict[str, str] = PrivateAttr(default_factory=dict)
     #: Problems that do not stop loading (an unknown key in the file); the CLI prints them.
-    warnings: list[str] = field(default_factory=list, compare=False)
-    #: The config file this was read from, or looked for (``config_found`` says which).
-    config_file: str = field(default="", compare=False)
-    config_found: bool = field(default=False, compare=False)
+    _warnings: list[str] = PrivateAttr(default_factory=list)
+    _layers: _Layers | None = PrivateAttr(None)
+    _flags: dict[str, Any] = PrivateAttr(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _shares_fit(self) -> Settings:
+        if self.w_speaker + self.w_time > 1.0:
+            raise ValueError("w_speaker + w_time must not exceed 1")
+        return self
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        """The one precedence: flags > ``MEMVIEWER_*`` > the TOML file > defaults (no .env files)."""
+        layers = _LAYERS.get()
+        if layers is None:  # Settings() by hand: the process environment and the default file
+            return init_settings, env_settings, _TomlFile(settings_cls, paths.default_config_file())
+        return init_settings, layers.env, layers.file
+
+    @property
+    def sources(self) -> dict[str, str]:
+        return self._sources
+
+    @property
+    def warnings(self) -> list[str]:
+        return self._warnings
+
+    @property
+    def config_file(self) -> str:
+        """The config file this was read from, or looked for (``config_found`` says which)."""
+        return str(self._layers.file.path) if self._layers else ""
+
+    @property
+    def config_found(self) -> bool:
+        return self._layers is not None and self._layers.file.path.exists()
 
     @property
     def values(self) -> dict[str, Any]:
-        """Every key's effective value, in ``KEYS`` order (``memviewer config``)."""
-        return {k.name: getattr(self, k.name) for k in KEYS}
+        """Every key's effective value, in declaration order (secrets still wrapped)."""
+        return {name: getattr(self, name) for name in type(self).model_fields}
+
+    def shown(self) -> dict[str, Any]:
+        """Every key as ``memviewer config`` prints it: secrets masked (the output ends up in bug reports)."""
+        return {name: _masked(value) for name, value in self.values.items()}
 
     @property
     def home_path(self) -> Path:
@@ -218,109 +294,179 @@ class Settings:
 
     def with_overrides(self, **overrides: Any) -> Settings:
         """A copy with ``overrides`` applied as flags (checked like any flag)."""
-        values, sources = self.values, dict(self.sources)
-        for name, value in overrides.items():
-            if value is not None:
-                values[name] = _coerce(KEY_BY_NAME[name], value)
-                sources[name] = "flag"
-        return Settings(
-            **values,
-            sources=sources,
-            warnings=list(self.warnings),
-            config_file=self.config_file,
-            config_found=self.config_found,
+        unknown = set(overrides) - set(type(self).model_fields)
+        if unknown:
+            raise KeyError(f"no such setting: {', '.join(sorted(unknown))}")
+        flags = {**self._flags, **{k: v for k, v in overrides.items() if v is not None}}
+        if self._layers is None:
+            return type(self)(**flags)
+        return _build(type(self), self._layers, flags)
+
+
+def _masked(value: Any) -> Any:
+    if isinstance(value, SecretStr):
+        secret = value.get_secret_value()
+        return "****" + (secret[-4:] if len(secret) >= 16 else "") if secret else ""
+    return value
+
+
+# -- what each key accepts, from its declaration (errors and `memviewer config --help`) -------------
+def _kind(field: FieldInfo) -> str:
+    if any(getattr(m, "func", None) is _non_empty_path for m in field.metadata):
+        return "path"
+    kind = field.annotation
+    if get_origin(kind) in (Union, UnionType):  # ``X | None``: the key is optional, X says what it takes
+        kind = next(a for a in get_args(kind) if a is not type(None))
+    if get_origin(kind) is Literal:
+        return " or ".join(repr(a) for a in get_args(kind))
+    if get_origin(kind) is list:
+        return "list of paths"
+    words = {bool: "true/false", int: "whole number", float: "number", SecretStr: "secret text"}
+    return words.get(kind, "text") if isinstance(kind, type) else "text"
+
+
+def _bounds(field: FieldInfo) -> str:
+    """``"at least 1024"``, ``"between 0 and 1"``, ``"greater than 0"`` or ``""``."""
+    low: Any = None
+    high: Any = None
+    low_word = "at least"
+    for m in field.metadata:
+        if isinstance(m, annotated_types.Ge):
+            low = m.ge
+        elif isinstance(m, annotated_types.Gt):
+            low, low_word = m.gt, "greater than"
+        elif isinstance(m, annotated_types.Le):
+            high = m.le
+    if low is not None and high is not None and low_word == "at least":
+        return f"between {low} and {high}"
+    parts = ([f"{low_word} {low}"] if low is not None else []) + (
+        [f"at most {high}"] if high is not None else []
+    )
+    return " and ".join(parts)
+
+
+def accepted(name: str, settings_cls: type[Settings] = Settings) -> str:
+    """What key ``name`` accepts, in words: its kind and its bounds."""
+    field = settings_cls.model_fields[name]
+    return ", ".join(x for x in (_kind(field), _bounds(field)) if x)
+
+
+def _default(field: FieldInfo) -> str:
+    if field.default_factory is not None:  # home and socket: resolved when loading
+        return (
+            "the platform's data folder" if "data folder" in str(field.description) else "the home's socket"
         )
+    return "unset" if field.default is None else repr(field.default)
 
 
-def _read_file(path: Path, required: bool) -> dict[str, Any]:
-    """The TOML table in ``path``; ``{}`` when it is absent and not ``required``."""
-    if not path.exists():
-        if required:
-            raise ValueError(f"config file {path} does not exist")
-        return {}
-    if path.is_dir():
-        raise ValueError(f"config file {path} is a folder, not a TOML file")
+def describe(settings_cls: type[Settings] = Settings) -> list[tuple[str, str, str, str, str]]:
+    """``(key, env var, accepted, default, help)`` per key, for ``memviewer config --help``."""
+    return [
+        (
+            name,
+            f"{ENV_PREFIX}{name.upper()}",
+            accepted(name, settings_cls),
+            _default(field),
+            field.description or "",
+        )
+        for name, field in settings_cls.model_fields.items()
+    ]
+
+
+# -- loading -----------------------------------------------------------------------------------------
+def _origins(layers: _Layers, flags: dict[str, Any], fields: Mapping[str, FieldInfo]) -> dict[str, str]:
+    """Which layer won each key: the first of flag, env, file that sets it, else the default."""
+    from_env, from_file = layers.env(), layers.file()
+    names = {k.lower(): k for k in layers.env._given}
+    out: dict[str, str] = {}
+    for name in fields:
+        if name in flags:
+            out[name] = "flag"
+        elif name in from_env:
+            var = f"{ENV_PREFIX}{name}".lower()
+            out[name] = f"env:{names.get(var, var.upper())}"
+        elif name in from_file:
+            out[name] = f"file:{layers.file.path}"
+        else:
+            out[name] = "default"
+    return out
+
+
+def _problem(error: Any, origins: dict[str, str], settings_cls: type[Settings]) -> str | None:
+    """One pydantic error in our words: the key, the layer, what was wrong, what is accepted."""
+    kind, loc, value = error["type"], error["loc"], error.get("input")
+    if kind == "default_factory_not_called":  # the socket default waits on a bad home: said already
+        return None
+    if not loc:  # a check across keys: name the layers of the keys it names
+        cause = str(error.get("ctx", {}).get("error", error["msg"]))
+        named = [f"{k}: {v}" for k, v in origins.items() if re.search(rf"\b{k}\b", cause)]
+        return f"{cause} ({', '.join(named)})" if named else cause
+    name, source = str(loc[0]), origins.get(str(loc[0]), "?")
+    if kind in ("greater_than_equal", "greater_than", "less_than_equal", "literal_error"):
+        bound = _bounds(settings_cls.model_fields[name]) or _kind(settings_cls.model_fields[name])
+        shown = value if kind != "literal_error" else repr(value)
+        return f"{name} must be {bound}, not {shown} ({source})"
+    where = f"item {loc[1]}: " if len(loc) > 1 else ""
+    if kind == "value_error":  # our own checks say what they accept
+        return f"setting {name!r} ({source}): {where}{error['ctx']['error']}"
+    if kind.startswith("int_"):
+        why = f"cannot read {value!r} as a whole number"
+    elif kind.startswith("float_"):
+        why = f"cannot read {value!r} as a number"
+    elif kind == "finite_number":
+        why = f"{value!r} is not a finite number"
+    elif kind == "string_type":
+        why = f"{value!r} is not a string"
+    else:
+        why = f"{value!r}: {error['msg']}"
+    return f"setting {name!r} ({source}): {where}{why} (accepted: {accepted(name, settings_cls)})"
+
+
+def _build(settings_cls: type[Settings], layers: _Layers, flags: dict[str, Any]) -> Settings:
+    origins = _origins(layers, flags, settings_cls.model_fields)
+    token = _LAYERS.set(layers)
     try:
-        return tomllib.loads(path.read_bytes().decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise ValueError(
-            f"cannot read config file {path}: not UTF-8 text "
-            f"(byte 0x{exc.object[exc.start]:02x} at offset {exc.start})"
-        ) from None
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ValueError(f"cannot read config file {path}: {exc}") from exc
+        settings = settings_cls(**flags)
+    except ValidationError as exc:
+        problems = [p for e in exc.errors() if (p := _problem(e, origins, settings_cls))]
+        raise ValueError("; ".join(problems)) from None
+    finally:
+        _LAYERS.reset(token)
+    settings._sources = origins
+    settings._layers = layers
+    settings._flags = dict(flags)
+    settings._warnings = _unknown_key_warnings(layers.file(), layers.file.path, settings_cls)
+    return settings
 
 
-def _unknown_key_warnings(file_values: dict[str, Any], path: Path) -> list[str]:
+def _unknown_key_warnings(file_values: dict[str, Any], path: Path, settings_cls: type[Settings]) -> list[str]:
     """One warning per key the file sets that no setting reads, with the closest known key."""
+    known = list(settings_cls.model_fields)
     out = []
-    for name in sorted(set(file_values) - set(KEY_BY_NAME)):
-        close = difflib.get_close_matches(name, list(KEY_BY_NAME), n=1)
+    for name in sorted(set(file_values) - set(known)):
+        close = difflib.get_close_matches(name, known, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         out.append(f"config file {path}: unknown key {name!r} is ignored{hint}")
     return out
 
 
-def _check_ranges(values: dict[str, Any], sources: dict[str, str]) -> None:
-    for name, (low, inclusive) in RANGES.items():
-        v = values[name]
-        if (v < low) if inclusive else (v <= low):
-            bound = f"at least {low}" if inclusive else f"greater than {low}"
-            raise ValueError(f"{name} must be {bound}, not {v} ({sources[name]})")
-    for name in ("w_dense", "w_keyword", "w_recency"):  # relative weights, normalised by recall
-        if values[name] < 0:
-            raise ValueError(f"{name} must not be negative, not {values[name]} ({sources[name]})")
-    for name in ("w_speaker", "w_time"):  # shares of the score
-        if not 0.0 <= values[name] <= 1.0:
-            raise ValueError(f"{name} must be between 0 and 1, not {values[name]} ({sources[name]})")
-    if values["w_speaker"] + values["w_time"] > 1.0:
-        raise ValueError("w_speaker + w_time must not exceed 1")
-
-
 def load_settings(
     config_file: Path | None = None,
-    env: dict[str, str] | None = None,
+    env: Mapping[str, str] | None = None,
     *,
     config_required: bool = False,
     **flags: Any,
 ) -> Settings:
     """Resolve every key through the four layers and remember the winner.
 
-    ``config_required``: the caller named ``config_file`` on purpose (``--config``,
-    ``MEMVIEWER_CONFIG``), so a missing file is an error instead of "no settings".
-    A folder or an unreadable file is always an error.
+    ``env``: the environment to read (default ``os.environ``). ``config_required``: the caller
+    named ``config_file`` on purpose (``--config``, ``MEMVIEWER_CONFIG``), so a missing file is
+    an error instead of "no settings". A folder or an unreadable file is always an error. A
+    flag of ``None`` is "not given".
     """
-    env = dict(os.environ) if env is None else env
     path = config_file or paths.default_config_file()
-    file_values = _read_file(path, config_required)
-    values: dict[str, Any] = {}
-    sources: dict[str, str] = {}
-    for key in KEYS:
-        value, source = key.default, "default"
-        if key.name in file_values:
-            source = f"file:{path}"
-            value = _coerce(key, file_values[key.name], source)
-        env_name = f"MEMVIEWER_{key.name.upper()}"
-        if env.get(env_name) not in (None, ""):
-            source = f"env:{env_name}"
-            value = _coerce(key, env[env_name], source)
-        if flags.get(key.name) is not None:
-            value, source = _coerce(key, flags[key.name], "flag"), "flag"
-        values[key.name] = value
-        sources[key.name] = source
-    if values["home"] is None:
-        values["home"] = str(paths.default_home())
-    if values["socket"] is None:
-        values["socket"] = str(paths.home_socket(values["home"]))  # follows the home
-    if values["retention"] not in ("compact", "keep_all"):
-        raise ValueError(
-            f"retention must be 'compact' or 'keep_all', not {values['retention']!r} ({sources['retention']})"
-        )
-    _check_ranges(values, sources)
-    return Settings(
-        **values,
-        sources=sources,
-        warnings=_unknown_key_warnings(file_values, path),
-        config_file=str(path),
-        config_found=path.exists(),
+    layers = _Layers(
+        env=_Environment(Settings, dict(os.environ) if env is None else env),
+        file=_TomlFile(Settings, path, required=config_required),
     )
+    return _build(Settings, layers, {k: v for k, v in flags.items() if v is not None})

@@ -2,13 +2,18 @@
 
 from __future__ import annotations
 
-import dataclasses
+import json
+import os
 import re
 from pathlib import Path
 
+import annotated_types
 import pytest
+from click.testing import CliRunner
+from pydantic import Field, ValidationError
 
-from memviewer.config import load_settings
+from memviewer.cli import cli
+from memviewer.config import Settings, accepted, describe, load_settings
 
 
 def test_layers_and_sources(tmp_path):
@@ -54,7 +59,7 @@ def test_socket_and_home_defaults_follow_env(tmp_path, monkeypatch):
         ),
         ({"MEMVIEWER_W_TIME": "-0.1"}, "w_time must be between 0 and 1"),
         ({"MEMVIEWER_W_SPEAKER": "0.6", "MEMVIEWER_W_TIME": "0.6"}, "w_speaker + w_time must not exceed 1"),
-        ({"MEMVIEWER_W_DENSE": "-1"}, "w_dense must not be negative"),
+        ({"MEMVIEWER_W_DENSE": "-1"}, "w_dense must be at least 0, not -1 (env:MEMVIEWER_W_DENSE)"),
     ],
 )
 def test_recall_weights_out_of_range_are_refused_when_loading(tmp_path, env, message):
@@ -151,29 +156,159 @@ def test_a_non_utf8_config_file_is_named(tmp_path) -> None:
         load_settings(cfg, env={})
 
 
-def test_settings_has_one_typed_field_per_key() -> None:
-    """A key added to KEYS without a typed field (or the reverse) is caught here."""
-    import dataclasses
-    import typing
-
-    from memviewer.config import KEYS, Settings
-
-    fields = {f.name: f for f in dataclasses.fields(Settings)}
-    hints = typing.get_type_hints(Settings)
-    assert set(fields) - {"sources", "warnings", "config_file", "config_found"} == {k.name for k in KEYS}
-    for key in KEYS:
-        hint = hints[key.name]
-        allowed = {typing.get_origin(a) or a for a in typing.get_args(hint) or (hint,)}  # list[str] -> list
-        assert key.type in allowed, f"{key.name}: field type {hint} vs key type {key.type}"
-        if key.name not in ("home", "socket"):  # resolved to the platform's folders
-            assert fields[key.name].default == key.default, key.name
-
-
 def test_settings_are_typed_attributes_not_a_lookup(tmp_path: Path) -> None:
     settings = load_settings(tmp_path / "none.toml", env={"MEMVIEWER_W_DENSE": "0.25"})
     assert settings.w_dense == 0.25 and settings.sources["w_dense"] == "env:MEMVIEWER_W_DENSE"
     with pytest.raises(AttributeError):
         settings.no_such_key  # noqa: B018 - a typo is an error, not None
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(ValidationError, match="frozen"):
         settings.w_dense = 1.0  # type: ignore[misc]
     assert settings.with_overrides(w_dense=0.75).w_dense == 0.75
+
+
+# -- one declaration per key: its bounds are what loading checks and what `config --help` shows ------
+def _lower_bound(name: str) -> tuple[float, bool] | None:
+    for m in Settings.model_fields[name].metadata:
+        if isinstance(m, annotated_types.Ge):
+            return float(m.ge), True
+        if isinstance(m, annotated_types.Gt):
+            return float(m.gt), False
+    return None
+
+
+BOUNDED = [name for name in Settings.model_fields if _lower_bound(name) is not None]
+
+
+def test_every_bounded_key_is_refused_below_its_declared_bound_and_its_help_says_so(tmp_path) -> None:
+    assert {"frame_limit", "embed_batch", "llm_timeout", "w_speaker"} <= set(BOUNDED)
+    help_text = CliRunner().invoke(cli, ["config", "--help"]).output
+    for name in BOUNDED:
+        low, inclusive = _lower_bound(name)  # type: ignore[misc]
+        below = int(low) - 1 if inclusive else int(low)
+        var = f"MEMVIEWER_{name.upper()}"
+        with pytest.raises(ValueError, match=re.escape(f"{name} must be ")) as caught:
+            load_settings(tmp_path / "none.toml", env={var: str(below)})
+        assert f"not {below} (env:{var})" in str(caught.value)
+        bounds = accepted(name).split(", ", 1)[1]  # "at least 1024", "between 0 and 1", ...
+        assert f"{name} must be {bounds}, not" in str(caught.value) and f"{low:g}" in bounds
+        assert accepted(name) in " ".join(help_text.split()), name  # the help wraps lines
+        ok = int(low) if inclusive else int(low) + 1  # the bound itself, or just above an exclusive one
+        assert load_settings(tmp_path / "none.toml", env={var: str(ok)}).sources[name] == f"env:{var}"
+
+
+def test_a_bound_changed_in_the_declaration_changes_what_is_accepted_and_shown() -> None:
+    class Tighter(Settings):
+        frame_limit: int = Field(1_048_576, ge=4096, description="largest accepted protocol frame in bytes")
+
+    assert accepted("frame_limit") == "whole number, at least 1024"
+    assert accepted("frame_limit", Tighter) == "whole number, at least 4096"
+    assert (
+        "frame_limit",
+        "MEMVIEWER_FRAME_LIMIT",
+        "whole number, at least 4096",
+        "1048576",
+        Tighter.model_fields["frame_limit"].description,
+    ) in describe(Tighter)
+    with pytest.raises(ValidationError, match="greater than or equal to 4096"):
+        Tighter(frame_limit=2048)
+    assert Settings(frame_limit=2048).frame_limit == 2048
+
+
+def test_config_help_lists_every_key_with_its_env_var_and_help() -> None:
+    text = " ".join(CliRunner().invoke(cli, ["config", "--help"]).output.split())
+    for name, field in Settings.model_fields.items():
+        assert f"MEMVIEWER_{name.upper()}" in text
+        assert " ".join(str(field.description).split()[:4]) in text, name
+    assert "'compact' or 'keep_all'" in text and "between 0 and 1" in text
+
+
+def test_env_beats_file_beats_default_for_one_key(tmp_path) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("embed_batch = 8\n")
+    assert load_settings(tmp_path / "none.toml", env={}).embed_batch == 32
+    by_file = load_settings(cfg, env={})
+    assert by_file.embed_batch == 8 and by_file.sources["embed_batch"] == f"file:{cfg}"
+    by_env = load_settings(cfg, env={"MEMVIEWER_EMBED_BATCH": "16"})
+    assert by_env.embed_batch == 16 and by_env.sources["embed_batch"] == "env:MEMVIEWER_EMBED_BATCH"
+    by_flag = load_settings(cfg, env={"MEMVIEWER_EMBED_BATCH": "16"}, embed_batch=4)
+    assert by_flag.embed_batch == 4 and by_flag.sources["embed_batch"] == "flag"
+    assert load_settings(cfg, env={"MEMVIEWER_EMBED_BATCH": ""}).embed_batch == 8  # empty = not set
+    env = {**os.environ, "MEMVIEWER_EMBED_BATCH": "16", "MEMVIEWER_HOME": str(tmp_path / "h")}
+    res = CliRunner().invoke(cli, ["--config", str(cfg), "config", "--json"], env=env)
+    assert json.loads(res.stdout)["embed_batch"] == {"value": 16, "source": "env:MEMVIEWER_EMBED_BATCH"}
+
+
+def test_only_the_winning_layer_is_checked(tmp_path) -> None:
+    """A bad file value under a good env value loads; without the env value it is the error."""
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('embed_batch = "lots"\n')
+    assert load_settings(cfg, env={"MEMVIEWER_EMBED_BATCH": "16"}).embed_batch == 16
+    _fails(tmp_path, f"setting 'embed_batch' (file:{cfg}): cannot read 'lots' as a whole number", text=None)
+
+
+@pytest.mark.parametrize(
+    ("var", "value", "message"),
+    [
+        (
+            "MEMVIEWER_EMBED_BATCH",
+            "lots",
+            "setting 'embed_batch' (env:MEMVIEWER_EMBED_BATCH): cannot read 'lots'",
+        ),
+        (
+            "MEMVIEWER_LLM_TIMEOUT",
+            "soon",
+            "setting 'llm_timeout' (env:MEMVIEWER_LLM_TIMEOUT): cannot read 'soon'",
+        ),
+        ("MEMVIEWER_RETENTION", "forever", "retention must be 'compact' or 'keep_all', not 'forever' (env:"),
+        (
+            "MEMVIEWER_SUMMARY_LLM",
+            "maybe",
+            "setting 'summary_llm' (env:MEMVIEWER_SUMMARY_LLM): 'maybe' is not",
+        ),
+        ("MEMVIEWER_SOCKET", "  ", "setting 'socket' (env:MEMVIEWER_SOCKET): an empty path"),
+    ],
+)
+def test_a_bad_env_value_names_the_key_and_the_env_var(tmp_path, var, value, message) -> None:
+    with pytest.raises(ValueError, match=re.escape(message)):
+        load_settings(tmp_path / "none.toml", env={var: value})
+
+
+def test_a_bad_env_value_is_an_error_line_naming_the_env_var(tmp_path) -> None:
+    env = {**os.environ, "MEMVIEWER_ACTIVE_WINDOW": "many", "MEMVIEWER_HOME": str(tmp_path / "h")}
+    res = CliRunner().invoke(cli, ["config"], env=env)
+    assert res.exit_code == 1 and res.stderr.startswith(
+        "error: setting 'active_window' (env:MEMVIEWER_ACTIVE_WINDOW): cannot read 'many' as a whole number"
+        " (accepted: whole number, at least 2)"
+    )
+
+
+def test_watch_praisonai_takes_a_toml_array_or_paths_joined_by_the_path_separator(tmp_path) -> None:
+    joined = os.pathsep.join(["/a/one", "", "/b/two"])
+    s = load_settings(tmp_path / "none.toml", env={"MEMVIEWER_WATCH_PRAISONAI": joined})
+    assert s.watch_praisonai == ["/a/one", "/b/two"]
+    assert s.sources["watch_praisonai"] == "env:MEMVIEWER_WATCH_PRAISONAI"
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('watch_praisonai = ["/c/three"]\n')
+    assert load_settings(cfg, env={}).watch_praisonai == ["/c/three"]
+    cfg.write_text("watch_praisonai = [3]\n")
+    _fails(tmp_path, "setting 'watch_praisonai' (file:", text="watch_praisonai = [3]\n")
+
+
+def test_the_api_key_is_a_secret_masked_in_every_shown_form(tmp_path) -> None:
+    key = "sk-live-0123456789abcdefWXYZ"
+    s = load_settings(tmp_path / "none.toml", env={"MEMVIEWER_LLM_API_KEY": key})
+    assert s.llm_api_key is not None and s.llm_api_key.get_secret_value() == key
+    assert key not in repr(s) and key not in str(s.values)
+    assert s.shown()["llm_api_key"] == "****WXYZ"
+
+
+def test_settings_built_by_hand_read_the_process_environment_with_the_same_precedence(
+    tmp_path, monkeypatch
+) -> None:
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("embed_batch = 8\nactive_window = 9\n")
+    monkeypatch.setenv("MEMVIEWER_CONFIG", str(cfg))
+    monkeypatch.setenv("MEMVIEWER_EMBED_BATCH", "16")
+    s = Settings(active_window=3)
+    assert (s.embed_batch, s.active_window) == (16, 3)
+    assert Settings().active_window == 9

@@ -158,25 +158,27 @@ def import_praisonai(ctx: click.Context, paths, no_index, wait, as_json, replace
         ctx.exit(1)
 
 
-SECRET_KEYS = ("llm_api_key",)
+class _ConfigCommand(click.Command):
+    """``config --help`` lists every key from its one declaration: env var, what it accepts, help."""
+
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        from memviewer.config import describe
+
+        with formatter.section("Keys (TOML file key, env var, accepted values)"):
+            rows = describe()
+            formatter.write_dl(
+                [(f"{k}  {env}", f"{what} (default {d}). {help_}") for k, env, what, d, help_ in rows]
+            )
+        super().format_epilog(ctx, formatter)
 
 
-def _shown(name: str, value: object) -> object:
-    """A setting as ``config`` prints it: secrets masked, since the output ends up in bug reports."""
-    if name in SECRET_KEYS and value:
-        return "****" + (str(value)[-4:] if len(str(value)) >= 16 else "")
-    return value
-
-
-@click.command("config")
+@click.command("config", cls=_ConfigCommand)
 @click.option("--json", "as_json", is_flag=True)
 @click.pass_context
 def config_cmd(ctx: click.Context, as_json: bool) -> None:
-    """Effective settings and where each value came from."""
-    from memviewer.config import KEYS
-
+    """Effective settings and where each value came from (secrets such as llm_api_key masked)."""
     s = settings_of(ctx)
-    data = {k.name: {"value": _shown(k.name, s.values[k.name]), "source": s.sources[k.name]} for k in KEYS}
+    data = {name: {"value": value, "source": s.sources[name]} for name, value in s.shown().items()}
     if as_json:
         emit_json(data)
         return

@@ -107,5 +107,8 @@ class IndexParts:
         from memviewer.llm import LlmEndpoint
 
         return LlmEndpoint(
-            base_url=s.llm_base_url, model=s.llm_model, timeout=s.llm_timeout, api_key=s.llm_api_key
+            base_url=s.llm_base_url,
+            model=s.llm_model,
+            timeout=s.llm_timeout,
+            api_key=s.llm_api_key.get_secret_value() if s.llm_api_key else None,
         )
