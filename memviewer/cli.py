@@ -39,7 +39,7 @@ class _Cli(click.Group):
         try:
             return super().invoke(ctx)
         except MemviewerError as exc:
-            _fail(exc.message, (exc.data or {}).get("hint"))
+            _fail(exc.message, exc.hint)
         except click.ClickException as exc:
             if isinstance(exc, click.UsageError):
                 _usage_error_as_json(exc, ctx.meta.get(_ARGV, []))
@@ -143,7 +143,7 @@ def cli(ctx: click.Context, home, socket_path, config_file, log_level) -> None:
         try:
             serving = serving_connection(settings, client="memviewer.cli", decode=fastjson.decode_answer)
         except MemviewerError as exc:
-            _fail(exc.message, (exc.data or {}).get("hint"))
+            _fail(exc.message, exc.hint)
         found = serving[0] if serving is not None else None
         if found is not None and found != settings.socket_path:
             settings = settings.with_overrides(socket=str(found))

@@ -19,13 +19,27 @@ NOT_FOUND = "not_found"
 
 
 class MemviewerError(Exception):
-    """An expected failure with a stable code (the table in docs/cli.md, "Errors")."""
+    """An expected failure with a stable code (the table in docs/cli.md, "Errors").
 
-    def __init__(self, code: str, message: str, *, data: dict[str, Any] | None = None) -> None:
+    ``hint`` (what to do about it) is an attribute; on the wire it stays inside ``data``,
+    so it lives there alone and an error rebuilt from a hub's answer has it too.
+    """
+
+    def __init__(
+        self, code: str, message: str, *, data: dict[str, Any] | None = None, hint: str | None = None
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
-        self.data = data or {}
+        self.data = dict(data or {})
+        if hint is not None:
+            self.data["hint"] = hint
+
+    @property
+    def hint(self) -> str | None:
+        """The one line that says what to do, or ``None``."""
+        hint = self.data.get("hint")
+        return str(hint) if hint else None
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"code": self.code, "message": self.message}

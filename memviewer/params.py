@@ -32,7 +32,7 @@ def check_query_length(query: str) -> None:
         raise MemviewerError(
             INVALID_ARGUMENT,
             f"query is too long ({len(query)} characters, at most {MAX_QUERY_CHARS})",
-            data={"hint": QUERY_HINT},
+            hint=QUERY_HINT,
         )
 
 
@@ -53,6 +53,6 @@ def int_param(
         raise MemviewerError(
             INVALID_ARGUMENT,
             f"{name} must be an integer from {lo} to {hi}, not {value!r}",
-            data={"hint": hint or f"pass {name} as a whole number with {lo} ≤ N ≤ {hi}"},
+            hint=hint or f"pass {name} as a whole number with {lo} ≤ N ≤ {hi}",
         )
     return value

@@ -645,7 +645,7 @@ class MemoryService:
             raise MemviewerError(
                 NOT_FOUND,
                 f"unknown recall {recall_id!r}",
-                data={"hint": "list recorded recalls with `memviewer recalls`"},
+                hint="list recorded recalls with `memviewer recalls`",
             )
         return rows.record_public(row)
 

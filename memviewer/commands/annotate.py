@@ -12,7 +12,7 @@ from memviewer.errors import MemviewerError
 
 
 def _fail(as_json: bool, exc: MemviewerError) -> None:
-    fail_maybe_json(as_json, exc.message, hint=(exc.data or {}).get("hint"), code=exc.code)
+    fail_maybe_json(as_json, exc.message, hint=exc.hint, code=exc.code)
 
 
 def _where(a: dict[str, Any]) -> str:

@@ -64,7 +64,7 @@ def show_cmd(ctx: click.Context, call_id: str, as_json: bool) -> None:
         try:
             out = svc.llm_call(call_id)
         except MemviewerError as exc:
-            fail_maybe_json(as_json, exc.message, hint=(exc.data or {}).get("hint"), code=exc.code)
+            fail_maybe_json(as_json, exc.message, hint=exc.hint, code=exc.code)
     if as_json:
         emit_json(out)
         return

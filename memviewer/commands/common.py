@@ -230,7 +230,7 @@ def open_service(
     try:
         service = MemoryService(settings, readonly=readonly, **kwargs)
     except MemviewerError as exc:
-        fail_maybe_json(json_errors, exc.message, hint=(exc.data or {}).get("hint"), code=exc.code)
+        fail_maybe_json(json_errors, exc.message, hint=exc.hint, code=exc.code)
     if home_was_missing:  # a mistyped --home would otherwise just look like an empty store
         click.echo(f"note: {settings.home_path} did not exist; started a new, empty store there", err=True)
     try:
@@ -242,7 +242,7 @@ def open_service(
                 f"free space on the disk holding {settings.home_path}, then run the command "
                 "again (what was stored stays; imports and replays are idempotent)"
             )
-        fail_maybe_json(json_errors, exc.message, hint=hint or (exc.data or {}).get("hint"), code=exc.code)
+        fail_maybe_json(json_errors, exc.message, hint=hint or exc.hint, code=exc.code)
     finally:
         service.close()
 

@@ -59,7 +59,7 @@ def export_cmd(ctx: click.Context, session_ids, all_sessions, fmt, output, redac
             )
         except MemviewerError as exc:
             close()
-            fail(exc.message, hint=exc.data.get("hint"))
+            fail(exc.message, hint=exc.hint)
         close()
     masked = sum(result["redactions"].values())
     summary = (

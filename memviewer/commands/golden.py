@@ -29,7 +29,7 @@ def golden_group() -> None:
 
 
 def _fail(as_json: bool, exc: Any) -> None:
-    fail_maybe_json(as_json, exc.message, hint=(exc.data or {}).get("hint"), code=exc.code)
+    fail_maybe_json(as_json, exc.message, hint=exc.hint, code=exc.code)
 
 
 @golden_group.command("add")

@@ -59,7 +59,7 @@ def serve_cmd(ctx: click.Context, no_index: bool, watch_praisonai: tuple[str, ..
     try:
         running = checked_hello(sock, settings.home_path)  # another home's hub: that error
     except MemviewerError as exc:
-        fail(exc.message, hint=(exc.data or {}).get("hint"))
+        fail(exc.message, hint=exc.hint)
     if running is not None:
         fail(
             f"a memviewer hub ({running.get('server_version', 'unknown')}) is already running "
@@ -186,7 +186,7 @@ def _stored_events(
     try:  # a broken or foreign store is a clear error, not a traceback
         store = open_store(settings.home_path, readonly=True)
     except MemviewerError as exc:
-        fail(exc.message, hint=(exc.data or {}).get("hint"))
+        fail(exc.message, hint=exc.hint)
     return store.refresh_last_seq(), lambda cur, n: store.events_since(cur, n, kinds, session)
 
 

@@ -33,7 +33,7 @@ def mcp_cmd(ctx: click.Context, http: str | None) -> None:
     try:
         server.run(settings_of(ctx), http)
     except MemviewerError as exc:
-        fail(exc.message, hint=(exc.data or {}).get("hint"))
+        fail(exc.message, hint=exc.hint)
     except KeyboardInterrupt:
         pass
 

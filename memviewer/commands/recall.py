@@ -328,7 +328,7 @@ def recall_cmd(
         try:
             overrides = parse_overrides(vs_spec)
         except MemviewerError as exc:
-            fail_maybe_json(json_out, exc.message, hint=(exc.data or {}).get("hint"), code=exc.code)
+            fail_maybe_json(json_out, exc.message, hint=exc.hint, code=exc.code)
     if batch not in (None, "-") and not Path(batch).is_file():
         fail_maybe_json(json_out, f"batch file {batch} does not exist", code=INVALID_ARGUMENT)
     from memviewer.commands.via_hub import hub_reader
@@ -351,7 +351,7 @@ def recall_cmd(
             try:
                 check_turn(local.store, why_turn, scope, scope_id)
             except MemviewerError as exc:
-                fail_maybe_json(json_out, exc.message, hint=(exc.data or {}).get("hint"), code=exc.code)
+                fail_maybe_json(json_out, exc.message, hint=exc.hint, code=exc.code)
         if reader is None:
             try:
                 _prepare(svc, bool(hub), ctx if batch is None else None)
@@ -403,9 +403,7 @@ def recall_cmd(
             click.echo(meter.cancelled_line(), err=True)  # nothing on stdout: no partial answer
             ctx.exit(130)
         except MemviewerError as exc:
-            fail_maybe_json(
-                as_json, exc.message, hint=exc.data.get("hint") if exc.data else None, code=exc.code
-            )
+            fail_maybe_json(as_json, exc.message, hint=exc.hint, code=exc.code)
         except Exception as exc:  # --why runs recall's stages itself: a damaged index fails here
             from memviewer.errors import INTERNAL
             from memviewer.recall.index_guard import DAMAGE_HINT, damage_message

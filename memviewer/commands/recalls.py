@@ -178,7 +178,7 @@ def show_cmd(ctx: click.Context, recall_id: str, rerun: bool, redact: str | None
         try:
             entry = svc.recall_entry(recall_id)
         except MemviewerError as exc:
-            fail_maybe_json(as_json, exc.message, hint=exc.data.get("hint"), code=exc.code)
+            fail_maybe_json(as_json, exc.message, hint=exc.hint, code=exc.code)
         out: dict[str, Any] = {"recall": entry}
         if rerun:
             if entry["kind"] == "recall":
@@ -191,7 +191,7 @@ def show_cmd(ctx: click.Context, recall_id: str, rerun: bool, redact: str | None
             try:
                 out["rerun"] = _rerun(svc, entry)
             except MemviewerError as exc:
-                fail_maybe_json(as_json, exc.message, hint=exc.data.get("hint"), code=exc.code)
+                fail_maybe_json(as_json, exc.message, hint=exc.hint, code=exc.code)
     redactor = _redactor(ctx, redact)
     if redactor is not None:  # one redactor: a secret gets the same mask in the entry and the re-run
         out = {k: redact_entry(redactor, v) for k, v in out.items()}

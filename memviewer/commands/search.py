@@ -62,7 +62,7 @@ def search_cmd(
                 if not as_json and result.get("success") and result.get("mode") == "scroll":
                     via_hub.attach_tool_calls_by_index(reader, result["session_id"], result["messages"])
             except MemviewerError as exc:
-                fail_maybe_json(as_json, exc.message, hint=(exc.data or {}).get("hint"), code=exc.code)
+                fail_maybe_json(as_json, exc.message, hint=exc.hint, code=exc.code)
     else:
         with open_service(ctx, readonly=True) as svc:
             result = svc.search(query, **params, record=RecordAs("cli"))

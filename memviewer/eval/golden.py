@@ -61,7 +61,7 @@ def add_case(
     wanted = list(dict.fromkeys(t.strip() for t in turn_ids if t and t.strip()))
     if not wanted:
         raise MemviewerError(
-            INVALID_ARGUMENT, "a golden case needs at least one expected turn", data={"hint": "--turn ID"}
+            INVALID_ARGUMENT, "a golden case needs at least one expected turn", hint="--turn ID"
         )
     for tid in wanted:
         check_turn(service.store, tid, scope, scope_id)
@@ -78,7 +78,7 @@ def remove_case(service: MemoryService, case_id: int) -> None:
     with _write(service) as conn:
         if not table.remove_case(conn, case_id):
             raise MemviewerError(
-                NOT_FOUND, f"no golden case {case_id}", data={"hint": "`memviewer golden list` shows the ids"}
+                NOT_FOUND, f"no golden case {case_id}", hint="`memviewer golden list` shows the ids"
             )
 
 
@@ -105,7 +105,7 @@ def evaluate(
         raise MemviewerError(
             NOT_FOUND,
             "there are no golden cases in this home",
-            data={"hint": "add one: memviewer golden add 'QUERY' --turn ID"},
+            hint="add one: memviewer golden add 'QUERY' --turn ID",
         )
     with service.store.read() as conn:
         present = repos.get_turns(conn, sorted({t for c in all_cases for t in c["turn_ids"]}))

@@ -146,7 +146,7 @@ class Indexer:
             raise MemviewerError(
                 CONFLICT,
                 f"a background indexer (pid {owner.get('pid', '?')}) owns the vector index",
-                data={"hint": "stop the hub that serves this home, then run reindex again"},
+                hint="stop the hub that serves this home, then run reindex again",
             )
         with self._sync_lock, self.index.write_lock(_tty_notice(_LOCK_NOTICE)):
             live = self.index

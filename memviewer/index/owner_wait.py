@@ -82,12 +82,12 @@ def _give_up_if_stuck(pid: Any, error: Any, still_for: float) -> None:
         raise MemviewerError(
             INTERNAL,
             f"the sessions are stored, but the hub's indexer (pid {pid}) fails: {error}",
-            data={"hint": "fix the cause (see `memviewer doctor`); the hub retries on its own"},
+            hint="fix the cause (see `memviewer doctor`); the hub retries on its own",
         )
     if still_for > OWNER_STALL_S:
         raise MemviewerError(
             INTERNAL,
             f"the sessions are stored, but the hub's indexer (pid {pid}) has not "
             f"indexed them in {OWNER_STALL_S:.0f} s",
-            data={"hint": "`memviewer doctor` shows the index lag; restarting the hub catches up"},
+            hint="`memviewer doctor` shows the index lag; restarting the hub catches up",
         )

@@ -262,7 +262,7 @@ def _refuse_inside_home(target: Path, home: Path | None) -> None:
                     INVALID_ARGUMENT,
                     f"{shown} is inside the memviewer home {home}; an export there could overwrite "
                     "the store or the index",
-                    data={"hint": "write the export to a path outside the home folder"},
+                    hint="write the export to a path outside the home folder",
                 )
 
 
@@ -298,7 +298,7 @@ def _export_praisonai(
         raise MemviewerError(
             INVALID_ARGUMENT,
             "the praisonai format writes one file per session",
-            data={"hint": "pass -o DIR (created if missing)"},
+            hint="pass -o DIR (created if missing)",
         )
     folder = Path(out).expanduser()
     if folder.exists() and not folder.is_dir():

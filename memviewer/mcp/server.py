@@ -137,7 +137,7 @@ def parse_http(value: str) -> tuple[str, int]:
         raise MemviewerError(
             INVALID_ARGUMENT,
             f"--http takes HOST:PORT, not {value!r}",
-            data={"hint": "memviewer mcp --http 127.0.0.1:8765"},
+            hint="memviewer mcp --http 127.0.0.1:8765",
         )
     loopback = host == "localhost"
     if not loopback:
@@ -149,7 +149,7 @@ def parse_http(value: str) -> tuple[str, int]:
         raise MemviewerError(
             INVALID_ARGUMENT,
             f"--http serves only a loopback address (127.0.0.1, ::1, localhost), not {host!r}",
-            data={"hint": "memory stays on this machine; tunnel it yourself if you must"},
+            hint="memory stays on this machine; tunnel it yourself if you must",
         )
     return host, int(port_text)
 

@@ -298,7 +298,7 @@ def _args(raw: Mapping[str, Any] | None, schema: Mapping[str, Any]) -> dict[str,
         raise MemviewerError(
             INVALID_ARGUMENT,
             f"unknown arguments {unknown}",
-            data={"hint": f"this tool takes {sorted(schema['properties'])}"},
+            hint=f"this tool takes {sorted(schema['properties'])}",
         )
     for name in schema.get("required", ()):
         if name not in args:
@@ -456,7 +456,7 @@ def call_tool(
     except ToolFailure:
         raise
     except MemviewerError as exc:
-        raise ToolFailure(exc.code, exc.message, (exc.data or {}).get("hint")) from None
+        raise ToolFailure(exc.code, exc.message, exc.hint) from None
     except Exception as exc:  # the contract is an error with a code, never a traceback
         import logging
 

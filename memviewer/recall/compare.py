@@ -44,7 +44,7 @@ _HINT = "write key=value pairs separated by commas, e.g. 'top_k=20,mode=flat,w_d
 
 
 def _bad(message: str) -> MemviewerError:
-    return MemviewerError(INVALID_ARGUMENT, message, data={"hint": _HINT})
+    return MemviewerError(INVALID_ARGUMENT, message, hint=_HINT)
 
 
 def parse_overrides(spec: str) -> dict[str, Any]:

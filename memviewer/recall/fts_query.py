@@ -181,7 +181,7 @@ def parse(query: str) -> ParsedQuery:
         raise MemviewerError(
             INVALID_ARGUMENT,
             f"nothing to search for in {query!r}",
-            data={"hint": 'type words or a "quoted phrase"; operators and punctuation alone match nothing'},
+            hint='type words or a "quoted phrase"; operators and punctuation alone match nothing',
         )
     # Stop words cost a lot (they are in most turns) and rank nothing; keep them
     # only when the query has nothing else.

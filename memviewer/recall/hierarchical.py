@@ -169,7 +169,7 @@ def recall(
     try:
         index.check_model(embedder.name, int(embedder.dim))
     except IndexMismatchError as exc:
-        raise MemviewerError(INVALID_ARGUMENT, str(exc), data={"hint": "memviewer reindex"}) from None
+        raise MemviewerError(INVALID_ARGUMENT, str(exc), hint="memviewer reindex") from None
     # what the retrievers search: the query without the names of the scope's own authors
     own, aliases = (
         parts.authors.names(scope, scope_id)

@@ -252,11 +252,11 @@ class KeywordSearch:
                 raise MemviewerError(
                     INVALID_ARGUMENT,
                     "an anchor (around) needs a session id",
-                    data={"hint": "pass --session ID with --around N"},
+                    hint="pass --session ID with --around N",
                 )
             return self._browse(limit, scope, scope_id)
         except MemviewerError as exc:
-            return _error(mode, exc.message, str(exc.data.get("hint") or _HINTS.get(exc.code, "")), exc.code)
+            return _error(mode, exc.message, exc.hint or _HINTS.get(exc.code, ""), exc.code)
         except Exception as exc:  # the contract is an error dict, never a traceback
             log.exception("keyword search failed")
             return _error(
@@ -320,7 +320,7 @@ class KeywordSearch:
                 raise MemviewerError(
                     SESSION_NOT_FOUND,
                     f"unknown session {session_id!r}",
-                    data={"hint": "list sessions with `memviewer search` (browse) or `memviewer sessions`"},
+                    hint="list sessions with `memviewer search` (browse) or `memviewer sessions`",
                 )
             top = kc.max_index(db, session_id)
             n = 0 if top is None else int(top) + 1
@@ -381,7 +381,7 @@ def _anchor(around: Any) -> int:
     raise MemviewerError(
         INVALID_ARGUMENT,
         f"around must be a message index (an integer), not {around!r}",
-        data={"hint": "use anchor_index from a discovery hit, e.g. --around 12"},
+        hint="use anchor_index from a discovery hit, e.g. --around 12",
     )
 
 
@@ -438,7 +438,7 @@ def _fts_candidates(
             raise MemviewerError(
                 INVALID_ARGUMENT,
                 f"the search index could not read this query ({exc})",
-                data={"hint": 'use plain words or a "quoted phrase"'},
+                hint='use plain words or a "quoted phrase"',
             ) from None
         raise
     seen: dict[Any, dict[str, Any]] = {}

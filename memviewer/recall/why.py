@@ -78,19 +78,19 @@ def check_turn(store: Store, turn_id: str, scope: str | None, scope_id: str | No
     from memviewer.store import repos
 
     if not isinstance(turn_id, str) or not turn_id.strip():
-        raise MemviewerError(INVALID_ARGUMENT, "the turn id is empty", data={"hint": _ID_HINT})
+        raise MemviewerError(INVALID_ARGUMENT, "the turn id is empty", hint=_ID_HINT)
     with store.read() as conn:
         row = repos.get_turn(conn, turn_id)
         session = repos.get_session(conn, row["session_id"]) if row is not None else None
     if row is None or session is None:
-        raise MemviewerError(NOT_FOUND, f"unknown turn {turn_id!r}", data={"hint": _ID_HINT})
+        raise MemviewerError(NOT_FOUND, f"unknown turn {turn_id!r}", hint=_ID_HINT)
     if (scope and session["scope"] != scope) or (scope_id and session["scope_id"] != scope_id):
         raise MemviewerError(
             INVALID_ARGUMENT,
             f"turn {turn_id!r} is in session {row['session_id']!r} (scope "
             f"{session['scope']}:{session['scope_id'] or '*'}), outside the scope "
             f"{scope or '*'}:{scope_id or '*'} of this recall",
-            data={"hint": f"use --scope {session['scope']} --scope-id {session['scope_id']} or drop them"},
+            hint=f"use --scope {session['scope']} --scope-id {session['scope_id']} or drop them",
         )
     return {**row, "scope": session["scope"], "scope_id": session["scope_id"]}
 

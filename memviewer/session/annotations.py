@@ -68,7 +68,7 @@ def _unknown(target_id: str) -> MemviewerError:
     return MemviewerError(
         NOT_FOUND,
         f"unknown session or turn {target_id!r}",
-        data={"hint": "`memviewer sessions` lists session ids; `memviewer search` shows turns"},
+        hint="`memviewer sessions` lists session ids; `memviewer search` shows turns",
     )
 
 

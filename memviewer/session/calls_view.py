@@ -103,7 +103,7 @@ def show(conn: Connection, call_id: str, count: an.Count) -> dict[str, Any]:
             raise
     if row is None:
         raise MemviewerError(
-            NOT_FOUND, f"unknown LLM call {call_id!r}", data={"hint": "list them with `memviewer calls`"}
+            NOT_FOUND, f"unknown LLM call {call_id!r}", hint="list them with `memviewer calls`"
         )
     prev_row = rows.previous(conn, row)
     prev_prev = rows.previous(conn, prev_row) if prev_row else None

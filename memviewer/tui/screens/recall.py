@@ -429,11 +429,7 @@ class RecallScreen(Screen):
             titles = _titles(service, result, flat)
         except Exception as exc:
             message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
-            hint = (
-                (getattr(exc, "data", None) or {}).get("hint")
-                if isinstance(getattr(exc, "data", None), dict)
-                else None
-            )
+            hint = exc.hint if isinstance(exc, MemviewerError) else None
             self.post_message(
                 Loaded("recall", error=message + (f" (hint: {hint})" if hint else ""), token=token)
             )
