@@ -6,9 +6,10 @@ comes from.
   process) and ``memviewer.wire.remote.RemoteService`` (through the hub that
   serves the home) both implement it, so a front end written against it works
   either way.
-* ``SearchParams`` / ``RecallParams`` hold the one set of bounds for search and
-  recall parameters; the hub's parameter check, the CLI, the Recall screen and
-  the recall layers all validate through them.
+* ``SearchParams`` / ``RecallParams`` (declared in ``memviewer.contract.requests``)
+  hold the one set of bounds for search and recall parameters; the hub's parameter
+  check, the CLI's options, the MCP schemas, the Recall screen and the recall layers
+  are derived from them.
 * ``open_reader`` decides, in one place, whether to talk to a hub or to open the
   store read-only.
 
@@ -18,11 +19,7 @@ and ``--json`` prints); the TypedDicts below name their keys for type checkers.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, NotRequired, Protocol, TypedDict, runtime_checkable
-
-from memviewer.errors import INVALID_ARGUMENT, MemviewerError
 
 if TYPE_CHECKING:
     from memviewer.config import Settings
@@ -49,11 +46,13 @@ __all__ = [
     "SessionPage",
     "SessionView",
     "TurnInfo",
+    "int_param",
     "open_reader",
 ]
 
-# The one set of bounds lives in memviewer.params (a low layer: recall and the hub use it
-# too); re-exported here as part of the API.
+# The request models live in memviewer.contract (the lowest layer: recall, the hub, the CLI
+# and MCP derive from them); re-exported here as part of the API.
+from memviewer.contract.requests import RecallParams, SearchParams  # noqa: E402
 from memviewer.params import (  # noqa: E402
     DEFAULT_CHUNKS_PER_SESSION,
     DEFAULT_TOP_K,
@@ -66,112 +65,6 @@ from memviewer.params import (  # noqa: E402
     RECALL_MODES,
     int_param,
 )
-
-
-def _opt_text(name: str, value: Any) -> str | None:
-    if value is None or value == "":
-        return None
-    if not isinstance(value, str):
-        raise MemviewerError(INVALID_ARGUMENT, f"{name} must be a string, not {type(value).__name__}")
-    return value
-
-
-@dataclass(frozen=True)
-class SearchParams:
-    """Keyword search: discovery (``query``), scroll (``session_id``) or browse (neither)."""
-
-    query: str | None = None
-    session_id: str | None = None
-    around: int | str | None = None
-    limit: int = 5
-    window: int = 5
-    scope: str | None = None
-    scope_id: str | None = None
-
-    @classmethod
-    def from_mapping(cls, raw: Mapping[str, Any]) -> SearchParams:
-        """Validate once; raises ``MemviewerError(invalid_argument)`` naming the bad key."""
-        unknown = set(raw) - {f for f in cls.__dataclass_fields__}
-        if unknown:
-            raise MemviewerError(INVALID_ARGUMENT, f"unknown search parameters: {sorted(unknown)}")
-        query = raw.get("query")
-        if query is not None and not isinstance(query, str):
-            raise MemviewerError(INVALID_ARGUMENT, "query must be a string")
-        return cls(
-            query=query,
-            session_id=_opt_text("session_id", raw.get("session_id")),
-            around=raw.get("around"),
-            limit=int_param("limit", raw.get("limit"), 5, 1, MAX_SEARCH_LIMIT),
-            window=int_param("window", raw.get("window"), 5, 0, MAX_SEARCH_WINDOW),
-            scope=_opt_text("scope", raw.get("scope")),
-            scope_id=_opt_text("scope_id", raw.get("scope_id")),
-        )
-
-    def as_kwargs(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class RecallParams:
-    """What a caller may set for recall. Weights and tuning are not here on purpose: they
-    come from settings (and the evaluators), never from a socket or MCP client."""
-
-    query: str
-    scope: str | None = None
-    scope_id: str | None = None
-    top_sessions: int = DEFAULT_TOP_SESSIONS
-    chunks_per_session: int = DEFAULT_CHUNKS_PER_SESSION
-    top_k: int = DEFAULT_TOP_K
-    mode: str = "hierarchical"
-    as_of: float | str | None = None
-    rerank: bool | None = None
-    extra: dict[str, Any] = field(default_factory=dict, compare=False)
-
-    @classmethod
-    def from_mapping(cls, raw: Mapping[str, Any]) -> RecallParams:
-        query = raw.get("query")
-        if not isinstance(query, str) or not query.strip():
-            raise MemviewerError(INVALID_ARGUMENT, "query must be a non-empty string")
-        unknown = set(raw) - ({f for f in cls.__dataclass_fields__} - {"extra"})
-        if unknown:
-            raise MemviewerError(INVALID_ARGUMENT, f"unknown recall parameters: {sorted(unknown)}")
-        mode = raw.get("mode") or "hierarchical"
-        if mode not in RECALL_MODES:
-            raise MemviewerError(INVALID_ARGUMENT, f"mode must be one of {RECALL_MODES}, not {mode!r}")
-        rerank = raw.get("rerank")
-        if rerank is not None and not isinstance(rerank, bool):
-            raise MemviewerError(INVALID_ARGUMENT, "rerank must be true or false")
-        as_of = raw.get("as_of")
-        if as_of is not None and (isinstance(as_of, bool) or not isinstance(as_of, (int, float, str))):
-            from memviewer.recall.timeref import AS_OF_FORMS
-
-            raise MemviewerError(INVALID_ARGUMENT, f"as_of must be {AS_OF_FORMS}")
-        return cls(
-            query=query,
-            scope=_opt_text("scope", raw.get("scope")),
-            scope_id=_opt_text("scope_id", raw.get("scope_id")),
-            top_sessions=int_param(
-                "top_sessions", raw.get("top_sessions"), DEFAULT_TOP_SESSIONS, 1, MAX_TOP_SESSIONS
-            ),
-            chunks_per_session=int_param(
-                "chunks_per_session",
-                raw.get("chunks_per_session"),
-                DEFAULT_CHUNKS_PER_SESSION,
-                1,
-                MAX_CHUNKS_PER_SESSION,
-            ),
-            top_k=int_param("top_k", raw.get("top_k"), DEFAULT_TOP_K, 1, MAX_TOP_K),
-            mode=mode,
-            as_of=as_of,
-            rerank=rerank,
-        )
-
-    def as_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for ``MemoryReader.recall`` (without the query)."""
-        out = asdict(self)
-        out.pop("query")
-        out.pop("extra")
-        return {k: v for k, v in out.items() if v is not None}
 
 
 # -- result shapes (documented in docs/cli.md) -------------------------------------------

@@ -126,7 +126,11 @@ def test_a_usage_error_with_json_is_the_json_error_object(tmp_path: Path, path: 
         ),
         (
             ("search", "--json", "--limit", "abc", "x"),
-            "Invalid value for '--limit': 'abc' is not a valid integer.",
+            "Invalid value for '--limit': 'abc' is not a valid integer range.",  # IntRange's words
+        ),
+        (
+            ("search", "--json", "--window", "501", "x"),
+            "Invalid value for '--window': 501 is not in the range 0<=x<=500.",
         ),
         (("golden", "add", "q", "--json"), "Missing option '--turn'."),
         (("golden", "remove", "--json"), "Missing argument 'CASE_ID'."),

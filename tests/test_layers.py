@@ -24,6 +24,7 @@ LAYERS: dict[str, int] = {
     "memviewer.timeutil": 0,
     "memviewer.jsonvalues": 0,
     "memviewer.params": 0,
+    "memviewer.contract": 0,  # the request models: search and recall parameters, declared once
     "memviewer.recall_log": 0,
     "memviewer.words": 0,
     "memviewer.tool_call_text": 0,  # a tool call on one line (recall rows, tail, Live)

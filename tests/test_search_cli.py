@@ -69,7 +69,6 @@ def test_scroll_and_browse(home: Path) -> None:
         ("--session", "billing-review-8c1e", "--around", "x"),
         ("--session", "billing-review-8c1e", "--around", "99"),
         ("***",),
-        ("x", "--limit", "0"),
     ],
 )
 def test_errors_exit_non_zero(home: Path, args: tuple[str, ...]) -> None:
@@ -79,3 +78,16 @@ def test_errors_exit_non_zero(home: Path, args: tuple[str, ...]) -> None:
     assert data["success"] is False and data["error"] and data["hint"]
     human = _run(home, *args)
     assert human.exit_code != 0 and human.stderr.startswith("error: ") and "hint: " in human.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "bound"), [(("--limit", "0"), "1<=x<=1000"), (("--window", "-1"), "0<=x<=500")]
+)
+def test_out_of_range_numbers_are_usage_errors(home: Path, args: tuple[str, ...], bound: str) -> None:
+    """``--limit`` and ``--window`` take their range from ``SearchParams`` (as recall's
+    options do): refused by click before anything runs, in search's JSON error shape."""
+    r = _run(home, "x", *args, "--json")
+    assert r.exit_code == 2
+    data = json.loads(r.stdout)
+    assert data["success"] is False and data["mode"] is None and data["code"] == "invalid_argument"
+    assert bound in data["error"] and data["hint"]

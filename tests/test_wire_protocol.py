@@ -135,6 +135,11 @@ def test_unknown_method(hub: HubProcess, raw: Raw) -> None:
         ("sessions", {"offset": -5}, protocol.INVALID_PARAMS),
         ("sessions", {"sort": "vibes"}, protocol.APP_ERROR_NUMBERS["invalid_argument"]),
         ("search", {"query": "x", "limit": 0}, protocol.INVALID_PARAMS),
+        # search and recall: the request models' bounds and keys, before the handler
+        ("search", {"query": "x", "limit": 1001}, protocol.INVALID_PARAMS),
+        ("search", {"query": "x", "window": 501}, protocol.INVALID_PARAMS),
+        ("recall", {"query": "x", "top_k": 1001}, protocol.INVALID_PARAMS),
+        ("recall", {"query": "x", "weights": {"w_dense": 1.0}}, protocol.INVALID_PARAMS),
         ("hello", {"role": "admin"}, protocol.INVALID_PARAMS),
         ("hello", {"protocol": 2}, protocol.APP_ERROR_NUMBERS["invalid_argument"]),
     ],

@@ -8,7 +8,9 @@ import click
 
 from memviewer import params
 from memviewer.commands.common import check_text, emit_json, fail_maybe_json, open_service, print_table, short
+from memviewer.commands.contract_options import contract_option
 from memviewer.commands.recall import _hub_running, _model_errors, _prepare, eval_group
+from memviewer.contract.requests import RecallParams
 from memviewer.eval.golden_view import (
     COMPARE_COLUMNS,
     HISTORY_COLUMNS,
@@ -112,22 +114,25 @@ def golden_remove(ctx: click.Context, case_id: int, as_json: bool) -> None:
 
 
 @eval_group.command("golden")
-@click.option(
-    "--top-sessions",
-    type=click.IntRange(1, params.MAX_TOP_SESSIONS),
+@contract_option(
+    RecallParams,
+    "top_sessions",
     default=None,
+    show_default=False,
     help=f"K (default {params.DEFAULT_TOP_SESSIONS})",
 )
-@click.option(
-    "--chunks-per-session",
-    type=click.IntRange(1, params.MAX_CHUNKS_PER_SESSION),
+@contract_option(
+    RecallParams,
+    "chunks_per_session",
     default=None,
+    show_default=False,
     help=f"M (default {params.DEFAULT_CHUNKS_PER_SESSION})",
 )
-@click.option(
-    "--top-k",
-    type=click.IntRange(1, params.MAX_TOP_K),
+@contract_option(
+    RecallParams,
+    "top_k",
     default=None,
+    show_default=False,
     help=f"results per case (default {params.DEFAULT_TOP_K})",
 )
 @click.option("--flat", is_flag=True, help="score the flat turn query instead")

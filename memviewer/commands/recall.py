@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, cast
 
 import click
 
-from memviewer import params
 from memviewer.commands.common import (
     check_text,
     dumps,
@@ -27,6 +26,8 @@ from memviewer.commands.common import (
     settings_of,
     short,
 )
+from memviewer.commands.contract_options import contract_option
+from memviewer.contract.requests import RecallParams
 from memviewer.recall_log import RecordAs
 from memviewer.words import plural
 
@@ -34,7 +35,8 @@ if TYPE_CHECKING:
     from memviewer.service import MemoryService
 
 _CLI = RecordAs("cli")
-BATCH_KEYS = ("query", "scope", "scope_id", "top_sessions", "chunks_per_session", "top_k", "mode", "as_of")
+#: A batch line's keys: the request model's, but ``rerank`` (``--batch`` runs as configured).
+BATCH_KEYS = tuple(k for k in RecallParams.model_fields if k != "rerank")
 
 
 def _hub_running(ctx: click.Context) -> bool:
@@ -218,39 +220,20 @@ def _run_batch(svc: Any, path: str, flat: bool) -> int:
 
 @click.command("recall")
 @click.argument("query", required=False)
-@click.option("--scope", default=None, help="scope to search (user, agent, …); default: every scope")
-@click.option("--scope-id", default=None, help="scope id to search; default: every id")
-@click.option(
-    "--top-sessions",
-    type=click.IntRange(1, params.MAX_TOP_SESSIONS),
-    default=params.DEFAULT_TOP_SESSIONS,
-    show_default=True,
-    help="K: sessions kept by Stage 1",
-)
-@click.option(
-    "--chunks-per-session",
-    type=click.IntRange(1, params.MAX_CHUNKS_PER_SESSION),
-    default=params.DEFAULT_CHUNKS_PER_SESSION,
-    show_default=True,
-    help="M: turns kept per session",
-)
-@click.option(
+@contract_option(RecallParams, "scope")
+@contract_option(RecallParams, "scope_id")
+@contract_option(RecallParams, "top_sessions")
+@contract_option(RecallParams, "chunks_per_session")
+@contract_option(
+    RecallParams,
+    "top_k",
     "--top-k",
     "--limit",
-    "top_k",
-    type=click.IntRange(1, params.MAX_TOP_K),
-    default=params.DEFAULT_TOP_K,
-    show_default=True,
-    help="results returned (--limit is the same option, as in search and recalls)",
+    help=f"{RecallParams.model_fields['top_k'].description} "
+    "(--limit is the same option, as in search and recalls)",
 )
 @click.option("--flat", is_flag=True, help="one turn query without Stage 1 (for comparison)")
-@click.option(
-    "--as-of",
-    default=None,
-    metavar="WHEN",
-    help="when the question is asked (ISO 8601, epoch seconds or '6 days ago'; default now): "
-    "only turns up to then are recalled, and 'a week ago' in the query counts from it",
-)
+@contract_option(RecallParams, "as_of", metavar="WHEN")
 @click.option(
     "--batch",
     "batch",

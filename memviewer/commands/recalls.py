@@ -132,7 +132,7 @@ def _rerun(svc: Any, entry: dict[str, Any]) -> dict[str, Any]:
     record = RecordAs("cli")
     params = dict(entry.get("params") or {})
     if entry["kind"] == "search":
-        known = set(SearchParams.__dataclass_fields__) - {"query"}
+        known = set(SearchParams.model_fields) - {"query"}
         use = {k: v for k, v in params.items() if k in known}
         sp = SearchParams.from_mapping({"query": entry["query"] or None, **use})
         kwargs = sp.as_kwargs()
@@ -141,7 +141,7 @@ def _rerun(svc: Any, entry: dict[str, Any]) -> dict[str, Any]:
         results = recall_log.search_command(query, kwargs, out, record)["results"]
         diagnostics: dict[str, Any] = {k: out[k] for k in ("mode", "total_found", "error") if k in out}
     else:
-        known = set(RecallParams.__dataclass_fields__) - {"query", "extra"}
+        known = set(RecallParams.model_fields) - {"query"}
         use = {k: v for k, v in params.items() if k in known}
         rp = RecallParams.from_mapping({"query": entry["query"], **use})
         out = svc.recall(rp.query, **rp.as_kwargs(), record=record)

@@ -9,7 +9,9 @@ import click
 
 from memviewer.commands import via_hub
 from memviewer.commands.common import emit_json, fail, fail_maybe_json, open_service, print_table, short
+from memviewer.commands.contract_options import contract_option
 from memviewer.commands.via_hub import hub_reader
+from memviewer.contract.requests import SearchParams
 from memviewer.errors import MemviewerError
 from memviewer.recall.snippets import anchor_archived as _anchor_archived
 from memviewer.words import plural
@@ -28,12 +30,12 @@ class _SearchCommand(click.Command):
 
 @click.command("search", cls=_SearchCommand, epilog=QUERY_HELP)
 @click.argument("query", required=False, default=None)
-@click.option("--session", "session_id", default=None, help="scroll this session (or search inside it)")
-@click.option("--around", default=None, help="anchor message index for --session (default: most recent)")
-@click.option("--limit", default=5, show_default=True, type=int, help="sessions to return")
-@click.option("--window", default=5, show_default=True, type=int, help="messages either side of the anchor")
-@click.option("--scope", default=None, help="only sessions of this scope (user, agent, …)")
-@click.option("--scope-id", default=None, help="only sessions of this scope id")
+@contract_option(SearchParams, "session_id", "--session")
+@contract_option(SearchParams, "around")
+@contract_option(SearchParams, "limit")
+@contract_option(SearchParams, "window")
+@contract_option(SearchParams, "scope")
+@contract_option(SearchParams, "scope_id")
 @click.option("--json", "as_json", is_flag=True, help="print the JSON contract (docs/cli.md)")
 @click.pass_context
 def search_cmd(
@@ -52,9 +54,7 @@ def search_cmd(
     }
     from memviewer.recall_log import RecordAs
 
-    # Out-of-range numbers get the contract's error dict from KeywordSearch, not the hub's
-    # parameter error: those few calls stay in-process.
-    reader = hub_reader(ctx) if limit >= 1 and window >= 0 else None
+    reader = hub_reader(ctx)  # --limit and --window are in range (click checked them)
     if reader is not None:
         with reader:
             try:

@@ -17,18 +17,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from memviewer.api import (
-    DEFAULT_CHUNKS_PER_SESSION,
-    DEFAULT_TOP_K,
-    DEFAULT_TOP_SESSIONS,
-    MAX_CHUNKS_PER_SESSION,
-    MAX_TOP_K,
-    MAX_TOP_SESSIONS,
-    MemoryReader,
-    RecallParams,
-    SearchParams,
-    int_param,
-)
+from pydantic import BaseModel
+
+from memviewer.api import MemoryReader, RecallParams, SearchParams, int_param
 from memviewer.errors import INTERNAL, INVALID_ARGUMENT, SESSION_NOT_FOUND, MemviewerError
 from memviewer.recall_log import RecordAs
 
@@ -57,6 +48,43 @@ class ToolFailure(Exception):
 
 # -- schemas -------------------------------------------------------------------------------
 _INTISH = {"type": ["integer", "string"]}
+#: ``RecallParams`` fields the recall tool does not take: reranking follows the server's
+#: configuration (the tool has never offered it).
+RECALL_OMITS = ("rerank",)
+
+
+def contract_property(model: type[BaseModel], name: str) -> dict[str, Any]:
+    """One request-model field as an MCP input property, projected from its JSON Schema: a
+    nullable field loses its ``null`` (a client omits it), an integer also takes digit
+    strings (as PraisonAI sends them) and names its bounds in the description."""
+    prop = {k: v for k, v in model.model_json_schema()["properties"][name].items() if k != "title"}
+    if "anyOf" in prop:
+        types = [a["type"] for a in prop.pop("anyOf") if a.get("type") != "null"]
+        if "number" in types and "integer" in types:
+            types.remove("integer")
+        prop["type"] = types[0] if len(types) == 1 else types
+    if prop.get("default", 0) is None:
+        del prop["default"]
+    text = str(prop.get("description", ""))
+    if prop.get("type") == "integer":
+        prop["type"] = ["integer", "string"]
+        text += f" ({prop['minimum']}-{prop['maximum']})"
+    prop["description"] = text[:1].upper() + text[1:] + "."
+    return prop
+
+
+def contract_schema(model: type[BaseModel], omit: tuple[str, ...] = ()) -> dict[str, Any]:
+    """A tool's input schema: every field of ``model`` but ``omit`` (``contract_property``)."""
+    names = [n for n in model.model_fields if n not in omit]
+    required = [n for n in names if model.model_fields[n].is_required()]
+    return {
+        "type": "object",
+        **({"required": required} if required else {}),
+        "properties": {n: contract_property(model, n) for n in names},
+        "additionalProperties": False,
+    }
+
+
 _NULL_STR = {"type": ["string", "null"]}
 _MESSAGE = {
     "type": "object",
@@ -109,12 +137,8 @@ SESSION_SEARCH_INPUT = {
             "description": "Anchor message index for scroll mode, e.g. a hit's anchor_index; "
             "empty = the most recent messages.",
         },
-        "limit": {**_INTISH, "default": 5, "description": "Maximum sessions to return (1-1000)."},
-        "window": {
-            **_INTISH,
-            "default": 5,
-            "description": "Messages either side of a hit or anchor (0-500).",
-        },
+        "limit": contract_property(SearchParams, "limit"),
+        "window": contract_property(SearchParams, "window"),
     },
     "additionalProperties": False,
 }
@@ -132,37 +156,7 @@ SESSION_SEARCH_OUTPUT = {
         "messages": {"type": "array", "items": _MESSAGE},
     },
 }
-RECALL_INPUT = {
-    "type": "object",
-    "required": ["query"],
-    "properties": {
-        "query": {"type": "string", "minLength": 1, "description": "The question to recall memory for."},
-        "scope": {"type": "string", "description": "Only this scope (user, agent, …); default every scope."},
-        "scope_id": {"type": "string", "description": "Only this scope id (a user id, an agent name)."},
-        "top_sessions": {
-            **_INTISH,
-            "default": DEFAULT_TOP_SESSIONS,
-            "description": f"K: sessions kept by Stage 1 (1-{MAX_TOP_SESSIONS}).",
-        },
-        "chunks_per_session": {
-            **_INTISH,
-            "default": DEFAULT_CHUNKS_PER_SESSION,
-            "description": f"M: turns kept per session (1-{MAX_CHUNKS_PER_SESSION}).",
-        },
-        "top_k": {
-            **_INTISH,
-            "default": DEFAULT_TOP_K,
-            "description": f"Results returned (1-{MAX_TOP_K}).",
-        },
-        "as_of": {
-            "type": ["string", "number"],
-            "description": "When the question is asked (ISO 8601 or epoch seconds; default now): "
-            "'a week ago' in the query counts from it.",
-        },
-        "mode": {"enum": ["hierarchical", "flat"], "default": "hierarchical"},
-    },
-    "additionalProperties": False,
-}
+RECALL_INPUT = contract_schema(RecallParams, omit=RECALL_OMITS)
 _RECALL_RESULT = {
     "type": "object",
     "required": ["turn_id", "session_id", "index", "role", "content", "score"],

@@ -14,20 +14,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from memviewer.errors import INVALID_ARGUMENT, MemviewerError
-from memviewer.params import (
-    MAX_CHUNKS_PER_SESSION,
-    MAX_TOP_K,
-    MAX_TOP_SESSIONS,
-    RECALL_MODES,
-    int_param,
-)
+from memviewer.params import RECALL_INT_BOUNDS, RECALL_MODES, int_param
 
-#: Integer recall parameters and their bounds (the reader API's).
-INT_KEYS = {
-    "top_sessions": MAX_TOP_SESSIONS,
-    "chunks_per_session": MAX_CHUNKS_PER_SESSION,
-    "top_k": MAX_TOP_K,
-}
+#: Integer recall parameters and their maxima (the request model's bounds).
+INT_KEYS = {key: hi for key, (_lo, hi) in RECALL_INT_BOUNDS.items()}
 #: Public weight names (as in ``diagnostics.params``) → ``scoring.Weights`` fields.
 WEIGHT_KEYS = {
     "w_dense": "dense",
@@ -84,7 +74,7 @@ def parse_overrides(spec: str) -> dict[str, Any]:
 
 def _value(key: str, value: str) -> Any:
     if key in INT_KEYS:
-        return int_param(key, value, None, 1, INT_KEYS[key])
+        return int_param(key, value, None, *RECALL_INT_BOUNDS[key])
     if key == "mode":
         if value not in RECALL_MODES:
             raise _bad(f"mode must be one of {', '.join(RECALL_MODES)}, not {value!r}")

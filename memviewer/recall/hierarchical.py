@@ -135,17 +135,15 @@ def recall(
     scope, scope_id = _opt_str("scope", scope), _opt_str("scope_id", scope_id)
     window_as_of = _as_of(as_of)
     window = timeref.parse(query, window_as_of)
-    k = params.int_param(
-        "top_sessions", top_sessions, params.DEFAULT_TOP_SESSIONS, 1, params.MAX_TOP_SESSIONS
-    )
+    bounds = params.RECALL_INT_BOUNDS
+    k = params.int_param("top_sessions", top_sessions, params.DEFAULT_TOP_SESSIONS, *bounds["top_sessions"])
     m = params.int_param(
         "chunks_per_session",
         chunks_per_session,
         params.DEFAULT_CHUNKS_PER_SESSION,
-        1,
-        params.MAX_CHUNKS_PER_SESSION,
+        *bounds["chunks_per_session"],
     )
-    top_k = params.int_param("top_k", top_k, params.DEFAULT_TOP_K, 1, params.MAX_TOP_K)
+    top_k = params.int_param("top_k", top_k, params.DEFAULT_TOP_K, *bounds["top_k"])
     tune = {**TUNING_DEFAULTS, **(tuning or {})}
     unknown = set(tune) - set(TUNING_DEFAULTS)
     if unknown:

@@ -242,8 +242,8 @@ class KeywordSearch:
             for name, value in (("session_id", session_id), ("scope", scope), ("scope_id", scope_id)):
                 if value is not None and not isinstance(value, str):
                     raise MemviewerError(INVALID_ARGUMENT, f"{name} must be text")
-            limit = _int_arg("limit", limit, 1, MAX_LIMIT)
-            window = _int_arg("window", window, 0, MAX_WINDOW)
+            limit = _int_arg("limit", limit, *params.SEARCH_INT_BOUNDS["limit"])
+            window = _int_arg("window", window, *params.SEARCH_INT_BOUNDS["window"])
             if text:  # discovery
                 return self._discovery(text, limit, window, _Filters(scope, scope_id, session_id))
             if session_id:  # scroll

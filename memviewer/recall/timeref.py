@@ -22,6 +22,9 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+# Every form ``parse_as_of`` reads, named in its error (CLI, viewer, hub, MCP alike).
+from memviewer.contract.checks import AS_OF_FORMS
+
 DAY = 86_400.0
 UNITS = {"day": DAY, "week": 7 * DAY, "month": 30 * DAY, "year": 365 * DAY}
 _NUMBERS = {
@@ -89,12 +92,6 @@ class TimeWindow:
         }
 
 
-# Every form ``parse_as_of`` reads, named in its error (CLI, viewer, hub, MCP alike).
-AS_OF_FORMS = (
-    "epoch seconds, an ISO 8601 date or time (2024-05-30, 2024-05-30T14:00Z), "
-    "a date written 2024/05/30 (Thu) 14:00, or 'N days|weeks|months|years ago' "
-    "('6 days ago', 'a week ago')"
-)
 _LME_DATE = re.compile(r"^(\d{4})/(\d{1,2})/(\d{1,2})(?:\s*\([A-Za-z]{3}\))?(?:\s+(\d{1,2}):(\d{2}))?$")
 _EARLIEST, _LATEST = 0.0, 253_402_300_799.0  # 1970-01-01 … 9999-12-31 23:59:59 UTC
 

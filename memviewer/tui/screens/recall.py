@@ -36,7 +36,8 @@ from textual.widgets import (
 )
 from textual.worker import get_current_worker
 
-from memviewer import params
+from memviewer.contract.checks import int_param
+from memviewer.contract.requests import RecallParams, default, int_bounds
 from memviewer.errors import MemviewerError
 from memviewer.recall.snippets import text_or_tool_calls
 from memviewer.recall.why_view import fix_line
@@ -68,11 +69,15 @@ NARROW = 100  # below this the results table trims session, role and rank (Conte
 SIDE_BY_SIDE = 130  # from here the side-by-side's two tables stand side by side (else stacked)
 WIDE = 170  # from here every parameter field, the B field too, fits on one row
 ROLE_SHORT = {"assistant": "asst", "system": "sys"}
-# (field, parameter, default, bound): recall's own (memviewer.params), refused here, inline.
-INT_PARAMS = (
-    ("k", "top_sessions", params.DEFAULT_TOP_SESSIONS, params.MAX_TOP_SESSIONS),
-    ("m", "chunks_per_session", params.DEFAULT_CHUNKS_PER_SESSION, params.MAX_CHUNKS_PER_SESSION),
-    ("top-k", "top_k", params.DEFAULT_TOP_K, params.MAX_TOP_K),
+#: (field id, label, parameter, default, lo, hi): recall's integer parameters, default and
+#: bounds read from the request model (``RecallParams``), refused here, inline.
+INT_PARAMS: tuple[tuple[str, str, str, int, int, int], ...] = tuple(
+    (widget, label, name, default(RecallParams, name), *int_bounds(RecallParams, name))
+    for widget, label, name in (
+        ("k", "K", "top_sessions"),
+        ("m", "M", "chunks_per_session"),
+        ("top-k", "top_k", "top_k"),
+    )
 )
 VS_HELP = (
     "The side-by-side's second parameter set (B), laid over the fields: e.g. top_k=20,\n"
@@ -188,12 +193,9 @@ class RecallScreen(Screen):
                 yield Input(placeholder="any", id="scope", compact=True)
                 yield Label("id")
                 yield Input(placeholder="any", id="scope-id", compact=True)
-                yield Label("K")
-                yield Input("5", id="k", type="integer", compact=True)
-                yield Label("M")
-                yield Input("3", id="m", type="integer", compact=True)
-                yield Label("top_k")
-                yield Input(str(params.DEFAULT_TOP_K), id="top-k", type="integer", compact=True)
+                for widget, label, _name, value, _lo, _hi in INT_PARAMS:
+                    yield Label(label)
+                    yield Input(str(value), id=widget, type="integer", compact=True)
             with Horizontal(classes="param-group"):
                 yield Label("as of")
                 yield Input(placeholder="now", id="as-of", compact=True, tooltip=AS_OF_HELP)
@@ -313,10 +315,10 @@ class RecallScreen(Screen):
             out["scope"] = scope
         if scope_id:
             out["scope_id"] = scope_id
-        for widget_id, name, default, bound in INT_PARAMS:
+        for widget_id, _label, name, value, lo, hi in INT_PARAMS:
             raw = self.query_one(f"#{widget_id}", Input).value.strip()
             try:
-                out[name] = params.int_param(name, raw or None, default, 1, bound)
+                out[name] = int_param(name, raw or None, value, lo, hi)
             except MemviewerError as exc:
                 raise ValueError(exc.message) from None
         as_of = self.query_one("#as-of", Input).value.strip()
@@ -741,7 +743,7 @@ class RecallScreen(Screen):
             return
         from memviewer.recall.compare import WEIGHT_KEYS
 
-        for widget_id, name, _default, _bound in INT_PARAMS:
+        for widget_id, _label, name, *_bounds in INT_PARAMS:
             if name in why["fix"]:
                 self.query_one(f"#{widget_id}", Input).value = str(why["fix"][name])
         self._weights.update({WEIGHT_KEYS[k]: v for k, v in why["fix"].items() if k in WEIGHT_KEYS})

@@ -6,7 +6,7 @@ from typing import Any
 
 from textual.widgets import Select
 
-from memviewer.params import DEFAULT_TOP_K
+from memviewer.contract.requests import RECALL_MODES, RecallParams, default
 
 
 def fill_recall_screen(screen: Any, query: str, params: dict[str, Any]) -> None:
@@ -17,9 +17,10 @@ def fill_recall_screen(screen: Any, query: str, params: dict[str, Any]) -> None:
         "#query": query,
         "#scope": params.get("scope") or "",
         "#scope-id": params.get("scope_id") or "",
-        "#k": str(params.get("top_sessions") or 5),
-        "#m": str(params.get("chunks_per_session") or 3),
-        "#top-k": str(params.get("top_k") or DEFAULT_TOP_K),
+        # a parameter the entry did not record shows the model's default
+        "#k": str(params.get("top_sessions") or default(RecallParams, "top_sessions")),
+        "#m": str(params.get("chunks_per_session") or default(RecallParams, "chunks_per_session")),
+        "#top-k": str(params.get("top_k") or default(RecallParams, "top_k")),
         "#as-of": "" if params.get("as_of") in (None, "") else str(params["as_of"]),
     }
     # No Changed messages: their debounced re-run would run the same recall a second time.
@@ -27,7 +28,7 @@ def fill_recall_screen(screen: Any, query: str, params: dict[str, Any]) -> None:
         for widget_id, value in values.items():
             screen.query_one(widget_id, Input).value = value
         mode = params.get("mode")
-        if mode in ("hierarchical", "flat"):
+        if mode in RECALL_MODES:
             screen.query_one("#mode", Select).value = mode
     if screen.action_rerun():
         screen.action_focus_results()  # as after Enter: the screen keys act, not the query field

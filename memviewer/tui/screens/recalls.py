@@ -19,6 +19,7 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.widgets import DataTable, Header, Select, Static
 
+from memviewer.contract.requests import RecallParams
 from memviewer.recall_log import SOURCES
 from memviewer.tui.formatting import one_line, printable
 from memviewer.tui.messages import Loaded
@@ -29,7 +30,9 @@ if TYPE_CHECKING:
     from memviewer.tui.viewer_app import ViewerApp
 
 PAGE = 200
-RECALL_PARAMS = ("scope", "scope_id", "top_sessions", "chunks_per_session", "top_k", "as_of", "mode")
+#: What the Recall screen's fields take from a logged recall: the request model's fields but
+#: the query (its own field) and ``rerank`` (the screen's tick box follows the reranker).
+RECALL_PARAMS = tuple(k for k in RecallParams.model_fields if k not in ("query", "rerank"))
 
 
 class RecallsScreen(Screen):
