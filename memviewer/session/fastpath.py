@@ -1,37 +1,68 @@
-"""The SQLite fast path for runs of ``add_turn`` inside one publish batch.
+"""The SQLite fast path for a publish batch's hot commands.
 
-The portable path costs about a dozen SQLAlchemy statements per turn, and
-statement building, not SQLite, dominated the hub's profile. Here each turn is
-checked against per-batch caches (episode, session, next index, active count)
-and written by ``store.fast_turns`` (prepared statements on the driver
-connection, a SAVEPOINT per turn, so a failing turn still fails alone). The session's
-``last_seen_at`` is touched once per batch. Semantics match
-``SessionManager.add_turn`` (same validation helpers, same events); a turn
-that triggers compaction hands over to ``compaction.compact``.
+``add_turn``, ``start_episode``, ``finalize_episode`` and ``record_llm_call`` (what the
+Publisher and, a chat span at a time, the OTLP receiver send) skip SQLAlchemy: the
+portable path costs about a dozen built statements a command, and statement building,
+not SQLite, dominated the writer's profile. Each command is checked against per-batch
+caches (episode, session, next index, active count) kept across these four, and written
+by ``store.fast_batch`` (prepared statements on the driver connection, a SAVEPOINT per
+command, so a failing command still fails alone and gives its event numbers back). The
+session's ``last_seen_at`` is touched once per run. Semantics match ``SessionManager``
+(the same validation helpers in ``turn_rules``, the same rows, events and errors;
+``tests/test_fastpath.py`` compares the tables); a turn that triggers compaction hands
+over to ``compaction.compact``. Any other command flushes the caches first.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
+from memviewer.errors import CONFLICT, MemviewerError
+from memviewer.ids import new_id
+from memviewer.logctx import log_context
 from memviewer.session import compaction
-from memviewer.session.turn_rules import closed_episode_error, replayed_turn, validate_turn
+from memviewer.session.turn_rules import (
+    check_r_task,
+    closed_episode_error,
+    closed_values,
+    replayed_episode,
+    replayed_turn,
+    require_str,
+    timestamp,
+    title_from,
+    validate_episode_start,
+    validate_turn,
+)
 from memviewer.store import repos
 from memviewer.store.db import WriteTx
-from memviewer.store.events import EventRecord
-from memviewer.store.fast_turns import RawTurnStatements
+from memviewer.store.fast_batch import RawBatchStatements
 
 RowLoader = Callable[[WriteTx, str], dict[str, Any]]
 
+log_episode = logging.getLogger("memviewer.episode")
+
+_TURN_ARGS = frozenset(
+    ("episode_id", "role", "content", "turn_id", "metadata", "tool_calls", "tool_call_id", "ts")
+)
+_START_ARGS = frozenset(("session_id", "user_message", "episode_id", "turn_id", "meta", "metadata", "ts"))
+_FINALIZE_ARGS = frozenset(("episode_id", "r_task", "ts"))
+
+
+def _args(cmd: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in cmd.items() if k not in ("op", "cid")}
+
 
 class TurnBatchWriter:
-    """Per-batch caches over ``RawTurnStatements``.
+    """Per-batch caches over ``RawBatchStatements``.
 
     ``load_episode`` / ``load_session`` fetch (and check) a row the way the manager
     does; ``portable`` applies a command the portable way (used to word argument
-    errors exactly as ``SessionManager.add_turn`` does).
+    errors exactly as ``SessionManager`` does); ``classify`` is the manager's intent step.
     """
+
+    OPS = frozenset(("add_turn", "start_episode", "finalize_episode", "record_llm_call"))
 
     def __init__(
         self,
@@ -40,12 +71,14 @@ class TurnBatchWriter:
         load_episode: RowLoader,
         load_session: RowLoader,
         portable: Callable[[dict[str, Any]], dict[str, Any]],
+        classify: Callable[[str], dict[str, Any]],
     ) -> None:
         self.tx = tx
-        self.sql = RawTurnStatements(tx)
+        self.sql = RawBatchStatements(tx)
         self._load_episode = load_episode
         self._load_session = load_session
         self._portable = portable
+        self._classify = classify
         self._episodes: dict[str, dict[str, Any]] = {}
         self._sessions: dict[str, dict[str, Any]] = {}
         self._next_idx: dict[str, int] = {}
@@ -68,19 +101,20 @@ class TurnBatchWriter:
             self._active[session_id] = self.sql.active_count(session_id)
         return s
 
+    def apply(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        """One of ``OPS``; raises what ``SessionManager.apply`` would raise."""
+        op = cmd["op"]
+        if op == "add_turn":
+            return self.add_turn(cmd)
+        if op == "start_episode":
+            return self.start_episode(cmd)
+        if op == "finalize_episode":
+            return self.finalize_episode(cmd)
+        return self.record_llm_call(cmd)
+
     def add_turn(self, cmd: dict[str, Any]) -> dict[str, Any]:
-        args = {k: v for k, v in cmd.items() if k not in ("op", "cid")}
-        unknown = set(args) - {
-            "episode_id",
-            "role",
-            "content",
-            "turn_id",
-            "metadata",
-            "tool_calls",
-            "tool_call_id",
-            "ts",
-        }
-        if unknown or "episode_id" not in args or "role" not in args or "content" not in args:
+        args = _args(cmd)
+        if set(args) - _TURN_ARGS or "episode_id" not in args or "role" not in args or "content" not in args:
             return self._portable(cmd)  # the portable path words the argument error
         v = validate_turn(
             args["episode_id"],
@@ -101,13 +135,10 @@ class TurnBatchWriter:
         if ep["status"] != "open":
             raise closed_episode_error(ep)
         session = self._session(ep["session_id"])
-        sid = session["id"]
-        idx = self._next_idx[sid]
-        row = repos.new_turn_row(
-            v.turn_id,
-            sid,
+        return self._write_turn(
+            session,
             episode_id,
-            idx,
+            v.turn_id,
             args["role"],
             args["content"],
             v.ts,
@@ -115,33 +146,148 @@ class TurnBatchWriter:
             tool_call_id=args.get("tool_call_id"),
             meta=v.metadata,
         )
-        public = repos.turn_public(row)
-        tx = self.tx
-        seq = tx.next_seq
-        payload = {"turn": public}
-        self.sql.insert_turn(row, seq=seq, kind="episode.turn_added", ts=v.ts, payload=payload)
-        tx.next_seq = seq + 1
-        tx.events.append(
-            EventRecord(
-                seq=seq,
-                kind="episode.turn_added",
-                ts=v.ts,
-                session_id=sid,
-                episode_id=episode_id,
-                payload=payload,
-            )
+
+    def _write_turn(
+        self,
+        session: dict[str, Any],
+        episode_id: str,
+        turn_id: str,
+        role: str,
+        content: str,
+        ts: float,
+        *,
+        tool_calls: list[Any] | None,
+        tool_call_id: str | None,
+        meta: dict[str, Any] | None,
+        before: Callable[[], None] | None = None,
+    ) -> dict[str, Any]:
+        """A turn row and its event (``before``: the command's other writes, in the same
+        savepoint), the caches moved on, then compaction when the window overflows."""
+        sid = session["id"]
+        idx = self._next_idx[sid]
+        row = repos.new_turn_row(
+            turn_id,
+            sid,
+            episode_id,
+            idx,
+            role,
+            content,
+            ts,
+            tool_calls=tool_calls,
+            tool_call_id=tool_call_id,
+            meta=meta,
         )
+        public = repos.turn_public(row)
+        with self.sql.command():
+            if before is not None:
+                before()
+            self.sql.insert_turn_row(row)
+            self.sql.append_event("episode.turn_added", sid, episode_id, {"turn": public}, ts)
         self._next_idx[sid] = idx + 1
         self._active[sid] += 1
-        if v.ts > self._seen.get(sid, session["last_seen_at"]):
-            self._seen[sid] = v.ts
+        if ts > self._seen.get(sid, session["last_seen_at"]):
+            self._seen[sid] = ts
         if session["retention"] == "compact" and self._active[sid] > int(session["active_window"]):
             self.flush()
-            compaction.compact(tx, session, v.ts)
-            fresh = repos.get_turn(tx.conn, v.turn_id)
+            compaction.compact(self.tx, session, ts)
+            fresh = repos.get_turn(self.tx.conn, turn_id)
             if fresh is not None:
                 public = repos.turn_public(fresh)
         return public
+
+    def start_episode(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        args = _args(cmd)
+        if set(args) - _START_ARGS or "session_id" not in args or "user_message" not in args:
+            return self._portable(cmd)
+        session_id, user_message = args["session_id"], args["user_message"]
+        v = validate_episode_start(
+            session_id, user_message, args.get("episode_id"), args.get("meta"), args.get("metadata")
+        )
+        eid = v.episode_id
+        if eid in self._episodes or self.sql.has_episode(eid):  # replay: no classification, no write
+            return replayed_episode(self._episode(eid), session_id)
+        intent = self._classify(user_message)
+        t = timestamp(args.get("ts"))
+        with log_context(session_id=session_id, episode_id=eid):
+            session = self._session(session_id)
+            if session["status"] != "open":
+                raise MemviewerError(CONFLICT, f"session {session_id!r} is {session['status']}")
+            row = repos.new_episode_row(eid, session_id, t, intent, v.meta)
+            title = None if session["title"] else title_from(user_message)
+
+            def episode_rows() -> None:
+                self.sql.insert_episode(row)
+                self.sql.append_event(
+                    "episode.started", session_id, eid, {"intent": intent, "user_message": user_message}, t
+                )
+                if title is not None:
+                    self.sql.set_title(session_id, title)
+
+            turn = self._write_turn(
+                session,
+                eid,
+                args.get("turn_id") or new_id("t-"),
+                "user",
+                user_message,
+                t,
+                tool_calls=None,
+                tool_call_id=None,
+                meta=v.metadata,
+                before=episode_rows,
+            )
+            if title is not None:
+                session["title"] = title
+            self._episodes[eid] = row
+            log_episode.info("episode.begun %s intent=%s", eid, intent["kind"])
+        out = repos.episode_public(row)
+        out["first_turn"] = turn
+        return out
+
+    def finalize_episode(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        args = _args(cmd)
+        if set(args) - _FINALIZE_ARGS or "episode_id" not in args:
+            return self._portable(cmd)
+        episode_id, r_task = args["episode_id"], args.get("r_task")
+        check_r_task(r_task)
+        t = timestamp(args.get("ts"))
+        require_str("episode_id", episode_id, allow_empty=False)  # before the cache's lookup
+        with log_context(episode_id=episode_id):
+            ep = self._episode(episode_id)
+            if ep["status"] == "closed":
+                if ep["closed_by"] == "finalized":
+                    return repos.episode_public(ep)
+                raise MemviewerError(CONFLICT, f"episode {episode_id!r} was abandoned")
+            values, payload = closed_values(ep, "finalized", t, r_task=r_task, reason=None)
+            with self.sql.command():
+                self.sql.update_episode(episode_id, values)
+                self.sql.append_event("episode.finalized", ep["session_id"], episode_id, payload, t)
+            ep.update(values)
+            log_episode.info("episode.%s %s", "finalized", episode_id)
+        return repos.episode_public(ep)
+
+    def record_llm_call(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        from memviewer.context import calls
+
+        args = _args(cmd)
+        ts = args.pop("ts", None)
+        values = calls.check_command(args)
+        values["ts"] = timestamp(ts)
+        with self.sql.command():
+            if self.sql.write_llm_call(values):
+                self.sql.append_event(
+                    "llm_call.recorded",
+                    values["session_id"],
+                    values["episode_id"],
+                    {
+                        "call_id": values["id"],
+                        "model": values["model"],
+                        "input_messages": len(values["input"] or []),
+                        "input_tokens": values["input_tokens"],
+                        "problems": values["problems"] or [],
+                    },
+                    values["ts"],
+                )
+        return {"call_id": values["id"]}
 
     def flush(self) -> None:
         """Write deferred session touches and forget the caches."""

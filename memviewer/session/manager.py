@@ -36,8 +36,13 @@ from memviewer.session.importcheck import (
     stored_turn,
 )
 from memviewer.session.turn_rules import (
+    check_r_task,
     closed_episode_error,
+    closed_values,
+    replayed_episode,
     replayed_turn,
+    title_from,
+    validate_episode_start,
     validate_turn,
 )
 from memviewer.session.turn_rules import opt_dict as _opt_dict
@@ -51,12 +56,6 @@ log_session = logging.getLogger("memviewer.session")
 log_episode = logging.getLogger("memviewer.episode")
 
 RETENTIONS = ("compact", "keep_all")
-TITLE_CHARS = 80
-
-
-def _title_from(message: str) -> str:
-    text = " ".join(message.split())
-    return text if len(text) <= TITLE_CHARS else text[: TITLE_CHARS - 1] + "…"
 
 
 class SessionManager:
@@ -79,6 +78,9 @@ class SessionManager:
         self.recall_log_max = 5000
         self.recall_log_days = 30.0
         self.recall_log_mb = 64.0
+        # The SQLite batch fast path (``session.fastpath``); off, every command of a batch
+        # goes the portable way (the equivalence tests compare the two).
+        self.fast_batches = True
         store.on_commit(self.bus.emit_all)
 
     @property
@@ -278,39 +280,19 @@ class SessionManager:
         ts: Any = None,
     ) -> dict[str, Any]:
         """Open an episode whose first turn is the user's message."""
-        _require_str("session_id", session_id, allow_empty=False)
-        if not isinstance(user_message, str) or not user_message.strip():
-            raise MemviewerError(INVALID_ARGUMENT, "user_message must be a non-empty string")
-        meta = _opt_dict("meta", meta)
-        metadata = _opt_dict("metadata", metadata)
-        eid = episode_id or new_id("e-")
-        _require_str("episode_id", eid, allow_empty=False)
+        v = validate_episode_start(session_id, user_message, episode_id, meta, metadata)
+        eid = v.episode_id
         with self.store.read() as conn:  # replay: no classification, no write
             existing = repos.get_episode(conn, eid)
         if existing is not None:
-            if existing["session_id"] != session_id:
-                raise MemviewerError(CONFLICT, f"episode {eid!r} belongs to another session")
-            return repos.episode_public(existing)
+            return replayed_episode(existing, session_id)
         intent = self._intent(user_message)
         t = _ts(ts)
         with log_context(session_id=session_id, episode_id=eid), self.store.write() as tx:
             session = self._session(tx, session_id)
             if session["status"] != "open":
                 raise MemviewerError(CONFLICT, f"session {session_id!r} is {session['status']}")
-            row = {
-                "id": eid,
-                "session_id": session_id,
-                "status": "open",
-                "closed_by": None,
-                "started_at": t,
-                "ended_at": None,
-                "intent_kind": intent["kind"],
-                "intent_confidence": intent["confidence"],
-                "intent_rule": intent["rule_id"],
-                "intent_source": intent["source"],
-                "r_task": None,
-                "meta": meta,
-            }
+            row = repos.new_episode_row(eid, session_id, t, intent, v.meta)
             repos.insert_episode(tx.conn, row)
             tx.append_event(
                 "episode.started",
@@ -321,7 +303,7 @@ class SessionManager:
             )
             updates: dict[str, Any] = {"last_seen_at": max(t, session["last_seen_at"])}
             if not session["title"]:
-                updates["title"] = _title_from(user_message)
+                updates["title"] = title_from(user_message)
             repos.update_session(tx.conn, session_id, **updates)
             session.update(updates)
             turn = self._insert_turn(
@@ -331,7 +313,7 @@ class SessionManager:
                 "user",
                 user_message,
                 turn_id or new_id("t-"),
-                metadata=metadata,
+                metadata=v.metadata,
                 tool_calls=None,
                 tool_call_id=None,
                 t=t,
@@ -442,8 +424,7 @@ class SessionManager:
     def finalize_episode(
         self, episode_id: str, r_task: float | None = None, *, ts: Any = None
     ) -> dict[str, Any]:
-        if r_task is not None and (isinstance(r_task, bool) or not isinstance(r_task, int | float)):
-            raise MemviewerError(INVALID_ARGUMENT, "r_task must be a number or null")
+        check_r_task(r_task)
         t = _ts(ts)
         with log_context(episode_id=episode_id), self.store.write() as tx:
             ep = self._episode(tx, episode_id)
@@ -479,18 +460,8 @@ class SessionManager:
     ) -> dict[str, Any]:
         if ep is None:
             raise MemviewerError(INTERNAL, "episode vanished inside its transaction")
-        meta = dict(ep["meta"] or {})
-        if reason:
-            meta["close_reason"] = reason
-        values = {"status": "closed", "closed_by": closed_by, "ended_at": t, "meta": meta or None}
-        if r_task is not None:
-            values["r_task"] = float(r_task)
+        values, payload = closed_values(ep, closed_by, t, r_task=r_task, reason=reason)
         repos.update_episode(tx.conn, ep["id"], **values)
-        payload: dict[str, Any] = {"closed_by": closed_by}
-        if r_task is not None:
-            payload["r_task"] = float(r_task)
-        if reason:
-            payload["reason"] = reason
         kind = "episode.finalized" if closed_by == "finalized" else "episode.abandoned"
         if closed_by == "abandoned":
             # Subscribers of episode.finalized see every close (with closed_by),
@@ -611,22 +582,27 @@ class SessionManager:
         """Apply commands in order in one transaction; each fails alone (savepoints).
 
         Returns one ``{"ok": result}`` or ``{"error": {code, message}}`` per
-        command. Everything is durable when this returns. On SQLite, runs of
-        ``add_turn`` take the batch fast path (``session.fastpath``).
+        command. Everything is durable when this returns. On SQLite (unless
+        ``fast_batches`` is off), ``add_turn``, ``start_episode``, ``finalize_episode``
+        and ``record_llm_call`` take the batch fast path (``session.fastpath``).
         """
         results: list[dict[str, Any]] = []
         with self.store.write() as tx:
             fast = (
                 TurnBatchWriter(
-                    tx, load_episode=self._episode, load_session=self._session, portable=self.apply
+                    tx,
+                    load_episode=self._episode,
+                    load_session=self._session,
+                    portable=self.apply,
+                    classify=self._intent,
                 )
-                if self.store.is_sqlite
+                if self.store.is_sqlite and self.fast_batches
                 else None
             )
             for cmd in commands:
                 try:
-                    if fast is not None and isinstance(cmd, dict) and cmd.get("op") == "add_turn":
-                        results.append({"ok": fast.add_turn(cmd)})
+                    if fast is not None and isinstance(cmd, dict) and cmd.get("op") in fast.OPS:
+                        results.append({"ok": fast.apply(cmd)})
                         continue
                     if fast is not None:
                         fast.flush()

@@ -2,18 +2,22 @@
 
 The portable path builds about a dozen SQLAlchemy statements per turn; statement
 building, not SQLite, dominated the hub's profile. These few prepared statements
-on the driver connection do the same writes. Each turn and its event go in under
-their own SAVEPOINT, so one failing turn still fails alone.
+on the driver connection do the same writes. Each command's rows and events go in
+under their own SAVEPOINT (``command``), so one failing command still fails alone. JSON
+columns hold the text SQLAlchemy's ``JSON`` type writes (``json.dumps``; ``None`` is the
+JSON ``null``, not SQL NULL), so a row is the same whichever path wrote it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from memviewer.store.db import WriteTx, storage_failure
+from memviewer.store.events import EventRecord
 
 _INSERT_TURN = (
     "INSERT INTO turns (id, session_id, episode_id, idx, role, content, timestamp, archived,"
@@ -25,15 +29,46 @@ _INSERT_EVENT = (
 )
 
 
-def _json(value: Any) -> str | None:
-    return None if value is None else json.dumps(value)
+def sa_json(value: Any) -> str:
+    """A JSON column's value as SQLAlchemy's ``JSON`` type (``none_as_null=False``) writes it."""
+    return json.dumps(value)
 
 
 class RawTurnStatements:
     """Reads and writes for a run of turns inside one write transaction."""
 
     def __init__(self, tx: WriteTx) -> None:
+        self.tx = tx
         self.raw: sqlite3.Connection = tx.conn.connection.driver_connection  # type: ignore[assignment]
+
+    @contextlib.contextmanager
+    def command(self) -> Iterator[None]:
+        """One command's writes under a SAVEPOINT: a failing command leaves no row and gives
+        its event numbers back (as ``Store.write`` nested does); a failure of the store
+        itself leaves the rollback to the whole transaction."""
+        tx = self.tx
+        mark, seq_mark = len(tx.events), tx.next_seq
+        self.raw.execute("SAVEPOINT mv_cmd")
+        try:
+            yield
+        except BaseException as exc:
+            del tx.events[mark:]
+            tx.next_seq = seq_mark
+            if storage_failure(exc) is None:
+                self.raw.execute("ROLLBACK TO mv_cmd")
+                self.raw.execute("RELEASE mv_cmd")
+            raise
+        self.raw.execute("RELEASE mv_cmd")
+
+    def append_event(
+        self, kind: str, session_id: str | None, episode_id: str | None, payload: dict[str, Any], ts: float
+    ) -> None:
+        """``WriteTx.append_event`` in one prepared statement (same row, same seq, same record)."""
+        tx = self.tx
+        seq = tx.next_seq
+        self.raw.execute(_INSERT_EVENT, (seq, kind, ts, session_id, episode_id, sa_json(payload)))
+        tx.next_seq = seq + 1
+        tx.events.append(EventRecord(seq, kind, ts, session_id, episode_id, payload))
 
     def next_index(self, session_id: str) -> int:
         top = self.raw.execute("SELECT MAX(idx) FROM turns WHERE session_id = ?", (session_id,)).fetchone()[0]
@@ -49,37 +84,23 @@ class RawTurnStatements:
     def has_turn(self, turn_id: str) -> bool:
         return self.raw.execute("SELECT 1 FROM turns WHERE id = ?", (turn_id,)).fetchone() is not None
 
-    def insert_turn(
-        self, row: Mapping[str, Any], *, seq: int, kind: str, ts: float, payload: dict[str, Any]
-    ) -> None:
-        """The turn row and its event, together or not at all."""
-        self.raw.execute("SAVEPOINT mv_turn")
-        try:
-            self.raw.execute(
-                _INSERT_TURN,
-                (
-                    row["id"],
-                    row["session_id"],
-                    row["episode_id"],
-                    row["idx"],
-                    row["role"],
-                    row["content"],
-                    row["timestamp"],
-                    _json(row["tool_calls"]),
-                    row["tool_call_id"],
-                    _json(row["meta"]),
-                ),
-            )
-            self.raw.execute(
-                _INSERT_EVENT,
-                (seq, kind, ts, row["session_id"], row["episode_id"], json.dumps(payload)),
-            )
-        except BaseException as exc:
-            if storage_failure(exc) is None:  # else the whole transaction rolls back
-                self.raw.execute("ROLLBACK TO mv_turn")
-                self.raw.execute("RELEASE mv_turn")
-            raise
-        self.raw.execute("RELEASE mv_turn")
+    def insert_turn_row(self, row: Mapping[str, Any]) -> None:
+        """The turn row (its event and savepoint are the caller's: ``append_event``, ``command``)."""
+        self.raw.execute(
+            _INSERT_TURN,
+            (
+                row["id"],
+                row["session_id"],
+                row["episode_id"],
+                row["idx"],
+                row["role"],
+                row["content"],
+                row["timestamp"],
+                sa_json(row["tool_calls"]),
+                row["tool_call_id"],
+                sa_json(row["meta"]),
+            ),
+        )
 
     def touch_last_seen(self, session_id: str, ts: float) -> None:
         self.raw.execute(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sqlite3
 from collections.abc import Iterable
 from typing import Any
 
@@ -125,6 +126,45 @@ def write(conn: Connection, values: dict[str, Any]) -> bool:
         msgs = values.get(side)
         row[side] = _store_messages(conn, msgs) if isinstance(msgs, list) else None
     conn.execute(insert(CALLS).values(**row))
+    return True
+
+
+_JSON_COLS = frozenset(c.name for c in CALLS.columns if isinstance(c.type, JSON))
+_INSERT_RAW = f"INSERT INTO llm_calls ({', '.join(_CALL_COLS)}) VALUES ({', '.join('?' for _ in _CALL_COLS)})"
+
+
+def _raw_messages(raw: sqlite3.Connection, messages: Iterable[Any]) -> list[str]:
+    """``_store_messages`` in prepared statements (the SQLite batch fast path)."""
+    hashes: list[str] = []
+    rows: dict[str, tuple[str, str, str]] = {}
+    for m in messages:
+        body = canonical(m)
+        h = message_hash(body)
+        hashes.append(h)
+        if h not in rows:
+            role = m.get("role") if isinstance(m, dict) else None
+            rows[h] = (h, str(role or ""), body)
+    keys = list(rows)
+    for i in range(0, len(keys), 500):
+        chunk = keys[i : i + 500]
+        marks = ", ".join("?" for _ in chunk)
+        for (h,) in raw.execute(f"SELECT hash FROM llm_messages WHERE hash IN ({marks})", chunk):
+            rows.pop(h, None)
+    if rows:
+        raw.executemany("INSERT INTO llm_messages (hash, role, body) VALUES (?, ?, ?)", list(rows.values()))
+    return hashes
+
+
+def write_raw(raw: sqlite3.Connection, values: dict[str, Any]) -> bool:
+    """``write`` on SQLite's driver connection: the same rows (JSON columns as SQLAlchemy's
+    ``JSON`` writes them), without building SQLAlchemy statements (the OTLP writer's hot path)."""
+    if raw.execute("SELECT 1 FROM llm_calls WHERE id = ?", (values["id"],)).fetchone() is not None:
+        return False
+    row = {c: values.get(c) for c in _CALL_COLS}
+    for side in ("input", "output"):
+        msgs = values.get(side)
+        row[side] = _raw_messages(raw, msgs) if isinstance(msgs, list) else None
+    raw.execute(_INSERT_RAW, [json.dumps(row[c]) if c in _JSON_COLS else row[c] for c in _CALL_COLS])
     return True
 
 

@@ -206,6 +206,26 @@ def insert_episode(conn: Connection, values: dict[str, Any]) -> None:
     conn.execute(insert(E).values(**values))
 
 
+def new_episode_row(
+    episode_id: str, session_id: str, started_at: float, intent: dict[str, Any], meta: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The row of a freshly started episode (``start_episode`` and the batch fast path)."""
+    return {
+        "id": episode_id,
+        "session_id": session_id,
+        "status": "open",
+        "closed_by": None,
+        "started_at": started_at,
+        "ended_at": None,
+        "intent_kind": intent["kind"],
+        "intent_confidence": intent["confidence"],
+        "intent_rule": intent["rule_id"],
+        "intent_source": intent["source"],
+        "r_task": None,
+        "meta": meta,
+    }
+
+
 def update_episode(conn: Connection, episode_id: str, **values: Any) -> None:
     conn.execute(update(E).where(E.c.id == episode_id).values(**values))
 
