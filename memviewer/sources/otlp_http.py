@@ -29,6 +29,7 @@ import json
 import logging
 import os
 import zlib
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memviewer import access
@@ -58,6 +59,12 @@ MAX_CONNECTIONS = 64  # beyond: 503 + Retry-After on accept, nothing read
 #: with Retry-After before its body is read, so parallel big exports cannot grow the hub.
 MAX_INFLIGHT_BYTES = 96 * 1024 * 1024
 RETRY_AFTER_S = "2"
+# The drain stores a queued request this many commands (~32 chat spans) per writer job and
+# lets a request being mapped go first between jobs: an exporter's answer waits on its
+# mapping, which shares the interpreter with the writer (docs/benchmarks.md, "OTLP at the
+# SDK's pace"). Its wait is bounded, so a flood of requests cannot stop the storing.
+DRAIN_CHUNK = 128
+DRAIN_YIELD_MAX_S = 0.5
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -188,6 +195,10 @@ class OtlpReceiver:
         self._hub: Any = None
         self._server: asyncio.Server | None = None
         self._lock = asyncio.Lock()  # one mapping at a time: the mapper's state is ordered
+        self._mapping = 0  # requests being mapped and queued (waiting for ``_lock`` included)
+        self._idle = asyncio.Event()  # set while none is
+        self._idle.set()
+        self.drain_yields = 0  # writer jobs the drain held back for a request's mapping
         self._conns: set[asyncio.Task[Any]] = set()
 
     @property
@@ -422,6 +433,8 @@ class OtlpReceiver:
                 [("retry-after", RETRY_AFTER_S)],
             )
             return over.status, answer_type, _status(answer_type, over.message), over.headers
+        self._mapping += 1
+        self._idle.clear()
         try:
             async with self._lock:  # decode + map in a thread, in arrival order
                 result = await loop.run_in_executor(None, self._map, signal, ctype, body)
@@ -459,14 +472,31 @@ class OtlpReceiver:
             self.state.error(f"{type(exc).__name__}: {exc}")
             log.exception("OTLP %s request failed", signal)
             return 500, answer_type, _status(answer_type, f"internal error: {type(exc).__name__}"), []
+        finally:
+            self._mapping -= 1
+            if not self._mapping:
+                self._idle.set()
         return self._account(signal, answer_type, result, commands, outcome or [])
 
+    async def _yield_to_requests(self) -> None:
+        """Wait (at most ``DRAIN_YIELD_MAX_S``) while a request is being mapped and queued."""
+        if self._idle.is_set():
+            return
+        self.drain_yields += 1
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), DRAIN_YIELD_MAX_S)
+
     async def _drain(self) -> None:
-        """Store the queued batches in order through the hub's writer; a refusal (a full disk,
-        a stopping hub) keeps the batch and retries, so nothing accepted is lost."""
+        """Store the queued batches in order through the hub's writer, ``DRAIN_CHUNK``
+        commands a job (one transaction each; the batch's file goes once all are stored). A
+        refusal (a full disk, a stopping hub) keeps the batch and retries from the first
+        job not stored, so nothing accepted is lost or counted twice; after a crash the
+        whole file is stored again, and what was stored already is a replay (a no-op)."""
         assert self.queue is not None
         loop = asyncio.get_running_loop()
         backoff = 0.5
+        stored_path: Path | None = None  # the batch a refusal interrupted, and how far it got
+        stored_n = 0
         while True:
             path = self.queue.oldest()
             if path is None:
@@ -487,9 +517,13 @@ class OtlpReceiver:
                     backoff = min(backoff * 2, 5.0)
                 continue
             try:
-                outcome = await self._hub.submit(commands)
-                self._stored(commands, outcome)
+                for i in range(stored_n if path == stored_path else 0, len(commands), DRAIN_CHUNK):
+                    await self._yield_to_requests()
+                    chunk = commands[i : i + DRAIN_CHUNK]
+                    self._stored(chunk, await self._hub.submit(chunk))
+                    stored_path, stored_n = path, i + len(chunk)
                 await loop.run_in_executor(None, self.queue.done, path)
+                stored_path, stored_n = None, 0
             except Exception as exc:  # noqa: BLE001 - the batch stays queued; the drain goes on
                 why = exc.message if isinstance(exc, MemviewerError) else f"{type(exc).__name__}: {exc}"
                 self.state.count("store_refusals" if isinstance(exc, MemviewerError) else "queue_errors")
