@@ -2,7 +2,11 @@
 with a hub serving the home (warm: the hub answers) and without one (cold: this process
 opens the store, loads the model). Interleaved runs, medians, one run of the script.
 
-    .venv/bin/python bench/bench_cli.py [--runs 7]
+    .venv/bin/python bench/bench_cli.py [--runs 7] [--before REV]
+
+``--before REV`` also runs ``git archive REV``'s package (on this venv, ``PYTHONPATH`` pointing
+at it) interleaved with the working tree, on the same home and hub: a side-by-side start-up
+comparison (e.g. what a new import in the CLI's root costs every command).
 
 A small home (tests/fixtures/praisonai imported with --wait) under a temporary folder.
 Results: ``docs/benchmarks.md``.
@@ -21,20 +25,24 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from memviewer.wire.testing import HubProcess  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "praisonai"
 
 
-def _run(home: Path, sock: Path, *args: str) -> float:
+def _run(home: Path, sock: Path, *args: str, tree: Path | None = None) -> float:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMVIEWER_")}
     env.update({"MEMVIEWER_CONFIG": os.devnull, "MEMVIEWER_SOCKET": str(sock)})
+    if tree is not None:
+        env["PYTHONPATH"] = str(tree)
     t = time.perf_counter()
     proc = subprocess.run(
         [sys.executable, "-m", "memviewer.cli", "--home", str(home), *args],
         capture_output=True,
         env=env,
+        cwd=tempfile.gettempdir(),  # neither checkout's folder: PYTHONPATH alone picks the tree
     )
     took = time.perf_counter() - t
     if proc.returncode != 0:
@@ -45,9 +53,15 @@ def _run(home: Path, sock: Path, *args: str) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=7)
+    ap.add_argument("--before", metavar="REV", help="also run this revision's package, interleaved")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="mvcli-", dir="/tmp") as tmp:
         home, nohub, sock = Path(tmp) / "home", Path(tmp) / "none.sock", Path(tmp) / "hub.sock"
+        trees: dict[str, Path | None] = {"": Path(__file__).resolve().parents[1]}
+        if args.before:
+            import baseline_tree
+
+            trees[f" [{args.before}]"] = baseline_tree.extract(args.before, Path(tmp) / "before")
         _run(home, nohub, "import", "praisonai", str(FIXTURES), "--wait")
         cases = {
             "--version": ("--version",),
@@ -57,12 +71,16 @@ def main() -> None:
         times: dict[str, list[float]] = {}
         with HubProcess(home, sock, args=()):
             for cmd in cases.values():
-                _run(home, sock, *cmd)  # page cache, the hub's model
+                for tree in trees.values():
+                    _run(home, sock, *cmd, tree=tree)  # page cache, the hub's model, bytecode
             for _ in range(args.runs):
                 for name, cmd in cases.items():
-                    times.setdefault(f"{name} (hub)", []).append(_run(home, sock, *cmd))
-                    if name != "--version":
-                        times.setdefault(f"{name} (no hub)", []).append(_run(home, nohub, *cmd))
+                    for label, tree in trees.items():
+                        times.setdefault(f"{name} (hub){label}", []).append(_run(home, sock, *cmd, tree=tree))
+                        if name != "--version":
+                            times.setdefault(f"{name} (no hub){label}", []).append(
+                                _run(home, nohub, *cmd, tree=tree)
+                            )
     load = " ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"# {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, load {load}, {args.runs} interleaved runs")
     base = statistics.median(times["--version (hub)"])

@@ -14,10 +14,10 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 import click
 
-from memviewer.config import Settings
 from memviewer.errors import MemviewerError
 
 if TYPE_CHECKING:
+    from memviewer.config import Settings  # pydantic-settings: ~0.1 s to import, paid when loaded
     from memviewer.service import MemoryService
 
 
