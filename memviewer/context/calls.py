@@ -101,6 +101,17 @@ def _id_list(value: Any, key: str) -> list[str] | None:
     return list(value)
 
 
+def recorded_payload(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The ``llm_call.recorded`` event's payload for a checked call (both write paths)."""
+    return {
+        "call_id": values["id"],
+        "model": values["model"],
+        "input_messages": len(values["input"] or []),
+        "input_tokens": values["input_tokens"],
+        "problems": values["problems"] or [],
+    }
+
+
 def check_command(args: Mapping[str, Any]) -> dict[str, Any]:
     """Row values for ``store.llm_calls.write`` (``ts`` left to the caller)."""
     unknown = set(args) - KNOWN - {"op"}

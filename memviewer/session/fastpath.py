@@ -278,13 +278,7 @@ class TurnBatchWriter:
                     "llm_call.recorded",
                     values["session_id"],
                     values["episode_id"],
-                    {
-                        "call_id": values["id"],
-                        "model": values["model"],
-                        "input_messages": len(values["input"] or []),
-                        "input_tokens": values["input_tokens"],
-                        "problems": values["problems"] or [],
-                    },
+                    calls.recorded_payload(values),
                     values["ts"],
                 )
         return {"call_id": values["id"]}

@@ -526,13 +526,7 @@ class SessionManager:
                     "llm_call.recorded",
                     values["session_id"],
                     values["episode_id"],
-                    {
-                        "call_id": values["id"],
-                        "model": values["model"],
-                        "input_messages": len(values["input"] or []),
-                        "input_tokens": values["input_tokens"],
-                        "problems": values["problems"] or [],
-                    },
+                    calls.recorded_payload(values),
                     ts=values["ts"],
                 )
         return {"call_id": values["id"]}

@@ -86,17 +86,24 @@ def message_hash(body: str) -> str:
     return hashlib.sha256(body.encode("utf-8")).hexdigest()[:32]
 
 
-def _store_messages(conn: Connection, messages: Iterable[Any]) -> list[str]:
-    """Each message once (content-addressed); returns their hashes in order."""
+def _message_rows(messages: Iterable[Any]) -> tuple[list[str], dict[str, tuple[str, str, str]]]:
+    """Each message's hash in order, and each distinct message once as ``(hash, role, body)``."""
     hashes: list[str] = []
-    rows: dict[str, dict[str, Any]] = {}
+    rows: dict[str, tuple[str, str, str]] = {}
     for m in messages:
         body = canonical(m)
         h = message_hash(body)
         hashes.append(h)
         if h not in rows:
             role = m.get("role") if isinstance(m, dict) else None
-            rows[h] = {"hash": h, "role": str(role or ""), "body": body}
+            rows[h] = (h, str(role or ""), body)
+    return hashes, rows
+
+
+def _store_messages(conn: Connection, messages: Iterable[Any]) -> list[str]:
+    """Each message once (content-addressed); returns their hashes in order."""
+    hashes, distinct = _message_rows(messages)
+    rows = {h: {"hash": h, "role": role, "body": body} for h, role, body in distinct.values()}
     if rows:
         have: set[str] = set()
         keys = list(rows)
@@ -135,15 +142,7 @@ _INSERT_RAW = f"INSERT INTO llm_calls ({', '.join(_CALL_COLS)}) VALUES ({', '.jo
 
 def _raw_messages(raw: sqlite3.Connection, messages: Iterable[Any]) -> list[str]:
     """``_store_messages`` in prepared statements (the SQLite batch fast path)."""
-    hashes: list[str] = []
-    rows: dict[str, tuple[str, str, str]] = {}
-    for m in messages:
-        body = canonical(m)
-        h = message_hash(body)
-        hashes.append(h)
-        if h not in rows:
-            role = m.get("role") if isinstance(m, dict) else None
-            rows[h] = (h, str(role or ""), body)
+    hashes, rows = _message_rows(messages)
     keys = list(rows)
     for i in range(0, len(keys), 500):
         chunk = keys[i : i + 500]
