@@ -139,13 +139,20 @@ def hub_main(out_path: str) -> None:
             check(method, params)
 
         threaded.check_params = on_check  # type: ignore[assignment]
-        holding = hub_mod.Hub._holding
+        try:  # a tree whose recall log route has a module of its own (wire/hub_records.py)
+            from memviewer.wire.hub_records import HubRecords
+
+            holder: Any = HubRecords
+            hold_name = "hold"
+        except ImportError:
+            holder, hold_name = hub_mod.Hub, "_holding"
+        holding = getattr(holder, hold_name)
 
         def on_holding(self: Any, held: Any, fn: Any, params: Any) -> Any:
             cur["hold0"] = ns()
             return holding(self, held, fn, params)
 
-        hub_mod.Hub._holding = on_holding  # type: ignore[method-assign]
+        setattr(holder, hold_name, on_holding)
         service_search = service_mod.MemoryService.search
 
         def on_service_search(self: Any, *a: Any, **k: Any) -> Any:

@@ -39,7 +39,7 @@ RESULT_KEYS = {"turn_id": str, "text": str, "session_id": str, "role": str, "tit
 
 #: A ``record_recall`` command, or a function that builds it. A search served by the hub
 #: hands over the function: the hub builds the entry after the answer is written
-#: (``MemoryService.record_recall``, ``wire.hub.Hub._submit_record``), off the request's path.
+#: (``MemoryService.record_recall``, ``wire.hub_records.HubRecords.submit``), off the request's path.
 Entry = dict[str, Any] | Callable[[], dict[str, Any]]
 
 

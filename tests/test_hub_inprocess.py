@@ -16,6 +16,7 @@ from memviewer.session.manager import SessionManager
 from memviewer.store.db import Store
 from memviewer.store.events import EventRecord
 from memviewer.wire.hub import Hub, HubAlreadyRunning
+from memviewer.wire.hub_limits import HubLimits
 from memviewer.wire.remote import RemoteService
 from memviewer.wire.subscriber import Subscriber
 
@@ -106,7 +107,7 @@ def test_events_missed_in_process_are_read_from_the_store(service, settings) -> 
             service,
             settings.socket_path,
             start_indexer=False,
-            foreign_poll_interval=3600,
+            limits=HubLimits(foreign_poll_interval=3600),
         )
         await hub.start()
         got: list[EventRecord] = []
@@ -186,7 +187,7 @@ def test_connections_past_the_cap_are_told_why_and_let_go(service, settings) -> 
         return json.loads(s.makefile("rb").readline())
 
     async def main() -> None:
-        hub = Hub(service, sock, start_indexer=False, max_connections=3)
+        hub = Hub(service, sock, start_indexer=False, limits=HubLimits(max_connections=3))
         await hub.start()
         held: list[socket.socket] = []
         try:
@@ -225,7 +226,7 @@ def test_half_a_frame_held_too_long_closes_that_connection_only(service, setting
         return _raw_client(sock)
 
     async def main() -> None:
-        hub = Hub(service, sock, start_indexer=False, stall_timeout=0.3)
+        hub = Hub(service, sock, start_indexer=False, limits=HubLimits(stall_timeout=0.3))
         await hub.start()
         stuck, quiet = await asyncio.to_thread(connect), await asyncio.to_thread(connect)
         try:

@@ -178,12 +178,18 @@ def test_a_pushed_back_publisher_keeps_its_batch_and_delivers_it(service, settin
     and delivers every one of them once the writer moves again."""
     from memviewer.client import Publisher
     from memviewer.wire.hub import Hub
+    from memviewer.wire.hub_limits import HubLimits
 
     sock = settings.socket_path
     padding = {"note": "p" * 3000}
 
     async def main() -> None:
-        hub = Hub(service, sock, start_indexer=False, max_pending_bytes=4096, max_pending_commands=1000)
+        hub = Hub(
+            service,
+            sock,
+            start_indexer=False,
+            limits=HubLimits(max_pending_bytes=4096, max_pending_commands=1000),
+        )
         await hub.start()
         gate = threading.Event()
         held = asyncio.ensure_future(hub.write(gate.wait, 60))  # the one writer thread waits

@@ -21,6 +21,7 @@ from memviewer.config import load_settings
 from memviewer.service import MemoryService
 from memviewer.wire import protocol
 from memviewer.wire.hub import Hub
+from memviewer.wire.hub_limits import HubLimits
 from memviewer.wire.syncclient import RpcConnection
 from memviewer.wire.testing import HubProcess
 
@@ -249,7 +250,7 @@ def test_half_a_frame_held_on_a_threaded_connection_closes_it(short_tmp: Path, t
     service.import_praisonai([FIXTURES], index=False)
 
     async def main() -> None:
-        hub = Hub(service, settings.socket_path, start_indexer=False, stall_timeout=0.3)
+        hub = Hub(service, settings.socket_path, start_indexer=False, limits=HubLimits(stall_timeout=0.3))
         await hub.start()
         stuck = await asyncio.to_thread(Raw, settings.socket_path)
         try:

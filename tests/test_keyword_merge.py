@@ -9,7 +9,9 @@ import time
 from memviewer.recall.keyword import KeywordSearch
 from memviewer.service import MemoryService
 from memviewer.store import fts
-from memviewer.wire.hub import KEYWORD_SEGMENTS_MAX, Hub
+from memviewer.wire.hub import Hub
+from memviewer.wire.hub_jobs import KEYWORD_SEGMENTS_MAX
+from memviewer.wire.hub_limits import HubLimits
 
 QUERIES = ["pelican contract", "rollback plan", "数据库迁移", "kiwi", "pelican rollback plan 12"]
 
@@ -63,7 +65,12 @@ def test_the_hub_merges_at_start_and_again_when_segments_pile_up(service: Memory
     assert sum(_segments(service).values()) > 8
 
     async def main() -> None:
-        hub = Hub(service, settings.socket_path, start_indexer=False, keyword_upkeep_interval=0.2)
+        hub = Hub(
+            service,
+            settings.socket_path,
+            start_indexer=False,
+            limits=HubLimits(keyword_upkeep_interval=0.2),
+        )
         await hub.start()
         try:
             deadline = time.monotonic() + 20

@@ -12,6 +12,7 @@ from dated import cooking_sessions
 
 from memviewer.recall_log import RecordAs
 from memviewer.wire.hub import Hub
+from memviewer.wire.hub_limits import HubLimits
 from memviewer.wire.recall_buffer import RecallLogBuffer
 from memviewer.wire.remote import RemoteService
 
@@ -80,8 +81,7 @@ def test_searches_waiting_for_a_quiet_moment_are_written_when_the_hub_stops(serv
             service,
             settings.socket_path,
             start_indexer=False,
-            recall_log_quiet_s=60,
-            recall_log_max_wait_s=60,
+            limits=HubLimits(recall_log_quiet_s=60, recall_log_max_wait_s=60),
         )
         await hub.start()
         remote = RemoteService(settings.socket_path)

@@ -72,8 +72,6 @@ def serve_cmd(ctx: click.Context, no_index: bool, watch_praisonai: tuple[str, ..
         hub = Hub(
             service,
             sock,
-            frame_limit=settings.frame_limit,
-            subscriber_queue=settings.subscriber_queue,
             start_indexer=not no_index,
             sources=sources,
         )

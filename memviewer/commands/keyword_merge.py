@@ -2,7 +2,7 @@
 
 An import writes its turns in many transactions (a batch of files, a chunk of a big file),
 and each leaves FTS5 segments that every later lookup visits. A hub merges them on its
-writer thread (``Hub._keyword_upkeep``: when more than ``KEYWORD_SEGMENTS_MAX`` have piled
+writer thread (``HubJobs.keyword_upkeep``: when more than ``KEYWORD_SEGMENTS_MAX`` have piled
 up); without one the import does it before it returns, in the same bounded steps
 (``MemoryService.merge_keyword_index_fully``, skipped on a disk with less free space than the
 store's size).

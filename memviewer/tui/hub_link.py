@@ -186,8 +186,6 @@ class HostedHub:
         self.hub = Hub(
             self.service,
             self.socket_path,
-            frame_limit=settings.frame_limit,
-            subscriber_queue=settings.subscriber_queue,
             start_indexer=self.start_indexer,
             sources=sources,
         )

@@ -244,7 +244,7 @@ class HeldRecords:
 
     def __init__(self, caller: dict[str, Any] | None = None) -> None:
         self.lock = threading.Lock()
-        self.items: list[recall_log.Entry] = []  # built when queued (``Hub._queue_record``)
+        self.items: list[recall_log.Entry] = []  # built when queued (``HubRecords.queue``)
         self.closed = False  # released: later entries are queued directly
         self.caller = caller  # the request's connection (``Connection.caller``), stamped on each
 

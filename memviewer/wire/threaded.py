@@ -4,17 +4,17 @@ Through the event loop a ``search`` crossed three hand-offs inside the hub (the 
 frame, a reader thread runs it, the loop encodes and writes the answer): on a shared machine
 each is a wake-up waiting for a time slice. At its first fast read (``FAST_READS``) with
 nothing else already read from it, a connection is handed to a thread of its own
-(``Hub(threaded_connections=)`` at most, 32 by default; beyond that the loop serves it as
+(``HubLimits(threaded_connections=)`` at most, 32 by default; beyond that the loop serves it as
 before). From then on that thread reads the connection's frames straight from the socket:
 
-* a fast read is decoded, checked, run (at most ``Hub(readers=)`` at once, like the reader
+* a fast read is decoded, checked, run (at most ``HubLimits(readers=)`` at once, like the reader
   pool) and encoded on the thread, and the answer is written to the socket by the same
   thread when nothing is queued before it; otherwise (a big answer, a client not reading)
   the rest goes out through the loop's transport in order and the thread waits until the
   client has read it, so it reads no further frame meanwhile (back-pressure, as the loop's
   ``drain``). Its recall log entries are queued for the writer after the answer is written.
 * every other frame (``publish``, ``subscribe``, ``hello``, ``recall``, a malformed frame …)
-  is handed to the loop's ``Hub._frame`` exactly as the loop would have read it, and the
+  is handed to the loop's ``RpcServer._frame`` exactly as the loop would have read it, and the
   thread waits until the loop has taken it (admitted, or answered when it is answered in
   order): the writer, ordering, refusals and counters stay the loop's.
 * frame limit, the stalled half frame, EOF with an unterminated last frame and the hub's
@@ -40,6 +40,7 @@ from typing import Any, Protocol
 from memviewer.wire import protocol
 from memviewer.wire.connection import Connection, HeldRecords
 from memviewer.wire.hub_params import check_params
+from memviewer.wire.hub_records import HubRecords
 from memviewer.wire.protocol import RpcError
 
 log = logging.getLogger("memviewer.hub")
@@ -57,13 +58,10 @@ class ServingHub(Protocol):
     _loop: asyncio.AbstractEventLoop | None
     frame_limit: int
     stall_timeout: float
+    records: HubRecords  # holds a read's recall log entries until its answer is written
 
     def _frame(self, conn: Connection, line: bytes) -> Coroutine[Any, Any, None]: ...
     def _read_fns(self) -> dict[str, Callable[[dict[str, Any]], Any]]: ...
-    def _holding(
-        self, held: HeldRecords, fn: Callable[[dict[str, Any]], Any], params: dict[str, Any]
-    ) -> Any: ...
-    def _release_records(self, held: HeldRecords) -> None: ...
     def _count(self, counter: str) -> None: ...
     def _error_answer(self, req_id: Any, exc: BaseException) -> bytes: ...
     def _result_answer(self, req_id: Any, result: Any) -> bytes: ...
@@ -267,7 +265,7 @@ class ThreadedReads:
         try:
             with self.running:
                 try:
-                    result = hub._holding(held, fn, params)
+                    result = hub.records.hold(held, fn, params)
                 except BaseException as exc:  # noqa: BLE001 - every failure gets its answer
                     out = hub._error_answer(req_id, exc)
                 else:
@@ -290,7 +288,7 @@ class ThreadedReads:
 
     def _release(self, held: HeldRecords) -> None:
         try:
-            self.hub._release_records(held)
+            self.hub.records.release(held)
         finally:
             with self._busy_lock:
                 self._busy -= 1
