@@ -39,10 +39,14 @@ def test_core_modules_do_not_import_textual() -> None:
 
 
 def test_the_publisher_needs_only_the_standard_library() -> None:
+    """``memviewer.client`` and every module of ``memviewer/publisher/`` (imported one by one,
+    so a module the facade does not import yet is checked too)."""
     code = (
-        "import json, sys\n"
+        "import importlib, json, pkgutil, sys\n"
         "before = set(sys.modules)\n"
-        "import memviewer.client\n"
+        "import memviewer.client, memviewer.publisher\n"
+        "for m in pkgutil.iter_modules(memviewer.publisher.__path__, 'memviewer.publisher.'):\n"
+        "    importlib.import_module(m.name)\n"
         "new = sorted(set(sys.modules) - before)\n"
         "bad = [m for m in new if m.split('.')[0] not in sys.stdlib_module_names "
         "and m.split('.')[0] != 'memviewer']\n"
@@ -53,7 +57,9 @@ def test_the_publisher_needs_only_the_standard_library() -> None:
     # The hub and the CLI encode and decode answers with orjson (wire/fastjson.py); the
     # publisher must not need it.
     assert "memviewer.wire.fastjson" not in result["memviewer"]
-    allowed = {
+    publisher = {m for m in result["memviewer"] if m.startswith("memviewer.publisher")}
+    assert {"memviewer.publisher.facade", "memviewer.publisher.sender"} <= publisher
+    allowed = publisher | {
         "memviewer",
         "memviewer.client",
         "memviewer.ids",

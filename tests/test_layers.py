@@ -37,7 +37,8 @@ LAYERS: dict[str, int] = {
     "memviewer.session": 3,
     "memviewer.recall": 4,
     "memviewer.wire": 4,
-    "memviewer.client": 4,
+    "memviewer.client": 4,  # the publisher's public face (stdlib only)
+    "memviewer.publisher": 4,  # the publisher's parts: commands, queue, spooler, sender, orphans
     "memviewer.demo": 4,
     "memviewer.io": 5,
     "memviewer.sources": 5,
