@@ -172,6 +172,13 @@ def test_sdk_exporter_history_resent_tool_call_and_retry(otlp_hub) -> None:
     st = otlp_status(remote)
     assert st["counters"]["turns"] == 4 and st["counters"]["genai_spans"] >= 5
     assert st["last_delivery"] is not None
+    # the receiver timed every export it answered (4 spans exported alone + the 2 retries)
+    ack = wait_for(
+        lambda: otlp_status(remote)["ack_ms"] if otlp_status(remote)["ack_ms"]["n"] >= 6 else None,
+        what="6 exports timed",
+    )
+    assert ack["window"] == ack["n"]
+    assert 0 < ack["p50"] <= ack["p99"] <= ack["max"] < 10_000
     provider.shutdown()
 
 

@@ -28,6 +28,7 @@ import ipaddress
 import json
 import logging
 import os
+import time
 import zlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,6 +37,7 @@ from memviewer import access
 from memviewer.errors import MemviewerError
 from memviewer.sources import otlp_decode
 from memviewer.sources.genai_map import MAX_TEXT, GenAIMapper, MapResult
+from memviewer.sources.latency import Durations
 from memviewer.sources.otlp_queue import DurableQueue
 from memviewer.sources.status import SourceStatus
 
@@ -199,6 +201,9 @@ class OtlpReceiver:
         self._idle = asyncio.Event()  # set while none is
         self._idle.set()
         self.drain_yields = 0  # writer jobs the drain held back for a request's mapping
+        # Each accepted export's time from its first byte read to its answer written: the
+        # hub's own part of an exporter's export() time (``status()["ack_ms"]``).
+        self.ack = Durations()
         self._conns: set[asyncio.Task[Any]] = set()
 
     @property
@@ -248,6 +253,7 @@ class OtlpReceiver:
         if self.queue is not None:
             out["queued_bytes"] = self.queue.pending_bytes
         out["connections"] = len(self._conns)
+        out["ack_ms"] = self.ack.summary_ms()
         out["limits"] = {
             "max_connections": self.max_connections,
             "max_inflight_bytes": self.max_inflight_bytes,
@@ -275,7 +281,7 @@ class OtlpReceiver:
             while True:
                 budget = _Budget(self)
                 try:
-                    request, body, error = await self._read_request(conn, reader, budget)
+                    request, body, error, t0 = await self._read_request(conn, reader, budget)
                     if request is None and error is None:
                         return  # the client closed, or stayed idle past the keep-alive
                     if error is not None:
@@ -291,6 +297,8 @@ class OtlpReceiver:
                 finally:
                     budget.release()
                 await self._send(conn, writer, status, ctype, payload, headers)
+                if status == 200 and request.target.startswith((b"/v1/traces", b"/v1/logs")):
+                    self.ack.add(time.perf_counter() - t0)  # an accepted export, answered
                 if conn.our_state is h11.MUST_CLOSE or error is not None:
                     return
                 try:
@@ -311,18 +319,23 @@ class OtlpReceiver:
 
     async def _read_request(
         self, conn: Any, reader: asyncio.StreamReader, budget: _Budget
-    ) -> tuple[Any, bytes, _Reject | None]:
+    ) -> tuple[Any, bytes, _Reject | None, float]:
+        """The next request, its body or why it is refused, and when its first byte was read
+        (``perf_counter``; a request already buffered with the previous one: now)."""
         import h11
 
         request = None
         chunks: list[bytes] = []
         size = 0
         started = False  # a byte of this request has arrived (before it: the keep-alive wait)
+        t0 = 0.0
         while True:
             try:
                 event = conn.next_event()
             except h11.RemoteProtocolError as exc:
-                return None, b"", _Reject(400, f"bad HTTP request: {exc}")
+                return None, b"", _Reject(400, f"bad HTTP request: {exc}"), t0
+            if event is not h11.NEED_DATA and not started:
+                started, t0 = True, time.perf_counter()
             if event is h11.NEED_DATA:
                 try:
                     wait = IDLE_TIMEOUT if started else self.keepalive_s
@@ -331,14 +344,15 @@ class OtlpReceiver:
                     if started:
                         raise
                     self.state.count("idle_closed")
-                    return None, b"", None
-                started = True
+                    return None, b"", None, t0
+                if not started:
+                    started, t0 = True, time.perf_counter()
                 conn.receive_data(data)
                 if not data and request is None:
-                    return None, b"", None
+                    return None, b"", None, t0
                 continue
             if isinstance(event, h11.ConnectionClosed):
-                return None, b"", None
+                return None, b"", None, t0
             if isinstance(event, h11.Request):
                 request = event
                 if not access.bearer_ok(dict(event.headers).get(b"authorization"), self.token):
@@ -352,23 +366,24 @@ class OtlpReceiver:
                             f"send the header 'Authorization: Bearer <token>' (the home's token{where})",
                             [("www-authenticate", 'Bearer realm="memviewer"')],
                         ),
+                        t0,
                     )
                 length = dict(event.headers).get(b"content-length")
                 if length is not None and length.isdigit() and int(length) > self.max_body:
-                    return request, b"", _Reject(413, f"body larger than {self.max_body} bytes")
+                    return request, b"", _Reject(413, f"body larger than {self.max_body} bytes"), t0
                 if length is not None and length.isdigit() and not budget.take(int(length)):
-                    return request, b"", self._overloaded()
+                    return request, b"", self._overloaded(), t0
                 continue
             if isinstance(event, h11.Data):
                 size += len(event.data)
                 if size > self.max_body:
-                    return request, b"", _Reject(413, f"body larger than {self.max_body} bytes")
+                    return request, b"", _Reject(413, f"body larger than {self.max_body} bytes"), t0
                 if size > budget.held and not budget.take(size - budget.held):  # chunked: as it comes
-                    return request, b"", self._overloaded()
+                    return request, b"", self._overloaded(), t0
                 chunks.append(event.data)
                 continue
             if isinstance(event, h11.EndOfMessage):
-                return request, b"".join(chunks), None
+                return request, b"".join(chunks), None, t0
 
     def _overloaded(self) -> _Reject:
         self.state.count("overloaded")

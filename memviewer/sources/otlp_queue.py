@@ -25,6 +25,11 @@ FOLDER = "otlp-queue"
 MAX_QUEUE_BYTES = 256 * 1024 * 1024
 
 
+def encode(commands: list[dict[str, Any]]) -> bytes:
+    """One batch's file content."""
+    return json.dumps(commands, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+
+
 class DurableQueue:
     def __init__(self, folder: Path, max_bytes: int = MAX_QUEUE_BYTES) -> None:
         ensure_dir(folder)
@@ -46,7 +51,7 @@ class DurableQueue:
 
     def put(self, commands: list[dict[str, Any]]) -> None:
         """Write one accepted batch durably (raises ``OSError``: a full disk, say)."""
-        data = json.dumps(commands, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        data = encode(commands)
         final = self.folder / f"q-{uuid7()}.json"
         tmp = final.with_name(final.name + ".tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
