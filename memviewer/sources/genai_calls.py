@@ -37,15 +37,26 @@ def _first(attrs: dict[str, Any], keys: tuple[str, ...], kind: type | tuple[type
     return None
 
 
-def _side(attrs: dict[str, Any], key: str) -> Any:
+def attr_json(span: SpanRecord, key: str) -> tuple[bool, Any]:
+    """``(True, value)`` of a span attribute that is JSON text (or not text), else ``(False,
+    the text)``; parsed once a span (the turns and the LLM call read the same attributes)."""
+    hit = span.parsed.get(key)
+    if hit is None:
+        raw = span.attrs[key]
+        if isinstance(raw, str):
+            try:
+                hit = (True, json.loads(raw))
+            except (ValueError, RecursionError):
+                hit = (False, raw)
+        else:
+            hit = (True, raw)
+        span.parsed[key] = hit
+    return hit
+
+
+def _side(span: SpanRecord, key: str) -> Any:
     """The attribute parsed when it is JSON, else the text as received."""
-    raw = attrs[key]
-    if isinstance(raw, str):
-        try:
-            return json.loads(raw)
-        except (ValueError, RecursionError):
-            return raw
-    return raw
+    return attr_json(span, key)[1]
 
 
 def _plain(messages: list[Any]) -> list[dict[str, Any]]:
@@ -68,16 +79,16 @@ def call_messages(span: SpanRecord, fallback: Fallback) -> tuple[Any, Any]:
     inp: Any = None
     out: Any = None
     if "gen_ai.input.messages" in a:
-        inp = _side(a, "gen_ai.input.messages")
+        inp = _side(span, "gen_ai.input.messages")
     if "gen_ai.output.messages" in a:
-        out = _side(a, "gen_ai.output.messages")
+        out = _side(span, "gen_ai.output.messages")
     if inp is None and out is None:
         ins, outs = fallback(span)
         inp = _plain(ins) if ins else None
         out = _plain(outs) if outs else None
     system = a.get("gen_ai.system_instructions")
     if system is not None and isinstance(inp, list):
-        parsed = _side(a, "gen_ai.system_instructions")
+        parsed = _side(span, "gen_ai.system_instructions")
         parts = parsed if isinstance(parsed, list) else [{"type": "text", "content": str(parsed)}]
         inp = [{"role": "system", "parts": parts}, *inp]
     return inp, out

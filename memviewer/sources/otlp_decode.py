@@ -46,6 +46,9 @@ class SpanRecord:
     status_code: int = 0  # 0 unset, 1 ok, 2 error
     status_message: str = ""
     scope: str = ""
+    # JSON attributes as the mapping parsed them, ``key -> (ok, value)``: the turns and the
+    # LLM call read the same ``gen_ai.input.messages``, parsed once (``genai_calls.attr_json``)
+    parsed: dict[str, tuple[bool, Any]] = field(default_factory=dict, repr=False, compare=False)
 
 
 @dataclass

@@ -451,17 +451,18 @@ class OtlpReceiver:
         self._mapping += 1
         self._idle.clear()
         try:
-            async with self._lock:  # decode + map in a thread, in arrival order
-                result = await loop.run_in_executor(None, self._map, signal, ctype, body)
-                commands = result.commands
+            async with self._lock:  # decode + map (+ queue) in one thread job, in arrival order
                 if self.queue is None:
+                    result = await loop.run_in_executor(None, self._map, signal, ctype, body)
+                    commands = result.commands
                     outcome: list[dict[str, Any]] | None = (
                         await self._hub.submit(commands) if commands else []
                     )
                 else:
                     outcome = None  # stored by ``_drain``; the answer waits for the fsync only
+                    result = await loop.run_in_executor(None, self._map_and_queue, signal, ctype, body)
+                    commands = result.commands
                     if commands:
-                        await loop.run_in_executor(None, self.queue.put, commands)
                         self._queued.set()
         except OSError as exc:  # the queue could not be written (a full disk): retryable
             self._forget()
@@ -581,6 +582,16 @@ class OtlpReceiver:
         exporter's retry then maps every turn again, and the store answers the ones it has as
         no-ops (the ids are derived), exactly as after a hub restart."""
         self.mapper = GenAIMapper(self.mapper.max_conversations)
+
+    def _map_and_queue(self, signal: str, ctype: str, body: bytes) -> MapResult:
+        """``_map``, then the commands written to the queue, in the same thread job: one hand-off
+        to the event loop a request instead of two (each waits for the interpreter, which the
+        writer thread and the loop share)."""
+        assert self.queue is not None
+        result = self._map(signal, ctype, body)
+        if result.commands:
+            self.queue.put(result.commands)
+        return result
 
     def _map(self, signal: str, ctype: str, body: bytes) -> MapResult:
         try:

@@ -17,7 +17,10 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from memviewer.ids import uuid7
+from memviewer.wire import protocol
 from memviewer.wire.spool import ensure_dir, fsync_dir
 
 FOLDER = "otlp-queue"
@@ -26,8 +29,14 @@ MAX_QUEUE_BYTES = 256 * 1024 * 1024
 
 
 def encode(commands: list[dict[str, Any]]) -> bytes:
-    """One batch's file content."""
-    return json.dumps(commands, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    """One batch's file content: ``orjson`` (a 512-span batch in ~1 ms, the standard library
+    took ~9 ms on the exporter's wait); what it refuses (a lone surrogate, an integer beyond
+    64 bits, a key that is not text) goes through the hub socket's encoder (``json``, a lone
+    surrogate ASCII-escaped). NaN and infinities become ``null`` in both, as on the socket."""
+    try:
+        return orjson.dumps(commands)
+    except TypeError:  # orjson.JSONEncodeError
+        return protocol.encode(commands)
 
 
 class DurableQueue:
