@@ -146,3 +146,27 @@ def test_small_windows(values: list[float]) -> None:
         d.add(v)
     s = d.summary_ms()
     assert s["n"] == len(values) and s["max"] == max(values) * 1000 and s["p50"] is not None
+
+
+def test_the_first_export_does_not_pay_the_imports() -> None:
+    """A started receiver imports h11 and the OTLP protobuf modules before any request
+    (~50 ms the first exporter's answer waited for). A fresh interpreter, nothing imported."""
+    import subprocess
+    import sys
+
+    code = """
+import asyncio, sys
+from memviewer.sources.otlp_http import OtlpReceiver
+NEEDED = ("h11", "opentelemetry.proto.collector.trace.v1.trace_service_pb2")
+assert not any(m in sys.modules for m in NEEDED), [m for m in NEEDED if m in sys.modules]
+async def main():
+    rx = OtlpReceiver("127.0.0.1", 0, token="k" * 32)
+    await rx.start(None)
+    await rx._warming
+    assert all(m in sys.modules for m in NEEDED), [m for m in NEEDED if m not in sys.modules]
+    await rx.stop()
+asyncio.run(main())
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr
