@@ -6,7 +6,7 @@ search's rows (``recall.snippets``), ``tail`` and the Live screen (``wire.event_
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 ELLIPSIS = "…"
@@ -28,13 +28,15 @@ def tool_call_names(tool_calls: Iterable[Any] | None) -> list[str]:
 
 def tool_call_label(tool_calls: Iterable[Any] | None) -> str:
     """``→ get_weather(…), get_time()``: the calls by name, arguments elided ("" without calls)."""
+    return _calls_line(tool_calls, lambda call: "…" if _arguments(call) else "")
+
+
+def _calls_line(tool_calls: Iterable[Any] | None, shown: Callable[[Any], str]) -> str:
+    """``→ name(shown(call)), …`` for the calls ("" without calls)."""
     calls = list(tool_calls or [])
     if not calls:
         return ""
-    parts = [
-        f"{name}({'…' if _arguments(call) else ''})"
-        for name, call in zip(tool_call_names(calls), calls, strict=True)
-    ]
+    parts = [f"{name}({shown(call)})" for name, call in zip(tool_call_names(calls), calls, strict=True)]
     return f"{TOOL_CALL_ARROW} {', '.join(parts)}"
 
 
@@ -69,11 +71,4 @@ def arguments_brief(call: Any, width: int = 40) -> str:
 def tool_call_brief(tool_calls: Iterable[Any] | None, width: int = 40) -> str:
     """``→ read_file(path="a.py"), get_time()``: the calls by name with a short form of their
     arguments (each cut to ``width``), for a line that stands for the turn (``tail``, Live)."""
-    calls = list(tool_calls or [])
-    if not calls:
-        return ""
-    parts = [
-        f"{name}({arguments_brief(call, width)})"
-        for name, call in zip(tool_call_names(calls), calls, strict=True)
-    ]
-    return f"{TOOL_CALL_ARROW} {', '.join(parts)}"
+    return _calls_line(tool_calls, lambda call: arguments_brief(call, width))
