@@ -67,7 +67,7 @@ def test_each_accepted_export_is_timed_from_its_first_byte_to_its_answer(monkeyp
     class SlowHub:
         """Its store takes ``STEP_S`` on the receiver's clock: the ack must measure exactly it."""
 
-        async def submit(self, commands: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        async def submit(self, commands: list[dict[str, Any]], **_: Any) -> list[dict[str, Any]]:
             clock[0] += STEP_S
             return [{"ok": True} for _ in commands]
 
@@ -106,7 +106,7 @@ def test_each_accepted_export_is_timed_from_its_first_byte_to_its_answer(monkeyp
 
 def test_real_acknowledgements_are_positive_and_bounded() -> None:
     class NullHub:
-        async def submit(self, commands: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        async def submit(self, commands: list[dict[str, Any]], **_: Any) -> list[dict[str, Any]]:
             return [{"ok": True} for _ in commands]
 
     async def scenario() -> None:

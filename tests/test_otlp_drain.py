@@ -8,6 +8,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from memviewer.errors import MemviewerError
 from memviewer.sources import otlp_http
 from memviewer.sources.otlp_http import DRAIN_CHUNK, OtlpReceiver
@@ -22,7 +24,7 @@ class FakeHub:
         self.refuse_job = refuse_job
         self.changed = asyncio.Event()
 
-    async def submit(self, commands: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    async def submit(self, commands: list[dict[str, Any]], **_: Any) -> list[dict[str, Any]]:
         self.changed.set()
         if len(self.jobs) == self.refuse_job:
             self.refuse_job = None
@@ -87,3 +89,25 @@ def test_the_drain_waits_while_a_request_is_mapped(tmp_path: Path, monkeypatch: 
         assert len(hub.jobs) == 3 and hub.while_mapping == [0, 0, 0]
 
     asyncio.run(main())
+
+
+def test_the_queue_keeps_arrival_order_in_memory_and_sets_an_unreadable_batch_aside(tmp_path) -> None:  # noqa: ANN001
+    """The drain asks for the oldest batch without listing the folder; a batch it cannot read
+    is renamed ``*.bad`` and the next one comes up; a reopened queue finds what is left."""
+    from memviewer.sources.otlp_queue import DurableQueue
+
+    q = DurableQueue(tmp_path / "q")
+    q.put([{"op": "a"}])
+    q.put([{"op": "b"}])
+    first = q.oldest()
+    assert first is not None and len(q) == 2 and DurableQueue.load(first) == [{"op": "a"}]
+    first.write_bytes(b"{" * first.stat().st_size)  # damaged in place (same size)
+    with pytest.raises(ValueError):
+        DurableQueue.load(first)
+    q.set_aside(first)
+    assert first.with_name(first.name + ".bad").exists() and len(q) == 1
+    second = q.oldest()
+    assert second is not None and DurableQueue.load(second) == [{"op": "b"}]
+    assert DurableQueue(tmp_path / "q").oldest() == second  # reopened: the same order from disk
+    q.done(second)
+    assert q.oldest() is None and len(q) == 0 and q.pending_bytes == 0

@@ -393,7 +393,7 @@ def test_receiver_answers_503_with_retry_after_when_the_store_refuses() -> None:
         full = True
         stored: list[dict] = []
 
-        async def submit(self, commands):
+        async def submit(self, commands, **_):
             if not self.full:
                 self.stored.extend(commands)
                 return [{"ok": True} for _ in commands]
@@ -461,7 +461,7 @@ def test_receiver_caps_connections_idle_sockets_and_bytes_in_flight() -> None:
     from memviewer.sources.otlp_http import OtlpReceiver
 
     class NullHub:
-        async def submit(self, commands):
+        async def submit(self, commands, **_):
             return [{"ok": True} for _ in commands]
 
     token = "k" * 32
@@ -554,7 +554,7 @@ def test_an_accepted_batch_waits_on_disk_until_the_store_takes_it(tmp_path) -> N
         full = True
         stored: list[dict] = []
 
-        async def submit(self, commands):
+        async def submit(self, commands, **_):
             if self.full:
                 raise MemviewerError("internal", "database or disk is full", data={"retry": True})
             self.stored.extend(commands)

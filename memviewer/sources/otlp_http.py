@@ -27,7 +27,6 @@ import contextlib
 import ipaddress
 import json
 import logging
-import os
 import time
 import zlib
 from pathlib import Path
@@ -538,16 +537,18 @@ class OtlpReceiver:
                 self.state.error(f"queued batch {path.name} unreadable: {exc}")
                 log.error("OTLP queued batch %s is unreadable (%s): moved to %s.bad", path, exc, path.name)
                 try:
-                    os.replace(path, path.with_name(path.name + ".bad"))
+                    self.queue.set_aside(path)
                 except OSError:  # cannot even move it: wait rather than spin on it
                     await asyncio.sleep(backoff)
                     backoff = min(backoff * 2, 5.0)
                 continue
+            # a job's bytes for the writer's bound: its share of the file (not encoded again)
+            per_command = path.stat().st_size // max(1, len(commands)) if commands else 0
             try:
                 for i in range(stored_n if path == stored_path else 0, len(commands), DRAIN_CHUNK):
                     await self._yield_to_requests()
                     chunk = commands[i : i + DRAIN_CHUNK]
-                    self._stored(chunk, await self._hub.submit(chunk))
+                    self._stored(chunk, await self._hub.submit(chunk, nbytes=per_command * len(chunk)))
                     stored_path, stored_n = path, i + len(chunk)
                 await loop.run_in_executor(None, self.queue.done, path)
                 stored_path, stored_n = None, 0

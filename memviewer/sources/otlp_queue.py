@@ -11,9 +11,9 @@ order), written to a ``.tmp`` and renamed, in a 0700 folder of the home.
 
 from __future__ import annotations
 
-import json
 import os
 import threading
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -47,13 +47,15 @@ class DurableQueue:
         self._lock = threading.Lock()
         for tmp in folder.glob("*.tmp"):  # a write that never finished was never acknowledged
             tmp.unlink(missing_ok=True)
-        self.pending_bytes = sum(p.stat().st_size for p in self._files())
-
-    def _files(self) -> list[Path]:
-        return sorted(self.folder.glob("q-*.json"))
+        # The batches in arrival order, kept in memory: the drain asks for the oldest once a
+        # batch, and listing the folder each time made a backlog quadratic. Only this object
+        # writes the folder once it is open (the hub's home lock), so the list stays true.
+        self._waiting: deque[Path] = deque(sorted(folder.glob("q-*.json")))
+        self.pending_bytes = sum(p.stat().st_size for p in self._waiting)
 
     def __len__(self) -> int:
-        return len(self._files())
+        with self._lock:
+            return len(self._waiting)
 
     def has_room(self, n: int) -> bool:
         return self.pending_bytes + n <= self.max_bytes
@@ -78,14 +80,15 @@ class DurableQueue:
         fsync_dir(self.folder)
         with self._lock:
             self.pending_bytes += len(data)
+            self._waiting.append(final)  # uuid7 names: later than every name already waiting
 
     def oldest(self) -> Path | None:
-        files = self._files()
-        return files[0] if files else None
+        with self._lock:
+            return self._waiting[0] if self._waiting else None
 
     @staticmethod
     def load(path: Path) -> list[dict[str, Any]]:
-        commands = json.loads(path.read_bytes())
+        commands = orjson.loads(path.read_bytes())  # raises ValueError (JSONDecodeError) as json
         return commands if isinstance(commands, list) else []
 
     def done(self, path: Path) -> None:
@@ -93,5 +96,18 @@ class DurableQueue:
         size = path.stat().st_size
         path.unlink()
         fsync_dir(self.folder)
+        self._forget(path, size)
+
+    def set_aside(self, path: Path) -> None:
+        """An unreadable batch: renamed ``*.bad`` (kept for a person to look at), no longer waiting."""
+        size = path.stat().st_size
+        os.replace(path, path.with_name(path.name + ".bad"))
+        self._forget(path, size)
+
+    def _forget(self, path: Path, size: int) -> None:
         with self._lock:
             self.pending_bytes -= size
+            if self._waiting and self._waiting[0] == path:
+                self._waiting.popleft()
+            else:
+                self._waiting.remove(path)

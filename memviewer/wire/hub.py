@@ -467,16 +467,21 @@ class Hub(RpcServer):
                 n,
             )
 
-    async def submit(self, commands: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    async def submit(
+        self, commands: list[dict[str, Any]], *, nbytes: int | None = None
+    ) -> list[dict[str, Any]]:
         """Publish commands from an in-process source (OTLP receiver…) through the same
         queue as ``publish``: group-committed with the agents' batches, answered after commit.
-        Raises ``MemviewerError`` (retryable) when the hub is closing or the store failed."""
+        ``nbytes``: their encoded size when the caller knows it (the OTLP queue's file), else
+        they are encoded to learn it. Raises ``MemviewerError`` (retryable) when the hub is
+        closing or the store failed."""
         if not commands:
             return []
         if self._closing or not self.writes.ready:
             raise MemviewerError("internal", "the hub is shutting down", data={"retry": True})
         try:
-            fut = self.writes.enqueue(commands, len(protocol.encode(commands)))
+            size = nbytes if nbytes is not None else len(protocol.encode(commands))
+            fut = self.writes.enqueue(commands, size)
         except RpcError as err:
             self._log_overload()
             raise MemviewerError("internal", err.message, data={"retry": True, **err.data}) from None
