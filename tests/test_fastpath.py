@@ -102,3 +102,34 @@ def _portable(manager: SessionManager, cmd):
             return {"ok": manager.apply(cmd)}
     except MemviewerError as exc:
         return {"error": exc.to_dict()}
+
+
+def test_a_failing_compaction_leaves_no_turn_on_either_path(tmp_path, monkeypatch):
+    """The fast path compacts inside the command's savepoint, as ``Store.write`` nests it: a
+    compaction that fails takes its turn with it, and the command is answered as failed
+    (it stored the turn and answered ``internal`` before, so the publisher never resent it)."""
+    from memviewer.errors import INTERNAL, MemviewerError
+    from memviewer.session import compaction
+
+    def broken(*_args, **_kwargs):
+        raise MemviewerError(INTERNAL, "compaction broke")
+
+    monkeypatch.setattr(compaction, "compact", broken)
+    cmds = commands()[:2] + [
+        {"op": "add_turn", "episode_id": "e1", "role": "assistant", "content": f"c{i}", "turn_id": f"c{i}"}
+        for i in range(5)
+    ]
+    cmds[0] = {**cmds[0], "active_window": 2}
+    slow, fast = Store.open(tmp_path / "a.db"), Store.open(tmp_path / "b.db")
+    ms, mf = SessionManager(slow), SessionManager(fast)
+    slow_results = [
+        r
+        for cmd in cmds
+        for r in (ms.apply_batch([cmd]) if cmd["op"] != "add_turn" else [_portable(ms, cmd)])
+    ]
+    fast_results = mf.apply_batch(cmds)
+    assert [("ok" in r) for r in fast_results] == [("ok" in r) for r in slow_results]
+    assert not all("ok" in r for r in fast_results)  # the compaction did fail some commands
+    assert snapshot(fast)[:2] == snapshot(slow)[:2]  # the same turns and events: none of a failed one
+    slow.close()
+    fast.close()

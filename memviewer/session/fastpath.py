@@ -178,21 +178,24 @@ class TurnBatchWriter:
             meta=meta,
         )
         public = repos.turn_public(row)
-        with self.sql.command():
+        compacts = session["retention"] == "compact" and self._active[sid] + 1 > int(session["active_window"])
+        if compacts:  # compaction reads the store: the deferred touches go first, the caches go
+            self.flush()
+        with self.sql.command():  # compaction too: a failing one leaves no turn (as Store.write)
             if before is not None:
                 before()
             self.sql.insert_turn_row(row)
             self.sql.append_event("episode.turn_added", sid, episode_id, {"turn": public}, ts)
-        self._next_idx[sid] = idx + 1
-        self._active[sid] += 1
+            if compacts:
+                compaction.compact(self.tx, session, ts)
+                fresh = repos.get_turn(self.tx.conn, turn_id)
+                if fresh is not None:
+                    public = repos.turn_public(fresh)
+        if not compacts:  # after a compaction the counts are read again from the store
+            self._next_idx[sid] = idx + 1
+            self._active[sid] += 1
         if ts > self._seen.get(sid, session["last_seen_at"]):
-            self._seen[sid] = ts
-        if session["retention"] == "compact" and self._active[sid] > int(session["active_window"]):
-            self.flush()
-            compaction.compact(self.tx, session, ts)
-            fresh = repos.get_turn(self.tx.conn, turn_id)
-            if fresh is not None:
-                public = repos.turn_public(fresh)
+            self._seen[sid] = ts  # a conditional UPDATE later: never moves last_seen back
         return public
 
     def start_episode(self, cmd: dict[str, Any]) -> dict[str, Any]:
