@@ -6,9 +6,9 @@ server starts, as a notebook server shows its token. A client on the same accoun
 file; another user cannot. The Unix socket needs none: its 0600 mode and owner check are
 the credential. Standard library only.
 
-``host_allowed`` is the DNS-rebinding check for the address actually bound: the ``Host``
-header must name it exactly (``127.0.0.1:8765``, ``localhost:8765``, ``[::1]:8765``), so a
-page served from ``evil.example`` that resolves to 127.0.0.1 is refused.
+``host_names`` are the ``Host`` headers the address actually bound answers to (the MCP
+server's DNS-rebinding check): a page served from ``evil.example`` that resolves to
+127.0.0.1 is refused.
 """
 
 from __future__ import annotations
@@ -81,11 +81,3 @@ def host_names(host: str, port: int) -> frozenset[str]:
     if host in ("::1", "localhost"):
         names.add(f"[::1]:{port}")
     return frozenset(names)
-
-
-def host_allowed(header: str | bytes | None, host: str, port: int) -> bool:
-    """The DNS-rebinding check: ``Host`` names this listener exactly (case-insensitive)."""
-    if header is None:
-        return False
-    text = header.decode("latin-1") if isinstance(header, bytes) else header
-    return text.strip().lower() in host_names(host.lower(), port)

@@ -64,7 +64,6 @@ def _live_turn(service: Any, sid: str, text: str) -> None:
 
 
 def test_the_grace_is_the_indexers_poll_batch_and_pass() -> None:
-    assert timing.CATCH_UP_GRACE_S == timing.POLL_S + timing.BATCH_WAIT_S + timing.LIVE_PASS_S
     assert 2.0 <= timing.CATCH_UP_GRACE_S <= 10.0  # a few seconds
     now = 1_000_000.0
     assert within_grace(now - 1.0, now) and within_grace(now, now)

@@ -36,7 +36,11 @@ _BY_HAND = re.compile(
 
 
 def test_no_cli_message_counts_by_hand() -> None:
-    files = [ROOT / "cli.py", *sorted((ROOT / "commands").glob("*.py"))]
+    files = [
+        ROOT / "cli.py",
+        *sorted((ROOT / "commands").glob("*.py")),
+        ROOT / "tui" / "notices.py",  # the viewer's lag header and recall notice
+    ]
     found = [
         f"{p.name}:{i}: {line.strip()}"
         for p in files

@@ -46,7 +46,6 @@ from memviewer.index.owner_wait import wait_for_owner
 from memviewer.index.pass_context import PassContext
 from memviewer.index.runner import Runner, exit_past_busy_indexer
 from memviewer.index.status import index_status, indexer_status
-from memviewer.index.turn_rows import text_hash
 
 if TYPE_CHECKING:
     from memviewer.index.embedder import Embedder
@@ -90,11 +89,6 @@ class Indexer:
         self.runner = Runner(self)
         self.memory = IndexerMemory()
         self.compaction = Compaction(self._sync_lock, self.runner.stop, self.settings.ann_threshold)
-
-    @property
-    def healed(self) -> dict[str, Any]:
-        """The last repair of an integrity check (status)."""
-        return self.memory.healed
 
     # -- public API --------------------------------------------------------------------
     def sync(
@@ -236,7 +230,7 @@ class Indexer:
                 summarizer=self.summarizer,
                 embedder=self._embedder(),
                 stop=self.runner.stop,
-                contextual=bool(getattr(self.settings, "contextual_embeddings", False)),
+                contextual=self.settings.contextual_embeddings,
             )
             catch_up = CatchUp(p, self.memory, session_ids, lambda: self.maybe_optimize(force=True))
             report = catch_up.run(progress)
@@ -247,4 +241,4 @@ class Indexer:
             raise
 
 
-__all__ = ["Indexer", "exit_past_busy_indexer", "index_status", "text_hash"]
+__all__ = ["Indexer", "exit_past_busy_indexer", "index_status"]

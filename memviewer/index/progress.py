@@ -117,7 +117,7 @@ class Embedding:
 def waiting_line(lag: dict[str, Any], embedding: Embedding) -> str:
     """``"3 turns wait and nothing is embedding them: run …"`` (doctor, import, recall)."""
     n = int(lag["lag"])
-    return f"{n:,} turn{'s' if n != 1 else ''} wait{'s' if n == 1 else ''} and {embedding.who()}"
+    return f"{plural(n, 'turn')} wait{'s' if n == 1 else ''} and {embedding.who()}"
 
 
 def describe(lag: dict[str, Any]) -> str:

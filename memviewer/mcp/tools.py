@@ -13,6 +13,7 @@ it into an MCP tool error (``isError``), never a stack trace.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -53,11 +54,17 @@ _INTISH = {"type": ["integer", "string"]}
 RECALL_OMITS = ("rerank",)
 
 
+@functools.cache
+def _schema_properties(model: type[BaseModel]) -> dict[str, Any]:
+    """A model's JSON Schema properties, built once (every tool property reads them)."""
+    return dict(model.model_json_schema()["properties"])
+
+
 def contract_property(model: type[BaseModel], name: str) -> dict[str, Any]:
     """One request-model field as an MCP input property, projected from its JSON Schema: a
     nullable field loses its ``null`` (a client omits it), an integer also takes digit
     strings (as PraisonAI sends them) and names its bounds in the description."""
-    prop = {k: v for k, v in model.model_json_schema()["properties"][name].items() if k != "title"}
+    prop = {k: v for k, v in _schema_properties(model)[name].items() if k != "title"}
     if "anyOf" in prop:
         types = [a["type"] for a in prop.pop("anyOf") if a.get("type") != "null"]
         if "number" in types and "integer" in types:

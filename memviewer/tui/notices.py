@@ -11,6 +11,7 @@ from rich.text import Text
 
 from memviewer.index.progress import NO_INDEXER_FIX
 from memviewer.tui.formatting import printable
+from memviewer.words import plural
 
 INDEX_LAGGING = "index:lagging"  # memviewer.recall.lagging.INDEX_LAGGING (not imported: it is recall's)
 # Escalations that are recall's own fallbacks, already in the status line and the trace.
@@ -31,7 +32,7 @@ def lag_line(lag: Mapping[str, Any] | None) -> str:
     When nothing embeds them (``embedding`` false) there is no ETA, only the fix."""
     if not lag or int(lag.get("lag") or 0) <= 0:
         return ""
-    out = f"index: {int(lag['lag']):,} turn{'s' if int(lag['lag']) != 1 else ''} to embed"
+    out = f"index: {plural(int(lag['lag']), 'turn')} to embed"
     if lag.get("embedding") is False:
         return out + " (no indexer runs: `memviewer reindex --catch-up`)"
     eta = lag.get("eta_s")
@@ -46,7 +47,7 @@ def lag_forms(lag: Mapping[str, Any] | None) -> tuple[str, ...]:
         return (line,)
     n = int(lag["lag"])
     short = line.split(": `", 1)[0] + ")"
-    return (line, short, f"no indexer: {n:,} turns to embed", f"no indexer: {n:,} to embed")
+    return (line, short, f"no indexer: {plural(n, 'turn')} to embed", f"no indexer: {n:,} to embed")
 
 
 def escalation_notice(diagnostics: Mapping[str, Any]) -> Text | None:
@@ -58,14 +59,14 @@ def escalation_notice(diagnostics: Mapping[str, Any]) -> Text | None:
             lag = diagnostics.get("index_lag") or {}
             line = Text("⚠ the index is catching up: ", style="bold yellow")
             n = int(lag.get("lag") or 0)
-            line.append(f"{n:,} turn{'s' if n != 1 else ''} not embedded yet")
+            line.append(f"{plural(n, 'turn')} not embedded yet")
             eta = lag.get("eta_s")
             if isinstance(eta, int | float):
                 line.append(f" (about {human_seconds(float(eta))})")
             line.append(". Recall answered with what is indexed")
             added = lag.get("keyword_results")
             if added:
-                line.append(f", plus {added} keyword-only result{'s' if added != 1 else ''} among the rest")
+                line.append(f", plus {plural(int(added), 'keyword-only result')} among the rest")
             if "indexer" in lag and lag["indexer"] is None:  # memviewer.wire.embedding.who_embeds
                 line.append(f"; no indexer runs: {printable(str(lag.get('fix') or NO_INDEXER_FIX))}.")
             else:

@@ -41,12 +41,12 @@ from memviewer import __version__, paths, recall_log
 from memviewer.errors import MemviewerError
 from memviewer.store.events import EventRecord
 from memviewer.wire import protocol, trust
-from memviewer.wire.connection import AfterAnswer, Connection, Deferred, HeldRecords, event_frame
+from memviewer.wire.connection import AfterAnswer, Connection, Deferred, HeldRecords
 from memviewer.wire.fanout import FanOut
 from memviewer.wire.group_commit import GroupCommitWriter, Results
-from memviewer.wire.hub_jobs import KEYWORD_MERGE_STEPS, KEYWORD_SEGMENTS_MAX, HubJobs
-from memviewer.wire.hub_limits import KEYWORD_UPKEEP_INTERVAL_S, HubLimits
-from memviewer.wire.hub_params import SCHEMAS, check_kinds, check_params
+from memviewer.wire.hub_jobs import HubJobs
+from memviewer.wire.hub_limits import HubLimits
+from memviewer.wire.hub_params import check_kinds
 from memviewer.wire.hub_records import HubRecords
 from memviewer.wire.hub_service import HubService
 from memviewer.wire.hub_socket import HubAlreadyRunning, HubError, HubSocket
@@ -56,19 +56,8 @@ from memviewer.wire.threaded import ThreadedReads
 
 log = logging.getLogger("memviewer.hub")
 
-# Kept importable from here: the names tests and older callers use.
-__all__ = [
-    "KEYWORD_MERGE_STEPS",
-    "KEYWORD_SEGMENTS_MAX",
-    "KEYWORD_UPKEEP_INTERVAL_S",
-    "SCHEMAS",
-    "Hub",
-    "HubAlreadyRunning",
-    "HubError",
-    "HubLimits",
-    "check_params",
-    "event_frame",
-]
+# The hub's face; its limits, jobs and parameter checks are imported from their own modules.
+__all__ = ["Hub", "HubAlreadyRunning", "HubError", "HubLimits"]
 
 COUNTERS = (  # the hub's counters in ``stats`` (``hub.counters``), in this order
     "publish_requests",

@@ -33,6 +33,7 @@ from memviewer.tui.screens.find import FindScreen
 from memviewer.tui.screens.jump import JumpScreen
 from memviewer.tui.widgets.footer import CoalescedFooter
 from memviewer.tui.widgets.turn_list import Row, TurnList
+from memviewer.words import plural
 
 if TYPE_CHECKING:
     from memviewer.tui.viewer_app import ViewerApp
@@ -444,7 +445,8 @@ class SessionScreen(Screen):
             return head + "no match (escape clears)"
         turn = self.current_turn
         here = turn["index"] if turn else None
-        where = f"match {found.index(here) + 1} of {len(found)}" if here in found else f"{len(found)} matches"
+        count = plural(len(found), "match", "matches")
+        where = f"match {found.index(here) + 1} of {len(found)}" if here in found else count
         return head + where + " (n/p move, escape clears)"
 
     def _refresh_info(self) -> None:
