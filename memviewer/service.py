@@ -526,11 +526,18 @@ class MemoryService:
         from memviewer.recall.index_guard import guarded_recall
 
         params.setdefault("reranker", self.reranker)
+        as_of_text = _resolve_as_of(params)
         # a lagging, incomplete or damaged index escalates (keyword results), never a traceback
         out = guarded_recall(self.parts, self.home, self.search, query, params, run_recall)
         if record is not None and self.recall_log_enabled:
             logged = {k: v for k, v in params.items() if k not in ("reranker", "with_tool_calls")}
-            self.record_recall(recall_log.recall_command(query, *_resolved_as_of(logged, out), record))
+            entry_out = out
+            if as_of_text is not None:  # the words the caller used, beside the instant they meant
+                entry_out = {
+                    **out,
+                    "diagnostics": {**(out.get("diagnostics") or {}), "as_of_text": as_of_text},
+                }
+            self.record_recall(recall_log.recall_command(query, logged, entry_out, record))
         return out
 
     # -- the recall log ---------------------------------------------------------------
@@ -693,18 +700,18 @@ class MemoryService:
         self.close()
 
 
-def _resolved_as_of(logged: dict[str, Any], out: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The recall log keeps ``as_of`` as the instant it meant when asked (epoch seconds), so a
-    re-run days later asks about the same moment; the words the caller used ("6 days ago") go
-    into the entry's diagnostics as ``as_of_text``."""
-    raw = logged.get("as_of")
-    if raw is None or raw == "" or isinstance(raw, int | float):
-        return logged, out
+def _resolve_as_of(params: dict[str, Any]) -> str | None:
+    """A textual ``as_of`` ("6 days ago", an ISO date) becomes the instant it means, once,
+    where the request enters: recall asks about that instant and the recall log keeps it, so
+    a re-run days later asks about the same moment. Returns the caller's words (None when
+    ``as_of`` was a number or absent); raises ``invalid_argument`` for words it cannot read."""
+    raw = params.get("as_of")
+    if not isinstance(raw, str) or not raw.strip():
+        return None
     from memviewer.recall.timeref import parse_as_of
 
     try:
-        instant = parse_as_of(raw)
-    except ValueError:  # recall refused it already; nothing to resolve
-        return logged, out
-    diagnostics = {**(out.get("diagnostics") or {}), "as_of_text": str(raw)}
-    return {**logged, "as_of": instant}, {**out, "diagnostics": diagnostics}
+        params["as_of"] = parse_as_of(raw)
+    except ValueError as exc:
+        raise MemviewerError(INVALID_ARGUMENT, str(exc)) from None
+    return raw
