@@ -52,6 +52,7 @@ from memviewer.tui.screens.sessions import SessionsScreen
 from memviewer.tui.viewer_app import ViewerApp
 
 if TYPE_CHECKING:  # imported lazily at run time: the first paint does not load it
+    from memviewer.index.progress import Embedding
     from memviewer.service import MemoryService
 
 SOURCES_REFRESH_S = 5.0  # how often the header re-reads the hub's sources
@@ -65,6 +66,7 @@ TAKEOVER_AFTER_S = 10.0
 TAKEOVER_PROBE_S = 0.5
 LAG_FAST_S = 1.0  # how often the lag line is re-read while the index is behind
 LAG_SLOW_S = 3.0  # and while it is not
+WHO_EMBEDS_S = 10.0  # how long the answer "who embeds" (a probe of the hub) is reused
 
 
 def _terminal_safe(match: re.Match[str]) -> str:
@@ -165,6 +167,7 @@ class MemviewerApp(ViewerApp):
         self.lag_text = ""
         self.lag_forms: tuple[str, ...] = ("",)
         self.index_lag: dict[str, Any] | None = None
+        self._who: tuple[float, Embedding] | None = None  # (when, who_embeds' answer); see _read_lag
         self.sub_title = printable(self.hub_line)
         self.prefs = ViewerPrefs(settings.home_path)
         if self.prefs.theme and self.prefs.theme in self.available_themes:
@@ -318,8 +321,13 @@ class MemviewerApp(ViewerApp):
         except Exception:  # a store being swapped (takeover) or closed at exit: next round
             return None
         if lag["lag"] > 0 and not lag["within_grace"]:
-            hosted = self.hosted  # this viewer's own hub: no socket probe every round
-            who = who_embeds(self.settings, in_process=hosted is not None and hosted.start_indexer)
+            # a probe of the hub, reused for WHO_EMBEDS_S (the lag is re-read every second);
+            # a hub change forgets it; this viewer's own hub needs no probe at all
+            now = time.monotonic()
+            if self._who is None or now - self._who[0] > WHO_EMBEDS_S:
+                own = self.hosted is not None and self.hosted.start_indexer
+                self._who = (now, who_embeds(self.settings, in_process=own))
+            who = self._who[1]
             lag.update(who.public(), embedding=who.indexer is not None)
         return lag
 
@@ -333,6 +341,7 @@ class MemviewerApp(ViewerApp):
         self.set_hub_line(self.hub_line, self.hub_shorter)
 
     def on_hub_changed(self, message: HubChanged) -> None:
+        self._who = None  # another hub (or none): who embeds is asked again
         self.set_hub_line(message.label, message.shorter)
 
     def on_live_state(self, message: LiveState) -> None:
