@@ -112,11 +112,11 @@ def demo_cmd(
     if live:
         _run_live(settings, rate, duration, seed, as_json)
         return
+    from memviewer.commands.via_hub import served_socket
     from memviewer.demo.scenario import TRY, build_scenario, describe
-    from memviewer.wire.probe import serving_hub
 
     commands = build_scenario()
-    via_hub = serving_hub(settings) is not None  # never another home's hub
+    via_hub = served_socket(ctx) is not None  # never another home's hub
     if via_hub:
         created, results = _apply_through_hub(settings.socket_path, commands)
     else:

@@ -52,11 +52,11 @@ def _sync_index(svc: Any) -> None:
 
 def remove_demo(ctx: click.Context, *, as_json: bool, index: bool) -> None:
     from memviewer import paths
+    from memviewer.commands.via_hub import served_socket
     from memviewer.demo.remove import demo_sessions
-    from memviewer.wire.probe import serving_hub
 
     settings = settings_of(ctx)
-    via_hub = serving_hub(settings) is not None  # never another home's hub
+    via_hub = served_socket(ctx) is not None  # never another home's hub
     via = f"hub at {settings.socket_path}" if via_hub else "in-process store"
     found: list[dict[str, Any]] = []
     results: list[dict[str, Any]] = []

@@ -42,9 +42,9 @@ BATCH_KEYS = tuple(k for k in RecallParams.model_fields if k != "rerank")
 def _hub_running(ctx: click.Context) -> bool:
     """Whether the hub serving this home answers (``serving_hub`` decides; another
     home's hub is an error, never a reason to read this home read-only)."""
-    from memviewer.wire.probe import serving_hub
+    from memviewer.commands.via_hub import served_socket
 
-    return serving_hub(settings_of(ctx)) is not None
+    return served_socket(ctx) is not None
 
 
 def _model_errors() -> tuple[type[BaseException], ...]:

@@ -171,9 +171,9 @@ def show_cmd(ctx: click.Context, recall_id: str, rerun: bool, redact: str | None
     check_text(recall_id, "RECALL_ID", as_json=as_json)
     hub = False
     if rerun:
-        from memviewer.wire.probe import serving_hub
+        from memviewer.commands.via_hub import served_socket
 
-        hub = serving_hub(settings_of(ctx)) is not None
+        hub = served_socket(ctx) is not None
     with open_service(ctx, readonly=hub or not rerun, json_errors=as_json) as svc:
         try:
             entry = svc.recall_entry(recall_id)

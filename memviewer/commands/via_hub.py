@@ -18,7 +18,21 @@ import click
 from memviewer.commands.common import settings_of
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from memviewer.wire.remote import RemoteService
+
+
+def served_socket(ctx: click.Context) -> Path | None:
+    """The socket of the hub serving this home as the root group found it at the command's
+    start (one probe per command); probed here only for commands the root does not probe
+    for (``config``, ``doctor``). A long command (an import) probes again where it matters."""
+    root = ctx.find_root().obj or {}
+    if "hub_socket" in root:
+        return root["hub_socket"]
+    from memviewer.wire.probe import serving_hub
+
+    return serving_hub(settings_of(ctx))
 
 
 def hub_reader(ctx: click.Context) -> RemoteService | None:
