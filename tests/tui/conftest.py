@@ -36,3 +36,36 @@ def make_app(filled: Any) -> Callable[..., Any]:
         return MemviewerApp(filled.settings, service=filled, **kwargs)
 
     return factory
+
+
+def _svg_rows(svg: str) -> list[str]:
+    """The text of an SVG screenshot, one string per terminal row."""
+    import html
+    import re
+
+    rows: dict[float, str] = {}
+    for y, text in re.findall(r'<text class="[^"]*" x="[\d.]+" y="([\d.]+)"[^>]*>(.*?)</text>', svg):
+        rows[float(y)] = rows.get(float(y), "") + html.unescape(text).replace("\xa0", " ")
+    return [rows[y] for y in sorted(rows)]
+
+
+@pytest.fixture
+def snap_compare(snap_compare: Callable[..., bool], request: pytest.FixtureRequest) -> Callable[..., bool]:
+    """The plugin's comparison, and on a mismatch the rows that differ printed (the HTML
+    report stays on the machine that ran the test; CI shows only the output)."""
+    import difflib
+    import pickle
+
+    from pytest_textual_snapshot import node_to_report_path
+
+    def compare(*args: Any, **kwargs: Any) -> bool:
+        same = snap_compare(*args, **kwargs)
+        if not same:
+            data = pickle.loads(node_to_report_path(request.node).read_bytes())
+            expected, actual = _svg_rows(data[1]), _svg_rows(data[2])
+            print("snapshot rows, expected (-) and drawn (+):")
+            diff = list(difflib.unified_diff(expected, actual, lineterm="", n=1))
+            print("\n".join(diff) or "(the same text: only styles or colours differ)")
+        return same
+
+    return compare

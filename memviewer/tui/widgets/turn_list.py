@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from rich.console import Console, ConsoleOptions, RenderResult
 from rich.text import Text
 from textual import on
 from textual.widgets import OptionList
@@ -47,6 +48,22 @@ def edge_text(count: int, earlier: bool) -> Text:
     if earlier:
         return Text(f"▲ {count:,} earlier turns · ↑ at the top loads more", style="dim italic")
     return Text(f"▼ {count:,} later turns · ↓ at the bottom loads more", style="dim italic")
+
+
+class OneLine:
+    """A label drawn on one line, cut with an ellipsis to the width it is drawn at.
+
+    The cut happens when the option is rendered, at the width of that render, so it follows
+    the pane (a resize, a scrollbar appearing) with no width read ahead of layout."""
+
+    def __init__(self, text: Text) -> None:
+        self.text = text
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        line = self.text.copy()
+        line.no_wrap = True
+        line.truncate(max(1, options.max_width - 1), overflow="ellipsis")
+        yield line
 
 
 class TurnList(OptionList):
@@ -125,26 +142,11 @@ class TurnList(OptionList):
         self._last_option = turn_options[-1] if turn_options else None
         self.set_options(options)
 
-    def _header(self, row: Row) -> Text:
+    def _header(self, row: Row) -> Text | OneLine:
         """Episode headers on one line, cut with an ellipsis to the pane (a split pane
         wrapped them over three rows); other labels as they are."""
         label = row.label or Text("")
-        width = self.scrollable_content_region.width
-        if row.kind != "episode" or width <= 4:
-            return label
-        label = label.copy()
-        label.truncate(width - 1, overflow="ellipsis")
-        return label
-
-    def on_resize(self) -> None:
-        """Header rows follow the pane's width (they are cut, not wrapped)."""
-        for pos in range(self._start, self._stop):
-            row = self.all_rows[pos]
-            if row.kind == "episode":
-                try:
-                    self.replace_option_prompt(f"h{pos}", self._header(row))
-                except Exception:  # the window changed under us: the next render sizes it
-                    return
+        return OneLine(label) if row.kind == "episode" else label
 
     def _shown(self, index: int) -> bool:
         k = self._ordinal.get(index)
