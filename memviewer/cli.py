@@ -8,12 +8,15 @@ functions so that simple commands start fast.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import click
 
 from memviewer import __version__
 from memviewer.commands import annotate, calls, core, demo, export, golden, hub, mcp, recall, recalls, search
+
+if TYPE_CHECKING:
+    from memviewer.config import Settings
 
 _ARGV = "memviewer.argv"  # ctx.meta key: the arguments after the program name
 
@@ -62,7 +65,7 @@ def _usage_error_as_json(exc: click.UsageError, argv: list[str]) -> None:
     sys.exit(exc.exit_code)
 
 
-def _fail(message: str, hint: str | None, code: int = 1) -> None:
+def _fail(message: str, hint: str | None, code: int = 1) -> NoReturn:
     click.echo(f"error: {message}", err=True)
     if hint:
         click.echo(f"hint: {hint}", err=True)
@@ -104,7 +107,6 @@ def cli(ctx: click.Context, home, socket_path, config_file, log_level) -> None:
     """memviewer: browse, search and debug the memory of your AI agents."""
     from pathlib import Path
 
-    from memviewer.config import load_settings
     from memviewer.logctx import configure_logging
 
     if ctx.invoked_subcommand not in (None, "mcp"):  # the TUI draws itself; mcp's stdout is a protocol
@@ -114,50 +116,81 @@ def cli(ctx: click.Context, home, socket_path, config_file, log_level) -> None:
 
         ctx.call_on_close(install_visible_output())
     configure_logging(log_level.upper())
+    # Only a real flag is a flag: MEMVIEWER_HOME/MEMVIEWER_SOCKET reach the env layer
+    # themselves, so `memviewer config` names them as the source.
+    layers: dict[str, Any] = {
+        "config_file": Path(config_file) if config_file else None,
+        "config_required": bool(config_file),
+        "home": home if _from_command_line(ctx, "home") else None,
+        "socket": socket_path if _from_command_line(ctx, "socket_path") else None,
+    }
+    if ctx.invoked_subcommand in (None, "config", "doctor"):  # they read every setting at once
+        settings = _load_settings(ctx, layers)
+        for warning in settings.warnings:
+            click.echo(f"warning: {warning}", err=True)
+        ctx.obj = {"settings": settings}
+        if ctx.invoked_subcommand is None:
+            from memviewer.tui.app import run_app
+
+            run_app(settings)
+        return
+    # Every other command: the home and the socket with the standard library (pydantic-settings
+    # costs ~0.1 s to import, which a search through the hub never needs); the full Settings
+    # is built on first use (``commands.common.settings_of``), with the socket the probe found.
+    from memviewer.root_config import RootConfig, resolve
+
+    place = resolve(
+        layers["config_file"],
+        config_required=layers["config_required"],
+        home=layers["home"],
+        socket=layers["socket"],
+    )
+    obj: dict[str, Any] = {}
+    if place is None:  # not plain (an unreadable file, a bad home): Settings words the error
+        obj["settings"] = full = _load_settings(ctx, layers)
+        sources = {k: full.sources[k] for k in ("home", "socket")}
+        place = RootConfig(full.home, full.socket, sources, full.warnings)
+    for warning in place.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    # One home, one hub: serving_hub decides (and refuses another home's hub or another
+    # user's socket with one error); a hub found elsewhere becomes this command's socket.
+    # The probe's connection stays open: a command that reads through the hub goes on
+    # over it (``commands.via_hub.hub_reader``), so it opens one connection in all.
+    from memviewer.errors import MemviewerError
+    from memviewer.wire import fastjson
+    from memviewer.wire.probe import serving_connection
+
     try:
-        settings = load_settings(
-            Path(config_file) if config_file else None,
-            config_required=bool(config_file),
-            # Only a real flag is a flag: MEMVIEWER_HOME/MEMVIEWER_SOCKET reach the env layer
-            # themselves, so `memviewer config` names them as the source.
-            home=home if _from_command_line(ctx, "home") else None,
-            socket=socket_path if _from_command_line(ctx, "socket_path") else None,
-        )
+        serving = serving_connection(place, client="memviewer.cli", decode=fastjson.decode_answer)
+    except MemviewerError as exc:
+        _fail(exc.message, exc.hint)
+    found = serving[0] if serving is not None else None
+    if found is not None and found != place.socket_path:
+        place = place.with_socket(str(found))
+        layers["socket"] = str(found)
+        if "settings" in obj:
+            obj["settings"] = obj["settings"].with_overrides(socket=str(found))
+    obj.update(place=place, load_settings=lambda: _load_settings(ctx, layers), hub_socket=found)
+    ctx.obj = obj  # probed once per command
+    if serving is not None:
+        probe_conn, ctx.obj["hub_hello"] = serving[2], serving[1]
+        ctx.obj["hub_connection"] = probe_conn
+        ctx.call_on_close(lambda: _close_unadopted(ctx.obj))
+
+
+def _load_settings(ctx: click.Context, layers: dict[str, Any]) -> Settings:
+    """The full ``Settings`` from the root's layers; a bad value ends the command with the
+    error naming the key and its layer (exit 1), as at the start of every command."""
+    from memviewer.config import load_settings
+
+    try:
+        return load_settings(**layers)
     except ValueError as exc:
         hint = None  # a bad value: the message names the key and the layer it came from
-        if str(exc).startswith("config file") and config_file:
+        if str(exc).startswith("config file") and layers["config_file"]:
             from_env = ctx.get_parameter_source("config_file") == click.core.ParameterSource.ENVIRONMENT
             hint = f"point {'MEMVIEWER_CONFIG' if from_env else '--config'} at a TOML file, or unset it"
         _fail(str(exc), hint)
-    for warning in settings.warnings:
-        click.echo(f"warning: {warning}", err=True)
-    if ctx.invoked_subcommand not in ("config", "doctor"):  # doctor reports it; config just shows
-        # One home, one hub: serving_hub decides (and refuses another home's hub or another
-        # user's socket with one error); a hub found elsewhere becomes this command's socket.
-        # The probe's connection stays open: a command that reads through the hub goes on
-        # over it (``commands.via_hub.hub_reader``), so it opens one connection in all.
-        from memviewer.errors import MemviewerError
-        from memviewer.wire import fastjson
-        from memviewer.wire.probe import serving_connection
-
-        try:
-            serving = serving_connection(settings, client="memviewer.cli", decode=fastjson.decode_answer)
-        except MemviewerError as exc:
-            _fail(exc.message, exc.hint)
-        found = serving[0] if serving is not None else None
-        if found is not None and found != settings.socket_path:
-            settings = settings.with_overrides(socket=str(found))
-        ctx.obj = {"settings": settings, "hub_socket": found}  # probed once per command
-        if serving is not None:
-            probe_conn, ctx.obj["hub_hello"] = serving[2], serving[1]
-            ctx.obj["hub_connection"] = probe_conn
-            ctx.call_on_close(lambda: _close_unadopted(ctx.obj))
-    else:
-        ctx.obj = {"settings": settings}
-    if ctx.invoked_subcommand is None:
-        from memviewer.tui.app import run_app
-
-        run_app(settings)
 
 
 def _close_unadopted(obj: dict[str, Any]) -> None:

@@ -8,7 +8,6 @@ in force, and an error names the key, the layer and what the key accepts.
 
 from __future__ import annotations
 
-import difflib
 import os
 import re
 import tomllib
@@ -40,8 +39,8 @@ from pydantic_settings import (
 )
 
 from memviewer import paths
+from memviewer.root_config import ENV_PREFIX, unknown_key_warnings
 
-ENV_PREFIX = "MEMVIEWER_"
 TRUE_WORDS = ("true", "1", "yes", "on")
 FALSE_WORDS = ("false", "0", "no", "off")
 
@@ -440,14 +439,7 @@ def _build(settings_cls: type[Settings], layers: _Layers, flags: dict[str, Any])
 
 
 def _unknown_key_warnings(file_values: dict[str, Any], path: Path, settings_cls: type[Settings]) -> list[str]:
-    """One warning per key the file sets that no setting reads, with the closest known key."""
-    known = list(settings_cls.model_fields)
-    out = []
-    for name in sorted(set(file_values) - set(known)):
-        close = difflib.get_close_matches(name, known, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        out.append(f"config file {path}: unknown key {name!r} is ignored{hint}")
-    return out
+    return unknown_key_warnings(file_values, path, settings_cls.model_fields)
 
 
 def load_settings(

@@ -11,6 +11,7 @@ import click
 import pytest
 from pydantic import BaseModel, Field
 
+from memviewer import cli_tables
 from memviewer.commands.contract_options import contract_option
 from memviewer.commands.golden import eval_golden
 from memviewer.commands.recall import BATCH_KEYS, recall_cmd
@@ -149,10 +150,11 @@ class _Narrow(RecallParams):
 
 
 def test_a_changed_bound_is_followed_by_every_derivation() -> None:
-    """What each front end builds from a model, built from one with ``top_k`` in 2..7."""
+    """What each front end builds from a model, built from one with ``top_k`` in 2..7 (the
+    CLI's options through the generated table: ``cli_tables.model_table``)."""
 
     @click.command()
-    @contract_option(_Narrow, "top_k")
+    @contract_option(cli_tables.model_table(_Narrow), "top_k")
     def cmd(top_k: int) -> None:
         click.echo(str(top_k))
 

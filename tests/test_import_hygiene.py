@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 CORE = (
     "memviewer.service",
     "memviewer.cli",
@@ -73,3 +75,28 @@ def test_the_publisher_needs_only_the_standard_library() -> None:
         "memviewer.wire.trust",
     }
     assert set(result["memviewer"]) <= allowed
+
+
+#: What a command that needs neither the settings' checks nor the store must not import:
+#: pydantic-settings and the request models cost every command ~0.13 s at start (issue 30).
+STARTUP_HEAVY = ("pydantic_settings", "pydantic", "sqlalchemy", "lancedb")
+
+
+@pytest.mark.parametrize(
+    "args", [["--version"], ["--help"], ["search", "--help"], ["eval", "golden", "--help"]]
+)
+def test_the_cli_starts_without_pydantic_or_the_store(args: list[str]) -> None:
+    """``import memviewer.cli`` and resolving ``args`` (click's options, their bounds from the
+    generated contract table) import none of ``STARTUP_HEAVY``."""
+    code = (
+        "import json, sys\n"
+        "from memviewer.cli import cli\n"
+        "try:\n"
+        f"    cli.main(args={args!r}, prog_name='memviewer')\n"
+        "except SystemExit as exc:\n"
+        "    assert exc.code in (0, None), exc.code\n"
+        f"print(json.dumps([m for m in {STARTUP_HEAVY!r} if m in sys.modules]))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []

@@ -30,6 +30,7 @@ LAYERS: dict[str, int] = {
     "memviewer.tool_call_text": 0,  # a tool call on one line (recall rows, tail, Live)
     "memviewer.access": 0,  # the HTTP listeners' token (standard library only)
     "memviewer.config": 1,
+    "memviewer.root_config": 1,  # the CLI root's home and socket, standard library only
     "memviewer.llm": 1,
     "memviewer.context": 1,
     "memviewer.store": 2,
@@ -51,6 +52,7 @@ LAYERS: dict[str, int] = {
     "memviewer.tui": 9,
     "memviewer.cli": 10,
     "memviewer.cli_reference": 10,  # writes docs/cli-reference.md from the click app
+    "memviewer.cli_tables": 10,  # writes contract/cli_table.py from the request models and Settings
     "memviewer.__main__": 10,  # `python -m memviewer` runs the entry point
 }
 

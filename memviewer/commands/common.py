@@ -22,7 +22,14 @@ if TYPE_CHECKING:
 
 
 def settings_of(ctx: click.Context) -> Settings:
-    return ctx.find_root().obj["settings"]
+    """The command's full ``Settings``, built on first use: the root group resolves only the
+    home and the socket (``memviewer.root_config``), so a command that never asks (a search
+    through the hub) never imports pydantic-settings. A bad value of any key ends the command
+    here with the error the root group gave before (exit 1)."""
+    obj = ctx.find_root().obj
+    if "settings" not in obj:
+        obj["settings"] = obj.pop("load_settings")()
+    return obj["settings"]
 
 
 # -- stored text on a terminal ------------------------------------------------------------

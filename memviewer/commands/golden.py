@@ -6,11 +6,10 @@ from typing import Any
 
 import click
 
-from memviewer import params
 from memviewer.commands.common import check_text, emit_json, fail_maybe_json, open_service, print_table, short
 from memviewer.commands.contract_options import contract_option
 from memviewer.commands.recall import _hub_running, _model_errors, _prepare, eval_group
-from memviewer.contract.requests import RecallParams
+from memviewer.contract.cli_table import RECALL_PARAMS
 from memviewer.eval.golden_view import (
     COMPARE_COLUMNS,
     HISTORY_COLUMNS,
@@ -115,25 +114,25 @@ def golden_remove(ctx: click.Context, case_id: int, as_json: bool) -> None:
 
 @eval_group.command("golden")
 @contract_option(
-    RecallParams,
+    RECALL_PARAMS,
     "top_sessions",
     default=None,
     show_default=False,
-    help=f"K (default {params.DEFAULT_TOP_SESSIONS})",
+    help=f"K (default {RECALL_PARAMS['top_sessions']['default']})",
 )
 @contract_option(
-    RecallParams,
+    RECALL_PARAMS,
     "chunks_per_session",
     default=None,
     show_default=False,
-    help=f"M (default {params.DEFAULT_CHUNKS_PER_SESSION})",
+    help=f"M (default {RECALL_PARAMS['chunks_per_session']['default']})",
 )
 @contract_option(
-    RecallParams,
+    RECALL_PARAMS,
     "top_k",
     default=None,
     show_default=False,
-    help=f"results per case (default {params.DEFAULT_TOP_K})",
+    help=f"results per case (default {RECALL_PARAMS['top_k']['default']})",
 )
 @click.option("--flat", is_flag=True, help="score the flat turn query instead")
 @click.option(

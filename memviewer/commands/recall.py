@@ -27,7 +27,7 @@ from memviewer.commands.common import (
     short,
 )
 from memviewer.commands.contract_options import contract_option
-from memviewer.contract.requests import RecallParams
+from memviewer.contract.cli_table import RECALL_PARAMS
 from memviewer.recall_log import RecordAs
 from memviewer.words import plural
 
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 _CLI = RecordAs("cli")
 #: A batch line's keys: the request model's, but ``rerank`` (``--batch`` runs as configured).
-BATCH_KEYS = tuple(k for k in RecallParams.model_fields if k != "rerank")
+BATCH_KEYS = tuple(k for k in RECALL_PARAMS if k != "rerank")
 
 
 def _hub_running(ctx: click.Context) -> bool:
@@ -220,20 +220,19 @@ def _run_batch(svc: Any, path: str, flat: bool) -> int:
 
 @click.command("recall")
 @click.argument("query", required=False)
-@contract_option(RecallParams, "scope")
-@contract_option(RecallParams, "scope_id")
-@contract_option(RecallParams, "top_sessions")
-@contract_option(RecallParams, "chunks_per_session")
+@contract_option(RECALL_PARAMS, "scope")
+@contract_option(RECALL_PARAMS, "scope_id")
+@contract_option(RECALL_PARAMS, "top_sessions")
+@contract_option(RECALL_PARAMS, "chunks_per_session")
 @contract_option(
-    RecallParams,
+    RECALL_PARAMS,
     "top_k",
     "--top-k",
     "--limit",
-    help=f"{RecallParams.model_fields['top_k'].description} "
-    "(--limit is the same option, as in search and recalls)",
+    help=f"{RECALL_PARAMS['top_k']['help']} (--limit is the same option, as in search and recalls)",
 )
 @click.option("--flat", is_flag=True, help="one turn query without Stage 1 (for comparison)")
-@contract_option(RecallParams, "as_of", metavar="WHEN")
+@contract_option(RECALL_PARAMS, "as_of", metavar="WHEN")
 @click.option(
     "--batch",
     "batch",

@@ -11,7 +11,7 @@ from memviewer.commands import via_hub
 from memviewer.commands.common import emit_json, fail, fail_maybe_json, open_service, print_table, short
 from memviewer.commands.contract_options import contract_option
 from memviewer.commands.via_hub import hub_reader
-from memviewer.contract.requests import SearchParams
+from memviewer.contract.cli_table import SEARCH_PARAMS
 from memviewer.errors import MemviewerError
 from memviewer.recall.snippets import anchor_archived as _anchor_archived
 from memviewer.words import plural
@@ -30,12 +30,12 @@ class _SearchCommand(click.Command):
 
 @click.command("search", cls=_SearchCommand, epilog=QUERY_HELP)
 @click.argument("query", required=False, default=None)
-@contract_option(SearchParams, "session_id", "--session")
-@contract_option(SearchParams, "around")
-@contract_option(SearchParams, "limit")
-@contract_option(SearchParams, "window")
-@contract_option(SearchParams, "scope")
-@contract_option(SearchParams, "scope_id")
+@contract_option(SEARCH_PARAMS, "session_id", "--session")
+@contract_option(SEARCH_PARAMS, "around")
+@contract_option(SEARCH_PARAMS, "limit")
+@contract_option(SEARCH_PARAMS, "window")
+@contract_option(SEARCH_PARAMS, "scope")
+@contract_option(SEARCH_PARAMS, "scope_id")
 @click.option("--json", "as_json", is_flag=True, help="print the JSON contract (docs/cli.md)")
 @click.pass_context
 def search_cmd(

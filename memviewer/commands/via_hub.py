@@ -41,10 +41,6 @@ def hub_reader(ctx: click.Context) -> RemoteService | None:
     The root group has probed which hub serves the home (``serving_connection``, once per
     command) and kept the connection that said ``hello``: the reader goes on over it, so a
     command opens one connection to the hub (it opened four: three probes and a reader)."""
-    from memviewer.api import open_reader
-    from memviewer.wire.probe import serving_hub
-
-    settings = settings_of(ctx)
     root = ctx.find_root().obj or {}
     if "hub_socket" in root:
         if root["hub_socket"] is None:
@@ -63,6 +59,10 @@ def hub_reader(ctx: click.Context) -> RemoteService | None:
             remote.close()
             return None
         return remote
+    from memviewer.api import open_reader
+    from memviewer.wire.probe import serving_hub
+
+    settings = settings_of(ctx)
     try:
         if serving_hub(settings) is None:
             return None

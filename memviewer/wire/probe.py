@@ -3,19 +3,30 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from memviewer.wire import protocol, trust
 from memviewer.wire.syncclient import RpcConnection
 
-if TYPE_CHECKING:
-    from memviewer.config import Settings
-
 # In the home: which hub (pid, socket) serves it (see wire.hub). Not "*.lock": a socket
 # lock is "<socket>.lock", and `--socket <home>/hub` must not make the two one file.
 HOME_LOCK = "hub.owner"
+
+
+class HubPlace(Protocol):
+    """What deciding the serving hub reads: ``Settings``, or the CLI root's ``RootConfig``
+    (home and socket without pydantic-settings)."""
+
+    @property
+    def home_path(self) -> Path: ...
+
+    @property
+    def socket_path(self) -> Path: ...
+
+    @property
+    def sources(self) -> Mapping[str, str]: ...
 
 
 def hub_hello(socket_path: str | Path, timeout: float = 0.5) -> dict[str, Any] | None:
@@ -78,7 +89,7 @@ def home_hub_socket(home: str | Path, timeout: float = 0.5) -> Path | None:
     return sock
 
 
-def serving_hub(settings: Settings, timeout: float = 0.5) -> Path | None:
+def serving_hub(settings: HubPlace, timeout: float = 0.5) -> Path | None:
     """The socket of the hub that serves ``settings``' home, or None when none answers.
 
     The one place that decides which hub a command, the viewer, ``tail``, the MCP server
@@ -92,7 +103,7 @@ def serving_hub(settings: Settings, timeout: float = 0.5) -> Path | None:
     return found[0] if found is not None else None
 
 
-def serving_hello(settings: Settings, timeout: float = 0.5) -> tuple[Path, dict[str, Any]] | None:
+def serving_hello(settings: HubPlace, timeout: float = 0.5) -> tuple[Path, dict[str, Any]] | None:
     """``serving_hub``'s socket with the ``hello`` its hub answered (same rules, same errors)."""
     found = serving_connection(settings, timeout)
     if found is None:
@@ -103,7 +114,7 @@ def serving_hello(settings: Settings, timeout: float = 0.5) -> tuple[Path, dict[
 
 
 def serving_connection(
-    settings: Settings,
+    settings: HubPlace,
     timeout: float = 0.5,
     *,
     client: str = "memviewer.probe",
