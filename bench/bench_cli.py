@@ -1,4 +1,5 @@
-"""Benchmark: the whole CLI process of ``recall`` and ``search`` against ``memviewer --version``,
+"""Benchmark: the whole CLI process of ``recall``, ``search`` and ``sessions`` against
+``memviewer --version`` (and ``--help``),
 with a hub serving the home (warm: the hub answers) and without one (cold: this process
 opens the store, loads the model). Interleaved runs, medians, one run of the script.
 
@@ -65,7 +66,9 @@ def main() -> None:
         _run(home, nohub, "import", "praisonai", str(FIXTURES), "--wait")
         cases = {
             "--version": ("--version",),
+            "--help": ("--help",),
             "search": ("search", "refund policy", "--json"),
+            "sessions": ("sessions", "--json"),
             "recall": ("recall", "what is the refund policy for annual plans?", "--json"),
         }
         times: dict[str, list[float]] = {}
@@ -77,7 +80,7 @@ def main() -> None:
                 for name, cmd in cases.items():
                     for label, tree in trees.items():
                         times.setdefault(f"{name} (hub){label}", []).append(_run(home, sock, *cmd, tree=tree))
-                        if name != "--version":
+                        if not name.startswith("--"):  # --version/--help never reach a hub
                             times.setdefault(f"{name} (no hub){label}", []).append(
                                 _run(home, nohub, *cmd, tree=tree)
                             )

@@ -11,6 +11,7 @@ from memviewer.commands.common import (
     check_text,
     emit_json,
     fail,
+    fail_maybe_json,
     open_service,
     print_table,
     progress_callback,
@@ -18,6 +19,8 @@ from memviewer.commands.common import (
     short,
 )
 from memviewer.commands.keyword_merge import merge_after_import
+from memviewer.commands.via_hub import hub_reader
+from memviewer.errors import MemviewerError
 from memviewer.words import plural
 
 
@@ -29,13 +32,24 @@ from memviewer.words import plural
 @click.option("--json", "as_json", is_flag=True, help="print JSON")
 @click.pass_context
 def sessions_cmd(ctx: click.Context, scope, scope_id, text_filter, limit, as_json) -> None:
-    """Sessions with their episode, active and archived turn counts."""
+    """Sessions with their episode, active and archived turn counts.
+
+    When a hub serves the home, the hub answers (same JSON as in-process)."""
     if limit is not None and limit < 0:
         fail(f"--limit must be 0 or more, not {limit}", hint="pass --limit N with N ≥ 0, or leave it out")
     for value, what in ((scope, "--scope"), (scope_id, "--scope-id"), (text_filter, "--filter")):
         check_text(value, what, as_json=as_json)
-    with open_service(ctx, readonly=True, json_errors=as_json) as svc:
-        page = svc.sessions(scope=scope, scope_id=scope_id, filter=text_filter, limit=limit)
+    query = {"scope": scope, "scope_id": scope_id, "filter": text_filter, "limit": limit}
+    reader = hub_reader(ctx)  # a hub serves the home: it answers (no store opened here)
+    if reader is not None:
+        with reader:
+            try:
+                page = reader.sessions(**query)
+            except MemviewerError as exc:
+                fail_maybe_json(as_json, exc.message, hint=exc.hint, code=exc.code)
+    else:
+        with open_service(ctx, readonly=True, json_errors=as_json) as svc:
+            page = svc.sessions(**query)
     if as_json:
         emit_json(page)
         return

@@ -9,7 +9,6 @@ from typing import Any
 import click
 
 from memviewer.commands.common import print_table, short
-from memviewer.recall.compare import INT_KEYS
 from memviewer.recall.why_view import stage_lines
 from memviewer.words import plural
 
@@ -67,6 +66,8 @@ def human_why(why: dict[str, Any]) -> None:
     if why["retrieved"]:
         return
     if why.get("fix"):
+        from memviewer.recall.compare import INT_KEYS  # the request models: only --why needs them
+
         ints = {k: v for k, v in why["fix"].items() if k in INT_KEYS}
         weights = {k: v for k, v in why["fix"].items() if k not in INT_KEYS}
         flags = " ".join(f"--{k.replace('_', '-')} {v}" for k, v in ints.items())
