@@ -124,19 +124,16 @@ def cli(ctx: click.Context, home, socket_path, config_file, log_level) -> None:
         "home": home if _from_command_line(ctx, "home") else None,
         "socket": socket_path if _from_command_line(ctx, "socket_path") else None,
     }
-    if ctx.invoked_subcommand in (None, "config", "doctor"):  # they read every setting at once
+    if ctx.invoked_subcommand in ("config", "doctor"):  # every setting at once; doctor probes itself
         settings = _load_settings(ctx, layers)
         for warning in settings.warnings:
             click.echo(f"warning: {warning}", err=True)
         ctx.obj = {"settings": settings}
-        if ctx.invoked_subcommand is None:
-            from memviewer.tui.app import run_app
-
-            run_app(settings)
         return
-    # Every other command: the home and the socket with the standard library (pydantic-settings
-    # costs ~0.1 s to import, which a search through the hub never needs); the full Settings
-    # is built on first use (``commands.common.settings_of``), with the socket the probe found.
+    # Every other command (and the viewer): the home and the socket with the standard library
+    # (pydantic-settings costs ~0.1 s to import, which a search through the hub never needs);
+    # the full Settings is built on first use (``commands.common.settings_of``), with the
+    # socket the probe found.
     from memviewer.root_config import RootConfig, resolve
 
     place = resolve(
@@ -176,6 +173,11 @@ def cli(ctx: click.Context, home, socket_path, config_file, log_level) -> None:
         probe_conn, ctx.obj["hub_hello"] = serving[2], serving[1]
         ctx.obj["hub_connection"] = probe_conn
         ctx.call_on_close(lambda: _close_unadopted(ctx.obj))
+    if ctx.invoked_subcommand is None:
+        from memviewer.commands.common import settings_of
+        from memviewer.tui.app import run_app
+
+        run_app(settings_of(ctx))
 
 
 def _load_settings(ctx: click.Context, layers: dict[str, Any]) -> Settings:

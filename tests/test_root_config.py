@@ -73,3 +73,35 @@ def test_a_socket_found_elsewhere_becomes_a_flag(tmp_path: Path) -> None:
     assert place is not None and place.sources == {"home": "flag", "socket": "default"}
     moved = place.with_socket("/tmp/other.sock")
     assert moved.socket_path == Path("/tmp/other.sock") and moved.sources["socket"] == "flag"
+
+
+class _Conn:
+    closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_the_viewer_gets_full_settings_with_the_socket_the_root_found(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``memviewer`` alone opens the viewer with ``Settings`` (not the root's ``RootConfig``),
+    on the socket of the hub the root group's probe found (a hub named in the home)."""
+    from click.testing import CliRunner
+
+    from memviewer import cli as cli_module
+    from memviewer.config import Settings
+    from memviewer.tui import app
+    from memviewer.wire import probe
+
+    elsewhere = tmp_path / "elsewhere.sock"
+    conn = _Conn()
+    monkeypatch.setattr(probe, "serving_connection", lambda place, **_: (elsewhere, {"pid": 1}, conn))
+    seen: list[Any] = []
+    monkeypatch.setattr(app, "run_app", seen.append)
+    result = CliRunner().invoke(cli_module.cli, ["--home", str(tmp_path / "h")])
+    assert result.exit_code == 0, result.output
+    (settings,) = seen
+    assert isinstance(settings, Settings)
+    assert settings.home == str(tmp_path / "h") and settings.socket_path == elsewhere
+    assert settings.sources["socket"] == "flag" and conn.closed  # the probe's connection closes
