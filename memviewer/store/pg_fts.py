@@ -211,3 +211,11 @@ def substring_rows(db: KeywordDb, runs: Sequence[str], filters: Filters, max_row
         "ORDER BY ft.num DESC LIMIT ?"
     )
     return db.all(sql, [*(f"%{escape_like(r)}%" for r in runs), *params, max_rows])
+
+
+def analyze(conn: Connection) -> None:
+    """Fresh planner statistics for the tables keyword search reads (after a bulk import,
+    before autovacuum gets to them: the GIN plans depend on them)."""
+    if _is_pg(conn):
+        conn.exec_driver_sql("ANALYZE turns")
+        conn.exec_driver_sql("ANALYZE sessions")
