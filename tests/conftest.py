@@ -12,7 +12,8 @@ import pytest
 
 from memviewer.config import Settings, load_settings
 
-pytest_plugins = ["fake_llm"]  # the fake_llm fixture (an OpenAI-compatible server) for every test
+# fake_llm: an OpenAI-compatible server; store_backends: backend_store, SQLite and PostgreSQL
+pytest_plugins = ["fake_llm", "store_backends"]
 
 
 @pytest.fixture(autouse=True)

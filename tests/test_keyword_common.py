@@ -7,7 +7,6 @@ The thresholds are module constants; the tests lower them so a small corpus take
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,10 +29,9 @@ QUERIES = ["billing migration", "rollback plan", "cache hit rates", "plan", "rol
 
 
 @pytest.fixture
-def store(tmp_path: Path):
-    s = Store.open(tmp_path / "kw.db")
-    yield s
-    s.close()
+def store(backend_store: Store) -> Store:
+    """SQLite and, when the test server is set, PostgreSQL (``tests/store_backends.py``)."""
+    return backend_store
 
 
 @pytest.fixture

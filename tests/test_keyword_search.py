@@ -1,4 +1,5 @@
-"""Keyword session search: the docs/cli.md search contract on a real SQLite store with FTS5."""
+"""Keyword session search: the docs/cli.md search contract on a real SQLite store with FTS5,
+and on PostgreSQL's tsvector index when ``MEMVIEWER_TEST_PG_URL`` is set (``backend_store``)."""
 
 from __future__ import annotations
 
@@ -18,10 +19,8 @@ HOUR = 3600.0
 
 
 @pytest.fixture
-def store(tmp_path: Path):
-    s = Store.open(tmp_path / "kw.db")
-    yield s
-    s.close()
+def store(backend_store: Store) -> Store:
+    return backend_store
 
 
 @pytest.fixture
@@ -392,3 +391,13 @@ def test_discovery_title_falls_back_to_the_first_user_message(
     seed(manager, "s-titled", ["walrus notes"], title="Walrus notes")
     hits = {h["session_id"]: h["title"] for h in ks.search("walrus", limit=5)["results"]}
     assert hits == {"s-untitled": "Plan the walrus migration please", "s-titled": "Walrus notes"}
+
+
+def test_each_backend_searches_its_own_index(
+    store: Store, manager: SessionManager, ks: KeywordSearch
+) -> None:
+    """FTS5 on SQLite, the tsvector/pg_trgm index on PostgreSQL: never the substring scan."""
+    seed(manager, "s-1", ["the osprey migration", "迁移计划"])
+    assert ks.mode == ("fts5" if store.is_sqlite else "postgres")
+    assert ks.search("osprey migrated")["results"][0]["session_id"] == "s-1"  # stemmed, both sides
+    assert ks.search("迁移")["results"][0]["anchor_index"] == 1

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from store_backends import BACKENDS, store_on
 
 from memviewer.recall import fts_query
 from memviewer.recall.keyword import KeywordSearch
 from memviewer.session.manager import SessionManager
-from memviewer.store.db import Store
 
 T0 = 1_781_000_000.0
 NASTY = [
@@ -64,17 +64,18 @@ NASTY = [
 ]
 
 
-@pytest.fixture(scope="module")
-def ks(tmp_path_factory: pytest.TempPathFactory):
-    store = Store.open(tmp_path_factory.mktemp("syntax") / "q.db")
-    mgr = SessionManager(store)
-    for s, text in enumerate(["col:value pairs and a NEAR miss", "数据数据 in 查询", "50% off_sale \\ path"]):
-        mgr.import_session(
-            {"id": f"s{s}", "title": f"s{s}", "started_at": T0},
-            [{"id": f"s{s}-0", "role": "user", "content": text, "timestamp": T0}],
-        )
-    yield KeywordSearch(store)
-    store.close()
+@pytest.fixture(scope="module", params=BACKENDS)
+def ks(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory):
+    """One store per backend (SQLite; PostgreSQL when the test server is set)."""
+    with store_on(request.param, tmp_path_factory.mktemp("syntax")) as store:
+        mgr = SessionManager(store)
+        texts = ["col:value pairs and a NEAR miss", "数据数据 in 查询", "50% off_sale \\ path"]
+        for s, text in enumerate(texts):
+            mgr.import_session(
+                {"id": f"s{s}", "title": f"s{s}", "started_at": T0},
+                [{"id": f"s{s}-0", "role": "user", "content": text, "timestamp": T0}],
+            )
+        yield KeywordSearch(store)
 
 
 def _check(result: dict) -> None:

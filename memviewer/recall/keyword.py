@@ -50,10 +50,10 @@ from typing import TYPE_CHECKING, Any
 
 from memviewer import params
 from memviewer.errors import INVALID_ARGUMENT, SESSION_NOT_FOUND, MemviewerError
-from memviewer.recall import fts_query
+from memviewer.recall import fts_query, keyword_pg
 from memviewer.recall.fts_query import ParsedQuery, Unit
 from memviewer.recall.snippets import make_snippet
-from memviewer.store import fts, repos
+from memviewer.store import fts, pg_fts, repos
 from memviewer.store import keyword_candidates as kc
 from memviewer.store.db import Connection
 from memviewer.store.keyword_candidates import Filters as _Filters
@@ -139,6 +139,7 @@ class KeywordSearch:
         self._use_fts = use_fts
         self._broad_bm25 = broad_bm25
         self._tables: dict[str, bool] | None = None
+        self._pg: bool | None = None
         self._counts = kc.MatchCounts()  # per-word match counts while the index is unchanged
         self._local = threading.local()
         self._raw: list[kc.RawConnection] = []
@@ -213,8 +214,22 @@ class KeywordSearch:
                         self._tables = fts.usable(conn)
         return self._tables
 
+    def postgres_index(self) -> bool:
+        """Whether this search runs on PostgreSQL's tsvector index (``memviewer.store.pg_fts``;
+        not when forced off, as FTS5 is not)."""
+        if self._pg is None:
+            off = self._use_fts is False or (self._use_fts is None and fts.forced_off())
+            if off or self.store.is_sqlite:
+                self._pg = False
+            else:
+                with self.store.read() as conn:
+                    self._pg = pg_fts.installed(conn)["word"]
+        return self._pg
+
     @property
     def mode(self) -> str:
+        if self.postgres_index():
+            return "postgres"
         t = self.tables()
         return "fts5" if t["word"] else "scan"
 
@@ -273,10 +288,17 @@ class KeywordSearch:
         tables = self.tables()
         with self._reader() as db:
             candidates: dict[int, _Candidate] = {}
+            if self.postgres_index():
+                window_used = self._postgres_candidates(db, pq, filters, candidates)
+                if window_used is not None:
+                    out["ranked_window"] = window_used
+                tables = {"word": True, "cjk": True}  # nothing left to scan
             # ``plan.counts`` holds the units found in the index (in this snapshot): when none is,
             # no turn can match and the ranked statement is skipped (a query matching nothing
             # costs the count alone).
-            if tables["word"] and (plan := _word_match(db, pq, self._counts)) and plan.counts:
+            if self._pg:
+                pass
+            elif tables["word"] and (plan := _word_match(db, pq, self._counts)) and plan.counts:
                 if not plan.windowed:
                     _add(candidates, _fts_candidates(db, fts.WORD_TABLE, plan.match, pq, filters))
                 elif self._broad_bm25:
@@ -287,7 +309,7 @@ class KeywordSearch:
                     _add(candidates, _common_candidates(db, plan, pq, filters))
                     # said in the answer, not only in the docs: older sessions may be missing
                     out["ranked_window"] = COMMON_TURNS
-            if pq.cjk_units and tables["cjk"] and (cjk := _cjk_match(db, pq.cjk_units)):
+            if not self._pg and pq.cjk_units and tables["cjk"] and (cjk := _cjk_match(db, pq.cjk_units)):
                 _add(candidates, _fts_candidates(db, fts.CJK_TABLE, cjk, pq, filters))
             scan = ([] if tables["word"] else pq.word_units) + ([] if tables["cjk"] else pq.cjk_units)
             if scan:
@@ -312,6 +334,27 @@ class KeywordSearch:
             ranked, total = _rank(db, raw, sessions, limit)
             results = _hits(db, [(sessions[sid], anchors[sid], score) for sid, score in ranked], window, pq)
         return {**out, "total_found": total, "results": results}
+
+    def _postgres_candidates(
+        self, db: _Db, pq: ParsedQuery, filters: _Filters, into: dict[int, _Candidate]
+    ) -> int | None:
+        """The word and CJK candidates on PostgreSQL (``keyword_pg``), with this module's
+        constants read now (tests narrow them); returns the ranked window, if any."""
+        seen: dict[Any, dict[str, Any]] = {}
+        found, window_used = keyword_pg.word_candidates(
+            db,
+            pq,
+            filters,
+            common_df=COMMON_DF,
+            ranked_max=RANKED_MAX,
+            broad_window=BROAD_WINDOW,
+            common_turns=COMMON_TURNS,
+            keep=CANDIDATE_TURNS,
+        )
+        if pq.cjk_units:
+            found += keyword_pg.cjk_candidates(db, pq, filters, FALLBACK_MAX_ROWS)
+        _add(into, ((f.num, _candidate(f.score, f.idx, f.summary, f.row, f.at, seen)) for f in found))
+        return window_used
 
     # -- scroll ----------------------------------------------------------------
     def _scroll(self, session_id: str, around: Any, window: int) -> dict[str, Any]:
@@ -741,6 +784,13 @@ def _title(db: _Db, row: dict[str, Any]) -> str:
     if not (row.get("title") or row.get("agent")):
         first = kc.first_user_row(db, row["id"])
     return _title_of(row, first)
+
+
+def pg_index_status(store: Store) -> dict[str, Any]:
+    """For ``memviewer doctor`` on a PostgreSQL store: the tsvector index and whether pg_trgm
+    indexes unspaced scripts (``memviewer.store.pg_fts.status``)."""
+    with store.read() as conn:
+        return pg_fts.status(conn)
 
 
 def fts_status(settings: Settings) -> dict[str, Any]:

@@ -29,7 +29,7 @@ from sqlalchemy import (
 )
 
 from memviewer.errors import INTERNAL, MemviewerError
-from memviewer.store import fts
+from memviewer.store import fts, pg_fts
 
 log = logging.getLogger("memviewer.store")
 
@@ -211,7 +211,13 @@ MIGRATIONS: list[Migration] = [
     Migration(7, "tags and notes", _v7_annotations),
     Migration(8, "recall log bounds", _v8_recall_log_bounds),
     Migration(9, "llm calls", _v9_llm_calls),
+    Migration(pg_fts.MIGRATION_VERSION, "postgres keyword index", pg_fts.apply_migration),
 ]
+
+#: The PostgreSQL advisory lock ``migrate`` holds for its transaction ("memv" in ASCII): hubs
+#: starting together on one database migrate one after the other, and each finds the versions
+#: the first one applied recorded.
+MIGRATION_LOCK = 0x6D656D76
 
 
 def latest_version() -> int:
@@ -280,7 +286,14 @@ def check_compatible(conn: Connection) -> int:
 
 
 def migrate(conn: Connection, target: int | None = None) -> list[int]:
-    """Apply pending migrations up to ``target``; return the versions applied."""
+    """Apply pending migrations up to ``target``; return the versions applied.
+
+    On PostgreSQL the caller's transaction first takes ``MIGRATION_LOCK``
+    (``pg_advisory_xact_lock``, released at its commit or rollback): several processes
+    opening one database at once wait for each other instead of creating the same tables.
+    """
+    if conn.dialect.name == "postgresql":
+        conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": MIGRATION_LOCK})
     check_compatible(conn)
     _ensure_table(conn)
     current_version(conn)
