@@ -1,10 +1,12 @@
 """An OTLP/HTTP receiver inside the hub: ``POST /v1/traces`` and ``POST /v1/logs``.
 
 The receiver is an ASGI app served by uvicorn (``otlp_server``: its h11 protocol, keep-alive,
-chunked bodies) on the hub's event loop; it never waits on the store itself: decoding and
-mapping run in a thread, the commands are fsync'd to the durable queue (``otlp_queue``) and
-the exporter is answered; ``_drain`` hands the queue to ``Hub.submit`` (the publishers' queue,
-group commit). Answers follow the OTLP/HTTP spec:
+chunked bodies); it never waits on the store itself: decoding and mapping run in a thread, the
+commands are fsync'd to the durable queue (``otlp_queue``) and the exporter is answered;
+``_drain`` hands the queue to ``Hub.submit`` (the publishers' queue, group commit). The hub's
+receiver (``process=True``, ``build_sources``) runs the HTTP side in a child process
+(``otlp_child``, ``otlp_supervisor``) and keeps only the socket and the drain; without it
+(unit tests) all of it runs on the hub's loop. Answers follow the OTLP/HTTP spec:
 
 * 200 with an ``Export*ServiceResponse`` in the request's encoding (protobuf or JSON);
   ``partial_success`` names how many spans/records were rejected and why;
@@ -71,7 +73,7 @@ MAX_INFLIGHT_BYTES = 96 * 1024 * 1024
 RETRY_AFTER_S = "2"
 # The drain stores a queued request this many commands (~32 chat spans) per writer job and
 # lets a request being mapped go first between jobs: an exporter's answer waits on its
-# mapping, which shares the interpreter with the writer (docs/benchmarks.md, "OTLP at the
+# mapping, which shares the interpreter with the writer when the receiver runs in the hub (docs/benchmarks.md, "OTLP at the
 # SDK's pace"). Its wait is bounded, so a flood of requests cannot stop the storing.
 DRAIN_CHUNK = 128
 DRAIN_YIELD_MAX_S = 0.5
@@ -166,6 +168,9 @@ class OtlpReceiver:
         max_inflight_bytes: int = MAX_INFLIGHT_BYTES,
         keepalive_s: float = KEEPALIVE_S,
         queue: DurableQueue | None = None,
+        drain: bool = True,
+        sock: socket.socket | None = None,
+        process: bool = False,
     ) -> None:
         self.host = host
         self.port = port
@@ -177,6 +182,12 @@ class OtlpReceiver:
         # Accepted batches wait here (on disk) for the hub's writer; without one (unit tests of
         # the HTTP side) a request is answered after the hub stored it.
         self.queue = queue
+        self.drain = drain  # False in the receiver's own process: the hub drains
+        # True: HTTP, mapping and the queue's writes run in a child process (``otlp_child``),
+        # the hub keeps the socket and the drain (``otlp_supervisor``)
+        self.process = process
+        self._child: Any = None
+        self.on_answer: Any = None  # called after each answer (the child pushes its status)
         self._queued = asyncio.Event()
         self._drainer: asyncio.Task[None] | None = None
         self.token = token  # every request carries it (``Authorization: Bearer``): 401 otherwise
@@ -208,11 +219,12 @@ class OtlpReceiver:
             "queue_full",
             "queue_errors",
             "bad_host",
+            "process_restarts",
         ):
             self.state.counters[name] = 0
         self._hub: Any = None
         self._server: Any = None  # ``otlp_server.Server`` (imported at the start: uvicorn)
-        self._sock: socket.socket | None = None
+        self._sock: socket.socket | None = sock  # bound by the hub (the child is given it)
         self._lock = asyncio.Lock()  # one mapping at a time: the mapper's state is ordered
         self._mapping = 0  # requests being mapped and queued (waiting for ``_lock`` included)
         self._idle = asyncio.Event()  # set while none is
@@ -239,32 +251,63 @@ class OtlpReceiver:
         try:
             from memviewer.sources import otlp_server
 
-            self._sock = otlp_server.bind(self.host, self.port)
+            if self._sock is None:
+                self._sock = otlp_server.bind(self.host, self.port)
         except OSError as exc:
             self.state.error(f"cannot listen on {self.host}:{self.port}: {exc.strerror or exc}")
             log.error("OTLP receiver not started: cannot listen on %s:%s: %s", self.host, self.port, exc)
             raise
-        self._server = otlp_server.Server(
-            self, self, keepalive_s=self.keepalive_s, max_header=MAX_HEADER, idle_timeout=IDLE_TIMEOUT
-        )
         try:
-            await self._server.start(self._sock)
-        except BaseException:
+            if self.process:
+                await self._start_child()
+            else:
+                self._server = otlp_server.Server(
+                    self, self, keepalive_s=self.keepalive_s, max_header=MAX_HEADER, idle_timeout=IDLE_TIMEOUT
+                )
+                await self._server.start(self._sock)
+        except BaseException as exc:
+            self.state.error(f"cannot start: {exc}")
             self._sock.close()
-            self._sock, self._server = None, None
+            self._sock, self._server, self._child = None, None, None
             raise
         host, port = self.address
         self.state.target = f"{host}:{port}"
         self.state.connected = True
-        # the first export must not pay the imports (~50 ms: the OTLP protobuf modules)
-        self._warming = asyncio.get_running_loop().run_in_executor(None, warm_imports)
-        if self.queue is not None:  # what a previous run accepted and did not store goes first
+        if not self.process:  # the first export must not pay the imports (~50 ms: protobuf)
+            self._warming = asyncio.get_running_loop().run_in_executor(None, warm_imports)
+        if self.queue is not None and self.drain:  # what a previous run accepted and did not store goes first
             self._queued.set()
             self._drainer = asyncio.create_task(self._drain(), name="memviewer-otlp-drain")
         log.info("OTLP/HTTP receiver on http://%s:%s (/v1/traces, /v1/logs)", host, port)
 
+    async def _start_child(self) -> None:
+        from memviewer.sources.otlp_supervisor import Supervisor
+
+        assert self.queue is not None, "the receiver's process needs the durable queue"
+        config = {
+            "host": self.host,
+            "port": self.port,
+            "token": self.token,
+            "token_file": self.token_file,
+            "max_body": self.max_body,
+            "max_connections": self.max_connections,
+            "max_inflight_bytes": self.max_inflight_bytes,
+            "keepalive_s": self.keepalive_s,
+            "queue": str(self.queue.folder),
+            "max_queue_bytes": self.queue.max_bytes,
+            "log_level": logging.getLevelName(logging.getLogger().getEffectiveLevel()),
+        }
+        self._child = Supervisor(self, self._sock, config)
+        await self._child.start()
+        self._child.pending(self.queue.pending_bytes)
+
+    def wake_drain(self) -> None:
+        self._queued.set()
+
     async def stop(self) -> None:
         self.state.connected = False
+        if self._child is not None:  # first: no batch is queued after the drain stopped
+            await self._child.stop()
         self._stopping = True  # a body still arriving is dropped (the exporter sends it again)
         reading = list(self._reading)
         for task in reading:
@@ -284,6 +327,8 @@ class OtlpReceiver:
             self._sock = None
 
     def status(self) -> dict[str, Any]:
+        if self._child is not None:
+            return self._merged_status()
         out = self.state.to_dict()
         out["token_file"] = str(self.token_file) if self.token_file else None
         out["inflight_bytes"] = self.inflight_bytes
@@ -297,6 +342,28 @@ class OtlpReceiver:
             "keepalive_s": self.keepalive_s,
             "max_body": self.max_body,
         }
+        return out
+
+    def _merged_status(self) -> dict[str, Any]:
+        """The hub's part (the drain's counters) and the child's (the requests'), summed."""
+        child = self._child.last
+        out = self.state.to_dict()
+        for name, n in (child.get("counters") or {}).items():
+            out["counters"][name] = out["counters"].get(name, 0) + n
+        out["last_error"] = self.state.last_error or child.get("last_error")
+        out["token_file"] = str(self.token_file) if self.token_file else None
+        out["inflight_bytes"] = child.get("inflight_bytes", 0)
+        if self.queue is not None:
+            out["queued_bytes"] = self.queue.pending_bytes
+        out["connections"] = child.get("connections", 0)
+        out["ack_ms"] = child.get("ack_ms") or Durations().summary_ms()
+        out["limits"] = {
+            "max_connections": self.max_connections,
+            "max_inflight_bytes": self.max_inflight_bytes,
+            "keepalive_s": self.keepalive_s,
+            "max_body": self.max_body,
+        }
+        out["process"] = self._child.status()
         return out
 
     # -- HTTP (an ASGI app served by uvicorn: ``otlp_server``) ------------------------------
@@ -322,6 +389,8 @@ class OtlpReceiver:
         await send({"type": "http.response.body", "body": payload})
         if status == 200 and scope["path"] in ("/v1/traces", "/v1/logs"):
             self.ack.add(time.perf_counter() - t0)  # an accepted export, answered
+        if self.on_answer is not None:
+            self.on_answer()
 
     def _check_peer(self, headers: dict[str, str]) -> None:
         """A loopback receiver answers only requests that name it (``Host``) and no web page's
@@ -532,6 +601,8 @@ class OtlpReceiver:
                     stored_path, stored_n = path, i + len(chunk)
                 await loop.run_in_executor(None, self.queue.done, path)
                 stored_path, stored_n = None, 0
+                if self._child is not None:
+                    self._child.pending(self.queue.pending_bytes)
             except Exception as exc:  # noqa: BLE001 - the batch stays queued; the drain goes on
                 why = exc.message if isinstance(exc, MemviewerError) else f"{type(exc).__name__}: {exc}"
                 self.state.count("store_refusals" if isinstance(exc, MemviewerError) else "queue_errors")
