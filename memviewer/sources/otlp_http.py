@@ -73,8 +73,9 @@ MAX_INFLIGHT_BYTES = 96 * 1024 * 1024
 RETRY_AFTER_S = "2"
 # The drain stores a queued request this many commands (~32 chat spans) per writer job and
 # lets a request being mapped go first between jobs: an exporter's answer waits on its
-# mapping, which shares the interpreter with the writer when the receiver runs in the hub (docs/benchmarks.md, "OTLP at the
-# SDK's pace"). Its wait is bounded, so a flood of requests cannot stop the storing.
+# mapping, which shares the interpreter with the writer when the receiver runs in the hub
+# (docs/benchmarks.md, "OTLP at the SDK's pace"). Its wait is bounded, so a flood of requests
+# cannot stop the storing.
 DRAIN_CHUNK = 128
 DRAIN_YIELD_MAX_S = 0.5
 
