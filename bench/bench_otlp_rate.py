@@ -18,8 +18,9 @@ Reported, and which is which:
   its answer written (``stats`` → the OTLP source's ``ack_ms``): decode, mapping, the queue's
   write and fsync, the event loop's waits;
 * spans created, spans the SDK dropped (its queue overflowed while exports were slow), what
-  the hub stored (its OTLP counters, turns in the store) and how long after the burst, and the
-  load average before and after.
+  the hub stored (its OTLP counters, turns in the store) and how long after the burst, the
+  peak RSS of the hub and of its child processes (the OTLP receiver's, when it has one), and
+  the load average before and after.
 
     .venv/bin/python bench/bench_otlp_rate.py [--rate 1000] [--seconds 10] [--conversations 50] [--procs 1]
 """
@@ -127,6 +128,25 @@ def ms(values: list[float]) -> dict[str, float | None]:
     }
 
 
+def peak_rss_mb(pid: int) -> dict[str, Any]:
+    """The peak resident set (``VmHWM``, MiB) of the hub and of its child processes (Linux)."""
+
+    def hwm(p: int) -> float | None:
+        try:
+            for line in Path(f"/proc/{p}/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    return round(int(line.split()[1]) / 1024, 1)
+        except OSError:
+            return None
+        return None
+
+    try:
+        kids = [int(k) for k in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        kids = []
+    return {"hub": hwm(pid), "children": [hwm(k) for k in kids]}  # the receiver, the resource tracker
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--rate", type=float, default=1000.0)
@@ -183,6 +203,7 @@ def main() -> None:
             time.sleep(1.0)
         stored_after_s = time.perf_counter() - t_flushed
         turns = remote.stats()["counts"]["turns"]
+        rss = peak_rss_mb(hub.pid)
         remote.close()
         hub.stop()
     times = [t for r in results for t in r["times"]]
@@ -202,6 +223,7 @@ def main() -> None:
                     for k in ("spans", "genai_spans", "turns", "overloaded", "store_refusals")
                 },
                 "turns_stored": turns,
+                "rss_peak_mb": rss,  # the hub's and its child processes' (the OTLP receiver's)
                 "all_stored_s_after_last_export": round(stored_after_s, 1),
                 "load": [round(x, 2) for x in (*load_before, *os.getloadavg())],
             }

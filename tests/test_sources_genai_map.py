@@ -469,7 +469,8 @@ def test_receiver_caps_connections_idle_sockets_and_bytes_in_flight() -> None:
 
     def head(length: int) -> bytes:
         return (
-            b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n".encode()
+            + b"Content-Type: application/json\r\n"
             + auth
             + f"Content-Length: {length}\r\n\r\n".encode()
         )
@@ -479,6 +480,8 @@ def test_receiver_caps_connections_idle_sockets_and_bytes_in_flight() -> None:
         while chunk := s.recv(65536):
             out += chunk
         return out
+
+    port = 0  # the receiver's, once started (the Host header names it)
 
     async def scenario() -> None:
         rx = OtlpReceiver(
@@ -491,6 +494,7 @@ def test_receiver_caps_connections_idle_sockets_and_bytes_in_flight() -> None:
             max_body=1_000_000,
         )
         await rx.start(NullHub())
+        nonlocal port
         port = rx.address[1]
         try:
 

@@ -277,10 +277,12 @@ def test_a_request_without_the_homes_token_is_refused_before_its_body_is_read(
         status, answer = post(url, body, "application/json", headers=headers)
         assert status == 401 and b"Authorization: Bearer" in answer, answer
     # a 20 MB body without the token: refused on its headers, the connection closed
-    with socket.create_connection(("127.0.0.1", int(endpoint.rsplit(":", 1)[1])), timeout=10) as s:
+    port = int(endpoint.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
         s.sendall(
-            b"POST /v1/traces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            b"Content-Length: 20000000\r\n\r\n" + b"{" * 65536
+            f"POST /v1/traces HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n".encode()
+            + b"Content-Type: application/json\r\nContent-Length: 20000000\r\n\r\n"
+            + b"{" * 65536
         )
         head = s.recv(4096)
     assert head.startswith(b"HTTP/1.1 401") and b"www-authenticate: bearer" in head.lower()

@@ -40,7 +40,13 @@ def build_sources(settings: Settings) -> list[Any]:
         queue = DurableQueue(settings.home_path / FOLDER)
         out.append(
             OtlpReceiver(
-                host, port, token=token, token_file=token_path(settings.home_path), new=created, queue=queue
+                host,
+                port,
+                token=token,
+                token_file=token_path(settings.home_path),
+                new=created,
+                queue=queue,
+                process=True,  # HTTP, mapping and the queue's fsync off the hub's interpreter
             )
         )
     return out

@@ -1,20 +1,30 @@
 """An OTLP/HTTP receiver inside the hub: ``POST /v1/traces`` and ``POST /v1/logs``.
 
-HTTP/1.1 framing is ``h11``'s (keep-alive, chunked bodies); the server runs on the hub's
-event loop and never waits on the store itself: decoding and mapping run in a thread,
-the commands go through ``Hub.submit`` (the publishers' queue, group commit), and the
-answer is sent once they are durable. Answers follow the OTLP/HTTP spec:
+The receiver is an ASGI app served by uvicorn (``otlp_server``: its h11 protocol, keep-alive,
+chunked bodies); it never waits on the store itself: decoding and mapping run in a thread, the
+commands are fsync'd to the durable queue (``otlp_queue``) and the exporter is answered;
+``_drain`` hands the queue to ``Hub.submit`` (the publishers' queue, group commit). The hub's
+receiver (``process=True``, ``build_sources``) runs the HTTP side in a child process
+(``otlp_child``, ``otlp_supervisor``) and keeps only the socket and the drain; without it
+(unit tests) all of it runs on the hub's loop. Answers follow the OTLP/HTTP spec:
 
 * 200 with an ``Export*ServiceResponse`` in the request's encoding (protobuf or JSON);
   ``partial_success`` names how many spans/records were rejected and why;
 * 400 for a body that is not a request (a ``google.rpc.Status`` saying why), 404 for
   another path, 405 for another method, 413 for a body over ``max_body`` (after gzip too),
   415 for a content type other than ``application/x-protobuf`` / ``application/json``;
-* 503 with ``Retry-After`` when the store refused the batch (full disk …): exporters retry;
+* 503 with ``Retry-After`` when the store refused the batch (full disk …) or the hub is
+  stopping while the body arrives: exporters retry;
 * 401 (``WWW-Authenticate: Bearer``) before any body is read when the request does not carry
   ``Authorization: Bearer <token>`` (``memviewer.access``: the home's token file);
-* bounded: ``MAX_CONNECTIONS`` (503 on accept beyond it), ``KEEPALIVE_S`` (idle connections
-  closed), ``MAX_INFLIGHT_BYTES`` of bodies held at once (429 + ``Retry-After`` on the headers).
+* a loopback receiver answers 421 to a ``Host`` that does not name it and 403 to a request
+  with an ``Origin`` other than itself (a web page, DNS rebinding), before the token is read;
+* bounded: ``MAX_CONNECTIONS`` (503 + ``Retry-After`` on accept beyond it, nothing read),
+  ``KEEPALIVE_S`` (idle connections closed, a fresh one that sends nothing too),
+  ``IDLE_TIMEOUT`` (a request whose head or body stops arriving is dropped / 408),
+  ``MAX_INFLIGHT_BYTES`` of bodies held at once (429 + ``Retry-After`` on the headers: the
+  ``Content-Length`` is checked before the body is read; a chunked body as it arrives).
+  Every refusal before or while the body is read closes the connection.
 
 ``/v1/metrics`` is answered 200 and ignored (counted), so an agent that exports metrics
 to the same endpoint (Claude Code) does not log errors.
@@ -27,6 +37,7 @@ import contextlib
 import ipaddress
 import json
 import logging
+import socket
 import time
 import zlib
 from pathlib import Path
@@ -62,8 +73,9 @@ MAX_INFLIGHT_BYTES = 96 * 1024 * 1024
 RETRY_AFTER_S = "2"
 # The drain stores a queued request this many commands (~32 chat spans) per writer job and
 # lets a request being mapped go first between jobs: an exporter's answer waits on its
-# mapping, which shares the interpreter with the writer (docs/benchmarks.md, "OTLP at the
-# SDK's pace"). Its wait is bounded, so a flood of requests cannot stop the storing.
+# mapping, which shares the interpreter with the writer when the receiver runs in the hub
+# (docs/benchmarks.md, "OTLP at the SDK's pace"). Its wait is bounded, so a flood of requests
+# cannot stop the storing.
 DRAIN_CHUNK = 128
 DRAIN_YIELD_MAX_S = 0.5
 
@@ -93,9 +105,8 @@ def is_loopback(host: str) -> bool:
 
 
 def warm_imports() -> None:
-    """Import what the first request needs (h11, the OTLP protobuf request and response
-    modules): ~50 ms that the first exporter's answer otherwise waited for, in its p99."""
-    import h11  # noqa: F401
+    """Import what the first request needs (the OTLP protobuf request and response modules):
+    ~50 ms that the first exporter's answer otherwise waited for, in its p99."""
     from opentelemetry.proto.collector.logs.v1 import logs_service_pb2  # noqa: F401
     from opentelemetry.proto.collector.trace.v1 import trace_service_pb2  # noqa: F401
 
@@ -158,6 +169,9 @@ class OtlpReceiver:
         max_inflight_bytes: int = MAX_INFLIGHT_BYTES,
         keepalive_s: float = KEEPALIVE_S,
         queue: DurableQueue | None = None,
+        drain: bool = True,
+        sock: socket.socket | None = None,
+        process: bool = False,
     ) -> None:
         self.host = host
         self.port = port
@@ -169,6 +183,12 @@ class OtlpReceiver:
         # Accepted batches wait here (on disk) for the hub's writer; without one (unit tests of
         # the HTTP side) a request is answered after the hub stored it.
         self.queue = queue
+        self.drain = drain  # False in the receiver's own process: the hub drains
+        # True: HTTP, mapping and the queue's writes run in a child process (``otlp_child``),
+        # the hub keeps the socket and the drain (``otlp_supervisor``)
+        self.process = process
+        self._child: Any = None
+        self.on_answer: Any = None  # called after each answer (the child pushes its status)
         self._queued = asyncio.Event()
         self._drainer: asyncio.Task[None] | None = None
         self.token = token  # every request carries it (``Authorization: Bearer``): 401 otherwise
@@ -199,10 +219,13 @@ class OtlpReceiver:
             "idle_closed",
             "queue_full",
             "queue_errors",
+            "bad_host",
+            "process_restarts",
         ):
             self.state.counters[name] = 0
         self._hub: Any = None
-        self._server: asyncio.Server | None = None
+        self._server: Any = None  # ``otlp_server.Server`` (imported at the start: uvicorn)
+        self._sock: socket.socket | None = sock  # bound by the hub (the child is given it)
         self._lock = asyncio.Lock()  # one mapping at a time: the mapper's state is ordered
         self._mapping = 0  # requests being mapped and queued (waiting for ``_lock`` included)
         self._idle = asyncio.Event()  # set while none is
@@ -211,13 +234,14 @@ class OtlpReceiver:
         # Each accepted export's time from its first byte read to its answer written: the
         # hub's own part of an exporter's export() time (``status()["ack_ms"]``).
         self.ack = Durations()
-        self._conns: set[asyncio.Task[Any]] = set()
         self._warming: asyncio.Future[None] | None = None
+        self._reading: set[asyncio.Task[Any]] = set()  # requests whose body is still arriving
+        self._stopping = False
 
     @property
     def address(self) -> tuple[str, int]:
-        if self._server is not None and self._server.sockets:
-            name = self._server.sockets[0].getsockname()
+        if self._sock is not None:
+            name = self._sock.getsockname()
             return name[0], name[1]
         return self.host, self.port
 
@@ -226,43 +250,92 @@ class OtlpReceiver:
         if not is_loopback(self.host):
             log.warning("OTLP receiver listens on %s, reachable from other machines", self.host)
         try:
-            self._server = await asyncio.start_server(self._client, self.host, self.port, limit=MAX_HEADER)
+            from memviewer.sources import otlp_server
+
+            if self._sock is None:
+                self._sock = otlp_server.bind(self.host, self.port)
         except OSError as exc:
             self.state.error(f"cannot listen on {self.host}:{self.port}: {exc.strerror or exc}")
             log.error("OTLP receiver not started: cannot listen on %s:%s: %s", self.host, self.port, exc)
             raise
+        try:
+            if self.process:
+                await self._start_child()
+            else:
+                self._server = otlp_server.Server(
+                    self, self, keepalive_s=self.keepalive_s, max_header=MAX_HEADER, idle_timeout=IDLE_TIMEOUT
+                )
+                await self._server.start(self._sock)
+        except BaseException as exc:
+            self.state.error(f"cannot start: {exc}")
+            self._sock.close()
+            self._sock, self._server, self._child = None, None, None
+            raise
         host, port = self.address
         self.state.target = f"{host}:{port}"
         self.state.connected = True
-        # the first export must not pay the imports (~50 ms: h11, the OTLP protobuf modules)
-        self._warming = asyncio.get_running_loop().run_in_executor(None, warm_imports)
-        if self.queue is not None:  # what a previous run accepted and did not store goes first
+        if not self.process:  # the first export must not pay the imports (~50 ms: protobuf)
+            self._warming = asyncio.get_running_loop().run_in_executor(None, warm_imports)
+        if self.queue is not None and self.drain:  # what a previous run accepted and did not store goes first
             self._queued.set()
             self._drainer = asyncio.create_task(self._drain(), name="memviewer-otlp-drain")
         log.info("OTLP/HTTP receiver on http://%s:%s (/v1/traces, /v1/logs)", host, port)
 
+    async def _start_child(self) -> None:
+        from memviewer.sources.otlp_supervisor import Supervisor
+
+        assert self.queue is not None, "the receiver's process needs the durable queue"
+        config = {
+            "host": self.host,
+            "port": self.port,
+            "token": self.token,
+            "token_file": self.token_file,
+            "max_body": self.max_body,
+            "max_connections": self.max_connections,
+            "max_inflight_bytes": self.max_inflight_bytes,
+            "keepalive_s": self.keepalive_s,
+            "queue": str(self.queue.folder),
+            "max_queue_bytes": self.queue.max_bytes,
+            "log_level": logging.getLevelName(logging.getLogger().getEffectiveLevel()),
+        }
+        self._child = Supervisor(self, self._sock, config)
+        await self._child.start()
+        self._child.pending(self.queue.pending_bytes)
+
+    def wake_drain(self) -> None:
+        self._queued.set()
+
     async def stop(self) -> None:
         self.state.connected = False
+        if self._child is not None:  # first: no batch is queued after the drain stopped
+            await self._child.stop()
+        self._stopping = True  # a body still arriving is dropped (the exporter sends it again)
+        reading = list(self._reading)
+        for task in reading:
+            task.cancel()
+        if reading:
+            await asyncio.wait(reading, timeout=1.0)
         if self._drainer is not None:  # what is still queued stays on disk for the next start
             self._drainer.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._drainer
             self._drainer = None
-        if self._server is not None:
-            self._server.close()
-            for task in list(self._conns):
-                task.cancel()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 2)
+        if self._server is not None:  # answers in progress get ``otlp_server.STOP_S`` to finish
+            await self._server.stop()
             self._server = None
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
 
     def status(self) -> dict[str, Any]:
+        if self._child is not None:
+            return self._merged_status()
         out = self.state.to_dict()
         out["token_file"] = str(self.token_file) if self.token_file else None
         out["inflight_bytes"] = self.inflight_bytes
         if self.queue is not None:
             out["queued_bytes"] = self.queue.pending_bytes
-        out["connections"] = len(self._conns)
+        out["connections"] = self._server.connections if self._server is not None else 0
         out["ack_ms"] = self.ack.summary_ms()
         out["limits"] = {
             "max_connections": self.max_connections,
@@ -272,128 +345,114 @@ class OtlpReceiver:
         }
         return out
 
-    # -- HTTP --------------------------------------------------------------------------------
-    async def _client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        import h11
+    def _merged_status(self) -> dict[str, Any]:
+        """The hub's part (the drain's counters) and the child's (the requests'), summed."""
+        child = self._child.last
+        out = self.state.to_dict()
+        for name, n in (child.get("counters") or {}).items():
+            out["counters"][name] = out["counters"].get(name, 0) + n
+        out["last_error"] = self.state.last_error or child.get("last_error")
+        out["token_file"] = str(self.token_file) if self.token_file else None
+        out["inflight_bytes"] = child.get("inflight_bytes", 0)
+        if self.queue is not None:
+            out["queued_bytes"] = self.queue.pending_bytes
+        out["connections"] = child.get("connections", 0)
+        out["ack_ms"] = child.get("ack_ms") or Durations().summary_ms()
+        out["limits"] = {
+            "max_connections": self.max_connections,
+            "max_inflight_bytes": self.max_inflight_bytes,
+            "keepalive_s": self.keepalive_s,
+            "max_body": self.max_body,
+        }
+        out["process"] = self._child.status()
+        return out
 
-        if len(self._conns) >= self.max_connections:  # answered unread: the client retries later
-            self.state.count("connections_refused")
-            with contextlib.suppress(Exception):
-                writer.write(_refusal(503, f"too many connections (at most {self.max_connections})"))
-                await asyncio.wait_for(writer.drain(), 1.0)
-            writer.close()
+    # -- HTTP (an ASGI app served by uvicorn: ``otlp_server``) ------------------------------
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
             return
-        task = asyncio.current_task()
-        if task is not None:
-            self._conns.add(task)
-        conn = h11.Connection(h11.SERVER, max_incomplete_event_size=MAX_HEADER)
+        t0 = time.perf_counter()  # the request's head is read: the exporter's wait has begun
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+        budget = _Budget(self)
         try:
-            while True:
-                budget = _Budget(self)
-                try:
-                    request, body, error, t0 = await self._read_request(conn, reader, budget)
-                    if request is None and error is None:
-                        return  # the client closed, or stayed idle past the keep-alive
-                    if error is not None:
-                        status, ctype, payload, headers = (
-                            error.status,
-                            JSON,
-                            _status_json(error.message),
-                            error.headers,
-                        )
-                    else:
-                        status, ctype, payload, headers = await self._handle(request, body, budget)
-                    del body
-                finally:
-                    budget.release()
-                await self._send(conn, writer, status, ctype, payload, headers)
-                if status == 200 and request.target.startswith((b"/v1/traces", b"/v1/logs")):
-                    self.ack.add(time.perf_counter() - t0)  # an accepted export, answered
-                if conn.our_state is h11.MUST_CLOSE or error is not None:
-                    return
-                try:
-                    conn.start_next_cycle()
-                except h11.LocalProtocolError:
-                    return
-        except (ConnectionError, asyncio.IncompleteReadError, TimeoutError):
-            return
-        except asyncio.CancelledError:
-            return
-        except Exception:
-            log.exception("OTLP connection failed")
+            try:
+                got = await self._exchange(scope, headers, receive, budget)
+            except _Reject as rej:  # refused before or while its body was read: the connection goes
+                got = rej.status, JSON, _status_json(rej.message), [*rej.headers, ("connection", "close")]
         finally:
-            if task is not None:
-                self._conns.discard(task)
-            with contextlib.suppress(Exception):
-                writer.close()
+            budget.release()
+        if got is None:
+            return  # the client went away
+        status, ctype, payload, extra = got
+        head = [(b"content-type", ctype.encode()), (b"content-length", str(len(payload)).encode())]
+        head += [(k.encode("latin-1"), v.encode("latin-1")) for k, v in extra]
+        await send({"type": "http.response.start", "status": status, "headers": head})
+        await send({"type": "http.response.body", "body": payload})
+        if status == 200 and scope["path"] in ("/v1/traces", "/v1/logs"):
+            self.ack.add(time.perf_counter() - t0)  # an accepted export, answered
+        if self.on_answer is not None:
+            self.on_answer()
 
-    async def _read_request(
-        self, conn: Any, reader: asyncio.StreamReader, budget: _Budget
-    ) -> tuple[Any, bytes, _Reject | None, float]:
-        """The next request, its body or why it is refused, and when its first byte was read
-        (``perf_counter``; a request already buffered with the previous one: now)."""
-        import h11
+    def _check_peer(self, headers: dict[str, str]) -> None:
+        """A loopback receiver answers only requests that name it (``Host``) and no web page's
+        (``Origin``): a page the user visits cannot reach it through DNS rebinding."""
+        names = access.host_names(*self.address) if is_loopback(self.address[0]) else None
+        if names is not None and headers.get("host", "") not in names:
+            self.state.count("bad_host")
+            raise _Reject(421, f"the Host header must name this receiver ({', '.join(sorted(names))})")
+        origin = headers.get("origin")
+        if origin is not None and (names is None or origin.removeprefix("http://") not in names):
+            self.state.count("bad_host")
+            raise _Reject(403, f"requests from a web page ({origin}) are refused")
 
-        request = None
+    async def _exchange(
+        self, scope: dict[str, Any], headers: dict[str, str], receive: Any, budget: _Budget
+    ) -> tuple[int, str, bytes, list[tuple[str, str]]] | None:
+        """The answer to one request (``None``: the client went away); a ``_Reject`` raised
+        before its body is read (the header checks, the size, the bytes in flight) or while."""
+        self._check_peer(headers)
+        if not access.bearer_ok(headers.get("authorization"), self.token):
+            self.state.count("unauthorized")  # refused before its body is read or held
+            where = f", in {self.token_file}" if self.token_file else ""
+            raise _Reject(
+                401,
+                f"send the header 'Authorization: Bearer <token>' (the home's token{where})",
+                [("www-authenticate", 'Bearer realm="memviewer"')],
+            )
+        length = headers.get("content-length")
+        if length is not None and length.isdigit() and int(length) > self.max_body:
+            raise _Reject(413, f"body larger than {self.max_body} bytes")
+        if length is not None and length.isdigit() and not budget.take(int(length)):
+            raise self._overloaded()
         chunks: list[bytes] = []
         size = 0
-        started = False  # a byte of this request has arrived (before it: the keep-alive wait)
-        t0 = 0.0
+        task = asyncio.current_task()
+        assert task is not None
         while True:
+            self._reading.add(task)
             try:
-                event = conn.next_event()
-            except h11.RemoteProtocolError as exc:
-                return None, b"", _Reject(400, f"bad HTTP request: {exc}"), t0
-            if event is not h11.NEED_DATA and not started:
-                started, t0 = True, time.perf_counter()
-            if event is h11.NEED_DATA:
-                try:
-                    wait = IDLE_TIMEOUT if started else self.keepalive_s
-                    data = await asyncio.wait_for(reader.read(256 * 1024), wait)
-                except TimeoutError:
-                    if started:
-                        raise
-                    self.state.count("idle_closed")
-                    return None, b"", None, t0
-                if not started:
-                    started, t0 = True, time.perf_counter()
-                conn.receive_data(data)
-                if not data and request is None:
-                    return None, b"", None, t0
-                continue
-            if isinstance(event, h11.ConnectionClosed):
-                return None, b"", None, t0
-            if isinstance(event, h11.Request):
-                request = event
-                if not access.bearer_ok(dict(event.headers).get(b"authorization"), self.token):
-                    self.state.count("unauthorized")  # refused before its body is read or held
-                    where = f", in {self.token_file}" if self.token_file else ""
-                    return (
-                        request,
-                        b"",
-                        _Reject(
-                            401,
-                            f"send the header 'Authorization: Bearer <token>' (the home's token{where})",
-                            [("www-authenticate", 'Bearer realm="memviewer"')],
-                        ),
-                        t0,
-                    )
-                length = dict(event.headers).get(b"content-length")
-                if length is not None and length.isdigit() and int(length) > self.max_body:
-                    return request, b"", _Reject(413, f"body larger than {self.max_body} bytes"), t0
-                if length is not None and length.isdigit() and not budget.take(int(length)):
-                    return request, b"", self._overloaded(), t0
-                continue
-            if isinstance(event, h11.Data):
-                size += len(event.data)
-                if size > self.max_body:
-                    return request, b"", _Reject(413, f"body larger than {self.max_body} bytes"), t0
-                if size > budget.held and not budget.take(size - budget.held):  # chunked: as it comes
-                    return request, b"", self._overloaded(), t0
-                chunks.append(event.data)
-                continue
-            if isinstance(event, h11.EndOfMessage):
-                return request, b"".join(chunks), None, t0
+                message = await asyncio.wait_for(receive(), IDLE_TIMEOUT)
+            except TimeoutError:
+                raise _Reject(408, f"the body stopped arriving for {IDLE_TIMEOUT:g} s") from None
+            except asyncio.CancelledError:
+                if self._stopping:  # ``stop``: nothing of it was accepted; the exporter retries
+                    raise _Reject(503, "the hub is stopping", [("retry-after", "5")]) from None
+                raise
+            finally:
+                self._reading.discard(task)
+            if message["type"] == "http.disconnect":
+                return None
+            data = message.get("body", b"")
+            size += len(data)
+            if size > self.max_body:
+                raise _Reject(413, f"body larger than {self.max_body} bytes")
+            if size > budget.held and not budget.take(size - budget.held):  # chunked: as it comes
+                raise self._overloaded()
+            if data:
+                chunks.append(data)
+            if not message.get("more_body", False):
+                break
+        return await self._handle(scope["method"], scope["path"], headers, b"".join(chunks), budget)
 
     def _overloaded(self) -> _Reject:
         self.state.count("overloaded")
@@ -404,29 +463,20 @@ class OtlpReceiver:
             [("retry-after", RETRY_AFTER_S)],
         )
 
-    async def _send(
-        self, conn: Any, writer: asyncio.StreamWriter, status: int, ctype: str, payload: bytes, headers: Any
-    ) -> None:
-        import h11
-
-        head = [("content-type", ctype), ("content-length", str(len(payload))), *headers]
-        out = conn.send(h11.Response(status_code=status, headers=head))
-        out += conn.send(h11.Data(data=payload)) if payload else b""
-        out += conn.send(h11.EndOfMessage())
-        writer.write(out)
-        await writer.drain()
+    @staticmethod
+    def refusal(status: int, message: str) -> bytes:
+        """A whole HTTP/1.1 answer written on accept, nothing read (the connection closes)."""
+        return _refusal(status, message)
 
     async def _handle(
-        self, request: Any, body: bytes, budget: _Budget
+        self, method: str, path: str, headers: dict[str, str], body: bytes, budget: _Budget
     ) -> tuple[int, str, bytes, list[tuple[str, str]]]:
-        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in request.headers}
-        path = request.target.decode("latin-1").split("?", 1)[0]
         ctype = headers.get("content-type", "").split(";", 1)[0].strip().lower()
         answer_type = JSON if ctype == JSON else PROTOBUF
         self.state.count("requests")
         if path not in ("/v1/traces", "/v1/logs", "/v1/metrics"):
             return 404, JSON, _status_json(f"no such endpoint {path}; use /v1/traces or /v1/logs"), []
-        if request.method != b"POST":
+        if method != "POST":
             return 405, JSON, _status_json("use POST"), [("allow", "POST")]
         if ctype not in (PROTOBUF, JSON):
             self.state.count("unsupported_media_type")
@@ -552,6 +602,8 @@ class OtlpReceiver:
                     stored_path, stored_n = path, i + len(chunk)
                 await loop.run_in_executor(None, self.queue.done, path)
                 stored_path, stored_n = None, 0
+                if self._child is not None:
+                    self._child.pending(self.queue.pending_bytes)
             except Exception as exc:  # noqa: BLE001 - the batch stays queued; the drain goes on
                 why = exc.message if isinstance(exc, MemviewerError) else f"{type(exc).__name__}: {exc}"
                 self.state.count("store_refusals" if isinstance(exc, MemviewerError) else "queue_errors")

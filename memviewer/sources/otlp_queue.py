@@ -49,7 +49,8 @@ class DurableQueue:
             tmp.unlink(missing_ok=True)
         # The batches in arrival order, kept in memory: the drain asks for the oldest once a
         # batch, and listing the folder each time made a backlog quadratic. Only this object
-        # writes the folder once it is open (the hub's home lock), so the list stays true.
+        # and the receiver's process (which tells it each file: ``adopt``) write the folder once
+        # it is open (the hub's home lock), so the list stays true.
         self._waiting: deque[Path] = deque(sorted(folder.glob("q-*.json")))
         self.pending_bytes = sum(p.stat().st_size for p in self._waiting)
 
@@ -62,6 +63,12 @@ class DurableQueue:
 
     def put(self, commands: list[dict[str, Any]]) -> None:
         """Write one accepted batch durably (raises ``OSError``: a full disk, say)."""
+        path, size = self.write(commands)
+        self.adopt(path, size)
+
+    def write(self, commands: list[dict[str, Any]]) -> tuple[Path, int]:
+        """The batch's file written durably, not yet waiting here (the receiver's process
+        writes, the hub's queue ``adopt``s it); its path and size."""
         data = encode(commands)
         final = self.folder / f"q-{uuid7()}.json"
         tmp = final.with_name(final.name + ".tmp")
@@ -78,9 +85,13 @@ class DurableQueue:
         os.close(fd)
         os.rename(tmp, final)
         fsync_dir(self.folder)
+        return final, len(data)
+
+    def adopt(self, path: Path, size: int) -> None:
+        """A batch written (``write``) by this object or the receiver's process: it waits."""
         with self._lock:
-            self.pending_bytes += len(data)
-            self._waiting.append(final)  # uuid7 names: later than every name already waiting
+            self.pending_bytes += size
+            self._waiting.append(path)  # uuid7 names: later than every name already waiting
 
     def oldest(self) -> Path | None:
         with self._lock:
