@@ -258,7 +258,7 @@ def main() -> None:
     ap.add_argument(
         "--compare", metavar="REV", help="also run the redactor of git revision REV, side by side"
     )
-    args = harness.parse(ap, {"limit": 3, "skip_demo": True})
+    args = harness.parse(ap, {"limit": 3, "skip_demo": True, "compare": "HEAD"})
     harness.header("bench_redaction")
     if args.compare:
         old = load_baseline(args.compare)
