@@ -1,7 +1,7 @@
 """What a chat rule costs a recall: the same questions with the defaults and with the rule off,
 interleaved in one process on one evaluation home (``eval realtalk --keep-home``).
 
-    python bench/ab_chat_windows.py FILE HOME --cache-dir DIR [--questions 200] [--rounds 3] \
+    python -m bench ab_chat_windows FILE HOME --cache-dir DIR [--questions 200] [--rounds 3] \
         [--off chat_window_share=0] [--off chat_question_penalty=0 --off chat_flat_pool=0]
 
 Each question runs twice per round, once with the defaults ("on") and once with the ``--off``
@@ -13,21 +13,21 @@ gives p50 / p99 of each and the ratio of the p50s, hierarchical mode.
 
 from __future__ import annotations
 
-import argparse
-import os
 import statistics
-import time
+
+from bench import harness
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
+    ap = harness.parser(__doc__)
     ap.add_argument("file")
     ap.add_argument("home")
     ap.add_argument("--cache-dir", required=True)
     ap.add_argument("--questions", type=int, default=200)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--off", action="append", default=None, help="KEY=VALUE tuning of the off arm")
-    args = ap.parse_args()
+    args = harness.parse(ap, needs="an evaluation file and a home kept by eval realtalk --keep-home")
+    harness.header("ab_chat_windows")
     off = {k: float(v) for k, _, v in (o.partition("=") for o in args.off or ["chat_window_share=0"])}
 
     from memviewer.config import load_settings
@@ -56,8 +56,7 @@ def main() -> int:
     finally:
         cache.save()
         service.close()
-    load = os.getloadavg()
-    print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {load[0]:.1f} / {load[1]:.1f}")
+    harness.footer()
     print(f"{len(asks)} questions x {args.rounds} rounds per arm, hierarchical; off = {off}")
     for name in ("on", "off"):
         v = sorted(times[name])

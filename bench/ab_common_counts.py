@@ -3,17 +3,17 @@ with its kept per-word match counts bypassed (``kc.MatchCounts``: every count fe
 the first search after a write to the index). One worker process each; the parent sends the
 same query to all three in turn, order alternating, and prints wall and thread-CPU medians.
 
-    cd /tmp && python /path/to/tree/bench/ab_common_counts.py --home HOME --baseline BASE_TREE [--rounds 80]
+    cd /tmp && PYTHONPATH=/path/to/tree python -m bench ab_common_counts --home HOME \
+        --baseline BASE_TREE [--rounds 80]
 """
 
-import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from bench import harness, search_corpus
 
 W = r"""
 import sys, time, json, logging
@@ -31,14 +31,15 @@ for line in sys.stdin:
     t = time.thread_time_ns(); w = time.perf_counter_ns(); ks.search(q, limit=5, window=5)
     print(json.dumps([(time.perf_counter_ns()-w)/1e6, (time.thread_time_ns()-t)/1e6]), flush=True)
 """
-ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+ap = harness.parser(__doc__)
 ap.add_argument("--home", type=Path, required=True)
 ap.add_argument("--baseline", type=Path, required=True)
 ap.add_argument("--rounds", type=int, default=80)
-args = ap.parse_args()
+args = harness.parse(
+    ap, {"home": lambda: harness.search_home()[0], "baseline": harness.head_tree, "rounds": 2}
+)
+harness.header("ab_common_counts")
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-import search_corpus  # noqa: E402
 
 qs = search_corpus.COMMON_QUERIES[:6]
 this = str(HERE.parent)
@@ -70,13 +71,12 @@ for p in procs.values():
     for q in qs:
         ask(p, q)
 res = {k: [] for k in procs}
-print("# start", time.strftime("%H:%M:%S", time.gmtime()), "load", os.getloadavg())
 order = list(procs)
 for r in range(args.rounds):
     for q in qs:
         for k in order if r % 2 else order[::-1]:
             res[k].append(ask(procs[k], q))
-print("# end", time.strftime("%H:%M:%S", time.gmtime()), "load", os.getloadavg())
+harness.footer()
 b = statistics.median(x[0] for x in res["base"])
 bc = statistics.median(x[1] for x in res["base"])
 print("| engine | n | wall p50 ms | CPU p50 ms | wall / base | CPU / base |")

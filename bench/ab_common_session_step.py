@@ -17,32 +17,28 @@ It prints, per query, whether the top-1 and the top 5 stay the same, both ``tota
 and the p50 of the whole ``KeywordSearch.search`` with each path, the two interleaved per
 query and order alternating.
 
-    cd /tmp && python /path/to/tree/bench/ab_common_session_step.py --home DIR/home-2000
+    cd /tmp && PYTHONPATH=/path/to/tree python -m bench ab_common_session_step --home DIR/home-2000
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
-import os
 import statistics
-import sys
 import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import search_corpus  # noqa: E402
-
-from memviewer.recall import fts_query  # noqa: E402
-from memviewer.recall import keyword as kw  # noqa: E402
-from memviewer.store import fts  # noqa: E402
-from memviewer.store import keyword_candidates as kc  # noqa: E402
-from memviewer.store.db import Store  # noqa: E402
+from bench import (
+    harness,
+    search_corpus,
+)
+from memviewer.recall import fts_query
+from memviewer.recall import keyword as kw
+from memviewer.store import fts
+from memviewer.store import keyword_candidates as kc
+from memviewer.store.db import Store
 
 QUERIES = [q for q in search_corpus.COMMON_QUERIES if q.isascii()] + [
     "rollback",
@@ -102,11 +98,12 @@ def session_step(keep: int) -> Callable[..., list[tuple[int, Any]]]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = harness.parser(__doc__)
     ap.add_argument("--home", type=Path, required=True)
     ap.add_argument("--sessions", type=int, default=15, help="candidate sessions kept")
     ap.add_argument("--rounds", type=int, default=12)
-    args = ap.parse_args()
+    args = harness.parse(ap, {"home": lambda: harness.search_home()[0], "rounds": 1})
+    harness.header("ab_common_session_step")
     logging.disable(logging.WARNING)
     store = Store.open(args.home / "memviewer.db", readonly=True)
     ks = kw.KeywordSearch(store)
@@ -120,8 +117,7 @@ def main() -> None:
         finally:
             kw._common_candidates = package  # noqa: SLF001
 
-    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"# {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC, {args.home}, load {load}")
+    print(f"# {args.home}")
     print(f"| query | same top-1 | top-5 overlap | total_found package / {args.sessions} sessions |")
     print("|---|---|---:|---|")
     for q in QUERIES:
@@ -141,7 +137,7 @@ def main() -> None:
                 search(fn, q)
                 times[name].append(time.perf_counter_ns() - t)
     pa, pb = (statistics.median(v) / 1e3 for v in times.values())
-    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    load = harness.load()
     print(
         f"\nKeywordSearch.search p50: package {pa:.0f} µs, session step {pb:.0f} µs ({pb / pa:.2f}x), "
         f"load {load}"

@@ -18,31 +18,27 @@ after touching 16 MB (a cold cache, as a hub's thread meets it after a wake-up),
 per-row cost of the pieces on the window rows alone. Not in the package: ``memviewer`` keeps
 the Python path (docs/benchmarks.md, "Keyword search, eighth round").
 
-    cd /tmp && python /path/to/tree/bench/ab_hits_json.py \\
+    cd /tmp && PYTHONPATH=/path/to/tree python -m bench ab_hits_json \\
         --home DIR/home-2000 --planted DIR/sessions-2000.planted.json
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
-import os
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import orjson
 
-import orjson  # noqa: E402
-
-from memviewer.recall.keyword import KeywordSearch  # noqa: E402
-from memviewer.store import keyword_candidates as kc  # noqa: E402
-from memviewer.store.db import Store  # noqa: E402
-from memviewer.timeutil import LATEST, iso  # noqa: E402
+from bench import harness
+from memviewer.recall.keyword import KeywordSearch
+from memviewer.store import keyword_candidates as kc
+from memviewer.store.db import Store
+from memviewer.timeutil import LATEST, iso
 
 # ``iso``'s text in SQL: microseconds as ``fromtimestamp`` rounds them (half to even, from the
 # same double operations: the fraction times 1e6), the carry into the next second, the
@@ -113,11 +109,15 @@ def sqlite_path(db: kc.KeywordDb, picks: Picks, window: int, bookend: int) -> by
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = harness.parser(__doc__)
     ap.add_argument("--home", type=Path, required=True)
     ap.add_argument("--planted", type=Path, required=True)
     ap.add_argument("--rounds", type=int, default=10)
-    args = ap.parse_args()
+    args = harness.parse(
+        ap,
+        {"home": lambda: harness.search_home()[0], "planted": lambda: harness.search_home()[1], "rounds": 1},
+    )
+    harness.header("ab_hits_json")
     logging.disable(logging.WARNING)
     store = Store.open(args.home / "memviewer.db", readonly=True)
     ks = KeywordSearch(store)
@@ -126,8 +126,7 @@ def main() -> None:
     for q in planted:
         hits = ks.search(q, limit=5, window=5)["results"]
         sets.append([(h["session_id"], h["anchor_index"], False) for h in hits])
-    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"# {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC, {args.home}, load {load}")
+    print(f"# {args.home}")
     with ks._reader() as db:  # noqa: SLF001 - a bench reads through the search's own connection
         stamps = db.all(f"SELECT timestamp, {ISO_SQL} FROM turns")
         wrong = sum(1 for ts, text in stamps if iso(ts) != text)

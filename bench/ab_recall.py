@@ -1,6 +1,6 @@
 """Recall latency of two revisions, interleaved query by query (issue 16 item 4).
 
-    python bench/ab_recall.py --before 4f76bc4 [--sizes 10000,100000] [--queries 30] [--rounds 5]
+    python -m bench ab_recall --before 4f76bc4 [--sizes 10000,100000] [--queries 30] [--rounds 5]
 
 ``bench_recall.py`` measures one tree at a time, so on a shared machine a load change between
 the two runs reads as a code change. Here each revision (``--before`` from ``git archive``,
@@ -14,7 +14,6 @@ p99 per revision and the ratio of the p50s, exact vector search and IVF_PQ, both
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -23,8 +22,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import baseline_tree  # noqa: E402 - bench/ is this script's own folder on sys.path
+from bench import baseline_tree, harness
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -88,19 +86,15 @@ class Worker:
         self.proc.wait(timeout=60)
 
 
-def pct(xs: list[float], p: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
-
-
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = harness.parser(__doc__)
     ap.add_argument("--before", help="git revision to compare the working tree with")
     ap.add_argument("--before-tree", help="or a folder holding memviewer/ and bench/ (e.g. a patched copy)")
     ap.add_argument("--sizes", default="10000,100000")
     ap.add_argument("--queries", type=int, default=30)
     ap.add_argument("--rounds", type=int, default=5)
-    args = ap.parse_args()
+    args = harness.parse(ap, {"before": "HEAD", "sizes": "300", "queries": 3, "rounds": 1})
+    harness.header("ab_recall")
     with tempfile.TemporaryDirectory(prefix="mv-ab-trees-") as tmp:
         if args.before_tree:
             before = Path(args.before_tree).resolve()
@@ -109,9 +103,7 @@ def main() -> None:
         else:
             raise SystemExit("give --before REV or --before-tree DIR")
         trees = {"before": before, "after": ROOT}
-        print(
-            f"load {os.getloadavg()[0]:.1f}; before = {args.before_tree or args.before}, after = working tree"
-        )
+        print(f"# before = {args.before_tree or args.before}, after = working tree")
         print(
             "| turns | mode | search | before p50 / p99 ms | after p50 / p99 ms "
             "| after / before p50 | same top 10 |"
@@ -142,14 +134,14 @@ def main() -> None:
                 ratio = statistics.median(a) / statistics.median(b)
                 print(
                     f"| {n:,} | {mode} | {'IVF_PQ' if ann else 'exact'} | "
-                    f"{statistics.median(b):.1f} / {pct(b, 99):.1f} | "
-                    f"{statistics.median(a):.1f} / {pct(a, 99):.1f} | "
+                    f"{statistics.median(b):.1f} / {harness.pct(b, 99):.1f} | "
+                    f"{statistics.median(a):.1f} / {harness.pct(a, 99):.1f} | "
                     f"{ratio:.2f} | {same}/{len(a)} |",
                     flush=True,
                 )
             for w in workers.values():
                 w.close()
-        print(f"load at the end {os.getloadavg()[0]:.1f}")
+        harness.footer()
 
 
 if __name__ == "__main__":

@@ -2,16 +2,16 @@
 cache), the same conversations indexed with windows and without (``chat_windows`` returning
 none), alternating, one process.
 
-    python bench/bench_chat_windows_index.py FILE [--conversations 2] [--rounds 2]
+    python -m bench bench_chat_windows_index FILE [--conversations 2] [--rounds 2]
 """
 
 from __future__ import annotations
 
-import argparse
-import os
 import statistics
 import tempfile
 import time
+
+from bench import harness
 
 
 def _none(turns: object) -> list[str]:
@@ -19,11 +19,12 @@ def _none(turns: object) -> list[str]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
+    ap = harness.parser(__doc__)
     ap.add_argument("file")
     ap.add_argument("--conversations", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=2)
-    args = ap.parse_args()
+    args = harness.parse(ap, needs="a REALTALK evaluation file")
+    harness.header("bench_chat_windows_index")
 
     from memviewer.config import load_settings
     from memviewer.eval import conversations as ev
@@ -58,8 +59,7 @@ def main() -> int:
                 finally:
                     service.close()
     summarizer.chat_windows = real
-    load = os.getloadavg()
-    print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {load[0]:.1f} / {load[1]:.1f}")
+    harness.footer()
     print(f"{len(convs)} conversations, {turns} turns, {windows} windows, {args.rounds} rounds")
     for name, v in times.items():
         print(

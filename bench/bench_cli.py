@@ -3,7 +3,7 @@
 with a hub serving the home (warm: the hub answers) and without one (cold: this process
 opens the store, loads the model). Interleaved runs, medians, one run of the script.
 
-    .venv/bin/python bench/bench_cli.py [--runs 7] [--before REV]
+    python -m bench bench_cli [--runs 7] [--before REV]
 
 ``--before REV`` also runs ``git archive REV``'s package (on this venv, ``PYTHONPATH`` pointing
 at it) interleaved with the working tree, on the same home and hub: a side-by-side start-up
@@ -15,8 +15,6 @@ Results: ``docs/benchmarks.md``.
 
 from __future__ import annotations
 
-import argparse
-import datetime as dt
 import os
 import statistics
 import subprocess
@@ -25,10 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from memviewer.wire.testing import HubProcess  # noqa: E402
+from bench import harness
+from memviewer.wire.testing import HubProcess
 
 FIXTURES = Path(__file__).resolve().parents[1] / "tests" / "fixtures" / "praisonai"
 
@@ -52,15 +48,16 @@ def _run(home: Path, sock: Path, *args: str, tree: Path | None = None) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = harness.parser(__doc__)
     ap.add_argument("--runs", type=int, default=7)
     ap.add_argument("--before", metavar="REV", help="also run this revision's package, interleaved")
-    args = ap.parse_args()
+    args = harness.parse(ap, {"runs": 1})
+    harness.header("bench_cli")
     with tempfile.TemporaryDirectory(prefix="mvcli-", dir="/tmp") as tmp:
         home, nohub, sock = Path(tmp) / "home", Path(tmp) / "none.sock", Path(tmp) / "hub.sock"
         trees: dict[str, Path | None] = {"": Path(__file__).resolve().parents[1]}
         if args.before:
-            import baseline_tree
+            from bench import baseline_tree
 
             trees[f" [{args.before}]"] = baseline_tree.extract(args.before, Path(tmp) / "before")
         _run(home, nohub, "import", "praisonai", str(FIXTURES), "--wait")
@@ -84,8 +81,8 @@ def main() -> None:
                             times.setdefault(f"{name} (no hub){label}", []).append(
                                 _run(home, nohub, *cmd, tree=tree)
                             )
-    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"# {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, load {load}, {args.runs} interleaved runs")
+    harness.footer()
+    print(f"# {args.runs} interleaved runs")
     base = statistics.median(times["--version (hub)"])
     print("| command | median s | × --version |\n|---|---:|---:|")
     for name, xs in times.items():

@@ -3,28 +3,21 @@
 Shows how much the wrapper (tokenising, padding, pooling, re-ordering) costs on
 top of the bare model, so regressions in the embedding path are visible.
 
-Run: ``/tmp/venv/bin/python bench/bench_embed.py [--turns 2000] [--runs 5] [--threads N]``
+Run: ``/tmp/venv/bin/python -m bench bench_embed [--turns 2000] [--runs 5] [--threads N]``
 """
 
 from __future__ import annotations
 
-import argparse
-import datetime as dt
-import os
-import platform
 import random
 import statistics
-import sys
 import time
 from collections.abc import Callable
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a plain checkout
+import numpy as np
+import onnxruntime as ort
 
-import numpy as np  # noqa: E402
-import onnxruntime as ort  # noqa: E402
-
-from memviewer.index.embedder import OnnxEmbedder, default_model_files  # noqa: E402
+from bench import harness
+from memviewer.index.embedder import OnnxEmbedder, default_model_files
 
 BATCH = 32
 
@@ -160,11 +153,12 @@ def raw_batches(embedder: OnnxEmbedder, turns: list[str], *, sort: bool) -> list
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = harness.parser(__doc__)
     parser.add_argument("--turns", type=int, default=2000)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--threads", type=int, default=None, help="intra-op threads")
-    args = parser.parse_args()
+    args = harness.parse(parser, {"turns": 16, "runs": 1})
+    harness.header("bench_embed")
 
     turns = make_turns(args.turns)
     embedder = OnnxEmbedder(threads=args.threads, batch_size=BATCH)
@@ -201,10 +195,7 @@ def main() -> None:
     tokens = [len(e.ids) for e in embedder._tokenizer.encode_batch(turns)]  # type: ignore[union-attr]
 
     print(f"# embedding benchmark ({embedder.name}, {args.turns} turns, batch {BATCH})\n")
-    print(f"- date: {dt.datetime.now(dt.UTC).isoformat(timespec='seconds')}")
-    print(f"- platform: {platform.platform()} ({platform.machine()})")
-    print(f"- python: {platform.python_version()}, onnxruntime {ort.__version__}")
-    print(f"- cpu count: {os.cpu_count()}, intra-op threads: {args.threads or 'ort default'}")
+    print(f"- intra-op threads: {args.threads or 'ort default'}")
     print(
         f"- turns: {min(words)}-{max(words)} words (mean {statistics.mean(words):.1f}), "
         f"{min(tokens)}-{max(tokens)} tokens (mean {statistics.mean(tokens):.1f})"

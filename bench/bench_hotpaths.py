@@ -12,17 +12,14 @@ test, alternating the checkouts run by run so load drifts hit both alike:
 The "before" tree is ``git archive REV`` of this repository, so nothing is checked out in
 place. Both trees run on this venv (its packages are a superset of what older commits need).
 
-Run: ``.venv/bin/python bench/bench_hotpaths.py --before 0dee4fa [--runs 5] [--turns 5000]``
+Run: ``python -m bench bench_hotpaths --before 0dee4fa [--runs 5] [--turns 5000]``
 """
 
 from __future__ import annotations
 
-import argparse
-import datetime as dt
 import fcntl
 import json
 import os
-import platform
 import pty
 import shutil
 import statistics
@@ -36,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import baseline_tree
+from bench import baseline_tree, harness
 
 ROOT = Path(__file__).resolve().parents[1]
 QUERIES = [
@@ -178,13 +175,14 @@ def first_paint(tree: Path, home: Path) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = harness.parser(__doc__)
     ap.add_argument("--before", default="0dee4fa", help="the git revision to compare against")
     ap.add_argument("--after", type=Path, default=ROOT, help="the checkout under test (default: this one)")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--turns", type=int, default=5000)
     ap.add_argument("--recall-repeat", type=int, default=4)
-    args = ap.parse_args()
+    args = harness.parse(ap, {"before": "HEAD", "runs": 1, "turns": 200, "recall_repeat": 1})
+    harness.header("bench_hotpaths")
 
     work = Path(tempfile.mkdtemp(prefix="mv-hot-", dir="/tmp"))
     before = baseline_tree.extract(args.before, work / "before", paths=())
@@ -193,7 +191,7 @@ def main() -> None:
         loaded = _which(tree)
         assert loaded.startswith(str(tree)), f"{name} imports memviewer from {loaded}, not {tree}"
     homes = {name: demo_home(tree, work / name) for name, tree in trees.items()}
-    load_start = os.getloadavg()
+    load_start = harness.load()
     got: dict[str, dict[str, list[float]]] = {n: {"publish": [], "recall": [], "paint": []} for n in trees}
     try:
         for run in range(args.runs):
@@ -220,9 +218,8 @@ def main() -> None:
         return statistics.median(got[name][key])
 
     report = {
-        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
-        "load": {"start": [round(x, 2) for x in load_start], "end": [round(x, 2) for x in os.getloadavg()]},
+        **harness.machine(),
+        "load": {"start": load_start, "end": harness.load()},
         "before": args.before,
         "runs": args.runs,
         "publish_turns_per_s": {n: round(med(n, "publish")) for n in trees},

@@ -8,17 +8,14 @@ table gives medians and the ratio B/A of throughput (turns/s acknowledged) and o
 hub process's own CPU time per 1,000 turns (``cpu``, ms; start-up excluded), which a
 loaded machine disturbs far less than wall-clock throughput.
 
-Run: ``.venv/bin/python bench/bench_hub_ab.py [--base REV] [--runs 5] [--turns 6000]``
+Run: ``python -m bench bench_hub_ab [--base REV] [--runs 5] [--turns 6000]``
 (``REV`` defaults to the merge base of ``HEAD`` and ``main``; ``--head REV2`` measures
 another revision instead of the checkout as it is, so the tree may change meanwhile).
 """
 
 from __future__ import annotations
 
-import argparse
-import datetime as dt
 import os
-import platform
 import shutil
 import signal
 import statistics
@@ -29,15 +26,15 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "bench"))
+from bench import (
+    baseline_tree,
+    harness,
+)
+from bench.bench_publish import concurrent_run, publish_run
+from memviewer.wire.probe import hub_hello
+from memviewer.wire.testing import SERVE, hub_env
 
-import baseline_tree  # noqa: E402 - bench/ is this script's own folder on sys.path
-from bench_publish import concurrent_run, publish_run  # noqa: E402
-
-from memviewer.wire.probe import hub_hello  # noqa: E402
-from memviewer.wire.testing import SERVE, hub_env  # noqa: E402
+ROOT = harness.ROOT
 
 
 def extract(rev: str) -> Path:
@@ -91,13 +88,14 @@ def measure(tree: Path, work: Callable[[Path, Path], float], turns: int) -> tupl
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = harness.parser(__doc__)
     ap.add_argument("--base", default="", help="revision A (default: merge base of HEAD and main)")
     ap.add_argument("--head", default="", help="revision B (default: this checkout as it is)")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--turns", type=int, default=6000)
     ap.add_argument("--turns-single", type=int, default=600)
-    args = ap.parse_args()
+    args = harness.parse(ap, {"base": "HEAD", "runs": 1, "turns": 300, "turns_single": 30})
+    harness.header("bench_hub_ab")
     base = (
         args.base
         or subprocess.run(
@@ -120,12 +118,6 @@ def main() -> None:
     tree_b = extract(args.head) if args.head else ROOT
     if args.head:
         head, dirty.stdout = f"{args.head} (git archive)", ""
-    load = os.getloadavg()
-    print(
-        f"# bench_hub_ab {dt.datetime.now(dt.UTC).isoformat(timespec='seconds')} on {platform.node()}: "
-        f"{os.cpu_count()} cpus, Python {platform.python_version()}, "
-        f"load {load[0]:.1f}/{load[1]:.1f}/{load[2]:.1f}"
-    )
     print(
         f"# A = {base[:10]} (git archive), B = {head}{' + changes' if dirty.stdout else ''}; "
         f"medians of {args.runs} alternating runs, turns/s acknowledged (durable)"
@@ -162,8 +154,7 @@ def main() -> None:
         shutil.rmtree(tree_a, ignore_errors=True)
         if tree_b != ROOT:
             shutil.rmtree(tree_b, ignore_errors=True)
-    load = os.getloadavg()
-    print(f"# load at the end {load[0]:.1f}/{load[1]:.1f}/{load[2]:.1f}")
+    harness.footer()
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ a planted phrase (``record: false``) sent at once after another search of the sa
 was answered, that search logged ("after a logged search": its recall log entry is being
 written by the hub's writer thread meanwhile) or not ("after an unlogged search").
 
-    cd /tmp && .venv/bin/python bench/bench_hub_hop.py --work DIR --baseline BASE_TREE
+    cd /tmp && python -m bench bench_hub_hop --work DIR --baseline BASE_TREE
 
 Run from outside this tree (the script changes to ``--work`` itself): a hub runs
 ``python -c``, whose first import path is the working directory.
@@ -23,19 +23,16 @@ Run from outside this tree (the script changes to ``--work`` itself): a hub runs
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from memviewer.wire import protocol  # noqa: E402
-from memviewer.wire.syncclient import RpcConnection  # noqa: E402
-from memviewer.wire.testing import HubProcess  # noqa: E402
+from bench import harness
+from memviewer.wire import protocol
+from memviewer.wire.syncclient import RpcConnection
+from memviewer.wire.testing import HubProcess
 
 try:  # this tree's CLI reads answers through orjson (wire/fastjson.py); the base's did not
     from memviewer.wire.fastjson import decode_answer as _decode_answer
@@ -44,7 +41,7 @@ except ImportError:  # pragma: no cover - an older tree
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = harness.parser(__doc__)
     ap.add_argument("--work", type=Path, required=True)
     ap.add_argument("--baseline", type=Path, required=True)
     ap.add_argument("--size", type=int, default=2000)
@@ -56,7 +53,10 @@ def main() -> None:
         action="store_true",
         help="read the base hub's answers through this tree's wire/fastjson.py too (a base that has it)",
     )
-    args = ap.parse_args()
+    args = harness.parse(
+        ap, {"work": harness.search_work, "baseline": harness.head_tree, "size": 60, "rounds": 1}
+    )
+    harness.header("bench_hub_hop")
     work, base_tree = args.work.resolve(), args.baseline.resolve()
     os.chdir(work)
     planted = [p["query"] for p in json.loads((work / f"sessions-{args.size}.planted.json").read_text())]
@@ -66,7 +66,7 @@ def main() -> None:
             work / f"home-{args.size}-base", work / "hop-base.sock", extra_env={"PYTHONPATH": str(base_tree)}
         ).start(),
     }
-    load0 = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    load0 = harness.load()
     try:
         conns = {
             k: RpcConnection(
@@ -83,8 +83,7 @@ def main() -> None:
             kinds += ("after a logged search", "after an unlogged search")
         common: list[str] = []
         if args.common:
-            sys.path.insert(0, str(Path(__file__).resolve().parent))
-            import search_corpus
+            from bench import search_corpus
 
             common = [q for q in search_corpus.COMMON_QUERIES if q.isascii()]
             kinds += ("common words, logged",)
@@ -117,9 +116,7 @@ def main() -> None:
     finally:
         for h in hubs.values():
             h.stop()
-    load1 = " ".join(f"{x:.1f}" for x in os.getloadavg())
-    when = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
-    print(f"# {when} UTC, load {load0} -> {load1}, connections served by a thread: {threaded}")
+    print(f"# load {load0} -> {harness.load()}, connections served by a thread: {threaded}")
     print("| queries | this tree p50 ms | base p50 ms | this tree / base | n |")
     print("|---|---:|---:|---:|---:|")
     for kind in kinds:

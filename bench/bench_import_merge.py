@@ -2,7 +2,8 @@
 folder imported into fresh homes by this tree (which merges before it returns) and by a base
 tree (which does not), alternating, one process per import, cwd outside both trees.
 
-    cd /tmp && python /path/to/tree/bench/bench_import_merge.py --folder DIR --baseline BASE_TREE \\
+    cd /tmp && PYTHONPATH=/path/to/tree python -m bench bench_import_merge --folder DIR \\
+        --baseline BASE_TREE \\
         --work SCRATCH [--rounds 2]
 
 Prints per import the wall time of the whole command, the load, and this tree's
@@ -11,7 +12,6 @@ Prints per import the wall time of the whole command, the load, and this tree's
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -20,6 +20,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from bench import harness
 
 
 def _import(tree: Path, home: Path, sock: Path, folder: Path) -> tuple[float, dict | None]:
@@ -34,22 +36,23 @@ def _import(tree: Path, home: Path, sock: Path, folder: Path) -> tuple[float, di
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = harness.parser(__doc__)
     ap.add_argument("--folder", type=Path, required=True)
     ap.add_argument("--baseline", type=Path, required=True, help="a source tree without the merge")
     ap.add_argument("--work", type=Path, required=True, help="scratch folder for the homes")
     ap.add_argument("--rounds", type=int, default=2)
-    args = ap.parse_args()
+    args = harness.parse(ap, needs="a PraisonAI folder and a base tree")
+    harness.header("bench_import_merge")
     this = Path(__file__).resolve().parents[1]
     args.work.mkdir(parents=True, exist_ok=True)
     sock_dir = args.work / "sock"
     sock_dir.mkdir(mode=0o700, exist_ok=True)
     walls: dict[str, list[float]] = {"this tree": [], "base": []}
-    print(f"# {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC, {args.folder}")
+    print(f"# {args.folder}")
     for rnd in range(args.rounds):
         order = [("this tree", this), ("base", args.baseline.resolve())]
         for name, tree in order if rnd % 2 == 0 else order[::-1]:
-            load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+            load = harness.load()
             wall, merged = _import(
                 tree, args.work / f"home-{name.split()[0]}", sock_dir / "hub.sock", args.folder
             )

@@ -7,29 +7,23 @@ both; medians are reported, in wall-clock turns/s and in turns per CPU-second
 of this process (``time.process_time``, all threads), which other jobs on a
 shared machine disturb much less.
 
-Run: ``.venv/bin/python bench/bench_index.py [--turns 2000] [--runs 3] [--per-session 40]
+Run: ``python -m bench bench_index [--turns 2000] [--runs 3] [--per-session 40]
 [--texts synthetic|longmemeval|realtalk]``. ``longmemeval`` and ``realtalk`` read turn texts
-(in order) from ``/work/shared/data`` (LongMemEval-S: long assistant answers, median ~400
-characters; RealTalk, LoCoMo-like chat: median ~60), never committed to the repository.
+(in order) from the shared data folder (``harness.data_dir``; LongMemEval-S: long assistant
+answers, median ~400 characters; RealTalk, LoCoMo-like chat: median ~60), never committed to the repository.
 """
 
 from __future__ import annotations
 
-import argparse
-import datetime as dt
-import platform
 import random
 import statistics
-import sys
 import tempfile
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from memviewer.config import load_settings  # noqa: E402
-from memviewer.index.embedder import OnnxEmbedder  # noqa: E402
-from memviewer.service import MemoryService  # noqa: E402
+from bench import harness
+from memviewer.config import load_settings
+from memviewer.index.embedder import OnnxEmbedder
+from memviewer.service import MemoryService
 
 WORDS = (
     "the build deploy cache index query agent memory session turn user assistant tool release "
@@ -50,7 +44,7 @@ def chat_texts(n: int, seed: int = 7) -> list[str]:
     return out
 
 
-DATA = Path("/work/shared/data")
+DATA = harness.data_dir()
 
 
 def dataset_texts(name: str, n: int) -> list[str]:
@@ -58,6 +52,8 @@ def dataset_texts(name: str, n: int) -> list[str]:
     import gzip
     import json
 
+    file = "longmemeval_s_dev100.json.gz" if name == "longmemeval" else "realtalk_dev.json.gz"
+    harness.data_file(file)
     out: list[str] = []
     if name == "longmemeval":
         for q in json.load(gzip.open(DATA / "longmemeval_s_dev100.json.gz")):
@@ -94,12 +90,13 @@ def fill(svc: MemoryService, texts: list[str], per_session: int) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = harness.parser(__doc__)
     ap.add_argument("--turns", type=int, default=2000)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--per-session", type=int, default=40)
     ap.add_argument("--texts", choices=("synthetic", "longmemeval", "realtalk"), default="synthetic")
-    args = ap.parse_args()
+    args = harness.parse(ap, {"turns": 32, "runs": 1, "per_session": 16})
+    harness.header("bench_index")
     texts = chat_texts(args.turns) if args.texts == "synthetic" else dataset_texts(args.texts, args.turns)
     model = OnnxEmbedder()
     model.embed(["warm up"])
@@ -127,10 +124,7 @@ def main() -> None:
         )
     r, i = statistics.median(raw), statistics.median(indexed)
     rc, ic = statistics.median(raw_cpu), statistics.median(indexed_cpu)
-    import os
-
-    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"\n{dt.date.today()} {platform.machine()} {platform.python_version()} load {load}")
+    harness.footer()
     print(f"texts={args.texts}")
     print(f"turns={args.turns} sessions={summaries} (each summary embedded too)")
     print(f"raw model   median {r:.0f} turns/s, {rc:.0f} turns/cpu-s")

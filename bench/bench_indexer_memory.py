@@ -17,33 +17,30 @@ memory and no embedding time, so what is left is the indexer's own growth (Lance
 Python), fast enough for 16,000 turns of both trees. Every run also prints the RSS
 curve against the turns indexed (``--curve`` points), to tell a plateau from growth.
 
-    .venv/bin/python bench/bench_indexer_memory.py [--publishers 8] [--turns 2000] [--runs 1]
+    python -m bench bench_indexer_memory [--publishers 8] [--turns 2000] [--runs 1]
         [--embedder model|hash] [--baseline REV]
 """
 
 from __future__ import annotations
 
-import argparse
-import datetime as dt
 import json
 import os
-import platform
 import random
 import sqlite3
 import statistics
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from bench import (
+    baseline_tree,
+    harness,
+)
+from memviewer.client import Publisher
+from memviewer.wire.testing import HubProcess
 
-import baseline_tree  # noqa: E402 - bench/ is this script's own folder on sys.path
-
-from memviewer.client import Publisher  # noqa: E402
-from memviewer.wire.testing import HubProcess  # noqa: E402
+ROOT = harness.ROOT
 
 WORDS = (
     "the build deploy cache index query agent memory session turn user assistant tool release "
@@ -207,7 +204,7 @@ def one_run(
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = harness.parser(__doc__)
     ap.add_argument("--publishers", type=int, default=8)
     ap.add_argument("--turns", type=int, default=2000)
     ap.add_argument("--runs", type=int, default=1)
@@ -215,12 +212,11 @@ def main() -> None:
     ap.add_argument("--embedder", choices=("model", "hash"), default="model")
     ap.add_argument("--curve", type=int, default=8, help="points of the RSS curve per run")
     ap.add_argument("--wait", type=float, default=3600.0, help="seconds to wait for the index")
-    args = ap.parse_args()
-    print(
-        f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, {platform.machine()}, {os.cpu_count()} cores, "
-        f"load {os.getloadavg()[0]:.1f}; {args.publishers} publishers x {args.turns} turns, "
-        f"embedder {args.embedder}"
+    args = harness.parse(
+        ap, {"publishers": 2, "turns": 50, "baseline": "", "embedder": "hash", "curve": 2, "wait": 120.0}
     )
+    harness.header("bench_indexer_memory")
+    print(f"# {args.publishers} publishers x {args.turns} turns, embedder {args.embedder}")
     results: dict[str, list[dict]] = {}
     with tempfile.TemporaryDirectory() as tmp_s:
         tmp = Path(tmp_s)
@@ -243,7 +239,7 @@ def main() -> None:
                 )
                 r["label"] = label
                 results.setdefault(label, []).append(r)
-                print(json.dumps(r), f"load {os.getloadavg()[0]:.1f}", flush=True)
+                print(json.dumps(r), f"load {harness.load()}", flush=True)
     for label, rows in results.items():
         print(
             f"{label:18} peak RSS median {statistics.median(r['peak_rss_mb'] for r in rows):7.1f} MB, "

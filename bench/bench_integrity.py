@@ -7,31 +7,25 @@ check (ids), and a whole ``recall`` with and without the check (the check is wha
 ``MemoryService.recall`` adds after answering). Then it deletes the turns table's newest
 manifest and times the heal (the next indexer pass).
 
-    .venv/bin/python bench/bench_integrity.py [--sessions 200] [--turns 100] [--runs 7]
+    python -m bench bench_integrity [--sessions 200] [--turns 100] [--runs 7]
 
 Results: ``docs/benchmarks.md`` ("Index integrity").
 """
 
 from __future__ import annotations
 
-import argparse
-import datetime as dt
-import os
 import statistics
-import sys
 import tempfile
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from memviewer import paths  # noqa: E402
-from memviewer.config import load_settings  # noqa: E402
-from memviewer.index import integrity  # noqa: E402
-from memviewer.index.embedder import HashEmbedder  # noqa: E402
-from memviewer.index.lance import TURNS  # noqa: E402
-from memviewer.recall.hierarchical import recall as run_recall  # noqa: E402
-from memviewer.service import MemoryService  # noqa: E402
+from bench import harness
+from memviewer import paths
+from memviewer.config import load_settings
+from memviewer.index import integrity
+from memviewer.index.embedder import HashEmbedder
+from memviewer.index.lance import TURNS
+from memviewer.recall.hierarchical import recall as run_recall
+from memviewer.service import MemoryService
 
 WORDS = "heron walrus ocelot narwhal axolotl lettuce dentist kayak violin sourdough".split()
 
@@ -46,11 +40,12 @@ def _ms(fn, runs: int) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = harness.parser(__doc__)
     ap.add_argument("--sessions", type=int, default=200)
     ap.add_argument("--turns", type=int, default=100)
     ap.add_argument("--runs", type=int, default=7)
-    args = ap.parse_args()
+    args = harness.parse(ap, {"sessions": 5, "turns": 10, "runs": 1})
+    harness.header("bench_integrity")
     with tempfile.TemporaryDirectory() as tmp:
         settings = load_settings(env={}, home=f"{tmp}/home", socket=f"{tmp}/none.sock")
         svc = MemoryService(settings, embedder=HashEmbedder())
@@ -99,10 +94,7 @@ def main() -> None:
         heal_s = time.perf_counter() - t
         healed = svc.parts.lance.count(TURNS)
         svc.close()
-    print(
-        f"date {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, "
-        f"load {os.getloadavg()[0]:.1f}, {os.cpu_count()} cores"
-    )
+    harness.footer()
     print(f"{n:,} turns in {args.sessions} sessions")
     print(f"quick check (counts)          median {quick:8.1f} ms")
     print(f"recall's check, cache hit     median {cached:8.1f} ms")

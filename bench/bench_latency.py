@@ -7,18 +7,15 @@ publisher's call time. So the latency covers the publisher's batching, the
 socket, the hub's group commit with fsync (SQLite synchronous=FULL) and the
 fan-out. Everything runs on this one machine, so one clock.
 
-Run: ``/tmp/venv/bin/python bench/bench_latency.py [--rates 250,500,1000] [--seconds 8] [--subscribers 4]
+Run: ``/tmp/venv/bin/python -m bench bench_latency [--rates 250,500,1000] [--seconds 8] [--subscribers 4]
 [--session-turns 1000]``
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import datetime as dt
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -27,11 +24,10 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a plain checkout
-
-from memviewer.client import Publisher  # noqa: E402
-from memviewer.wire.remote import RemoteService  # noqa: E402
-from memviewer.wire.testing import HubProcess  # noqa: E402
+from bench import harness
+from memviewer.client import Publisher
+from memviewer.wire.remote import RemoteService
+from memviewer.wire.testing import HubProcess
 
 CONTENT = "Reading tests/test_scheduler.py and the CI log to find why the job fires a second late."
 
@@ -67,11 +63,6 @@ def cpu_seconds(pid: int) -> float:
     """utime + stime of a process (Linux /proc), to report CPU per event independent of machine load."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def pct(values: list[float], p: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))]
 
 
 def run_rate(
@@ -124,13 +115,13 @@ def run_rate(
         out, _ = p.communicate(f"{final}\n", timeout=120)
         values = json.loads(out.strip().splitlines()[-1])
         lat += values
-        per_sub_p99.append(pct(values, 99))
+        per_sub_p99.append(harness.pct(values, 99))
     return {
         "rate": rate,
         "achieved": total / elapsed,
         "events": len(lat) / n_subs,
-        "p50": pct(lat, 50),
-        "p99": pct(lat, 99),
+        "p50": harness.pct(lat, 50),
+        "p99": harness.pct(lat, 99),
         "max": max(lat),
         "p99_per_sub_median": statistics.median(per_sub_p99),
         "hub_cpu_ms_per_event": hub_cpu * 1000.0 / total,
@@ -138,17 +129,16 @@ def run_rate(
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = harness.parser(__doc__)
     ap.add_argument("--rates", default="250,500,1000")
     ap.add_argument("--seconds", type=float, default=8.0)
     ap.add_argument("--subscribers", type=int, default=4)
     ap.add_argument("--session-turns", type=int, default=1000, help="turns per session before rotating")
-    args = ap.parse_args()
+    args = harness.parse(ap, {"rates": "100", "seconds": 1.0, "subscribers": 1, "session_turns": 50})
+    harness.header("bench_latency")
     base = Path(tempfile.mkdtemp(prefix="mvl-", dir="/tmp"))
     print(
-        f"# bench_latency {dt.datetime.now().isoformat(timespec='seconds')} on {platform.node()}: "
-        f"{os.cpu_count()} cpus, Python {platform.python_version()}, {args.subscribers} subscriber "
-        f"processes, {args.seconds:.0f} s per rate, SQLite synchronous=FULL"
+        f"# {args.subscribers} subscriber processes, {args.seconds:.0f} s per rate, SQLite synchronous=FULL"
     )
     print(
         f"{'target ev/s':>11} {'achieved':>9} {'events':>7} {'p50 ms':>8} {'p99 ms':>8} {'max ms':>8} "

@@ -2,7 +2,8 @@
 
 1. One embedding of a typical turn: ``OnnxEmbedder.embed`` (int8 all-MiniLM-L6-v2, the real
    packaged model) on batches of 32 turns from LongMemEval-S and RealTalk (LoCoMo-like chat),
-   texts read from ``/work/shared/data`` (see ``bench_index.dataset_texts``); median wall and
+   texts read from the shared data folder (``harness.data_dir``, see ``bench_index.dataset_texts``);
+   median wall and
    CPU milliseconds per turn over ``--batches`` batches. Also one query alone (batch 1): what
    a recall pays before it searches anything.
 2. On one home built here (``--sessions`` sessions of RealTalk turns, embedded with the same
@@ -15,35 +16,29 @@
 The keyword floor at 2k/10k sessions is also the "bare MATCH" column of
 ``bench_search_hub.py``.
 
-    .venv/bin/python bench/bench_limits.py [--batches 10] [--sessions 100] [--rounds 3]
+    python -m bench bench_limits [--batches 10] [--sessions 100] [--rounds 3]
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
-import os
 import sqlite3
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from bench_index import dataset_texts  # noqa: E402
-
-from memviewer.config import load_settings  # noqa: E402
-from memviewer.index.embedder import OnnxEmbedder  # noqa: E402
-from memviewer.recall import fts_query  # noqa: E402
-from memviewer.service import MemoryService  # noqa: E402
+from bench import harness
+from bench.bench_index import dataset_texts
+from memviewer.config import load_settings
+from memviewer.index.embedder import OnnxEmbedder
+from memviewer.recall import fts_query
+from memviewer.service import MemoryService
 
 
 def _load() -> str:
-    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+    return harness.load()
 
 
 def embeddings(model: OnnxEmbedder, batches: int) -> None:
@@ -132,15 +127,15 @@ def paths(model: OnnxEmbedder, sessions: int, rounds: int) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = harness.parser(__doc__)
     ap.add_argument("--batches", type=int, default=10)
     ap.add_argument("--sessions", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=3)
-    args = ap.parse_args()
+    args = harness.parse(ap, {"batches": 1, "sessions": 4, "rounds": 1})
+    harness.header("bench_limits")
     logging.disable(logging.WARNING)
     model = OnnxEmbedder()
     model.embed(["warm up"])
-    print(f"# {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC, {os.cpu_count()} CPUs, load {_load()}")
     embeddings(model, args.batches)
     paths(model, args.sessions, args.rounds)
 

@@ -11,13 +11,11 @@
   5 results matched by text, token counts with the packaged tokenizer, the diff from the
   call before) for a 100-message prompt, median of ``--repeat`` runs after one warm-up.
 
-    .venv/bin/python bench/bench_llm_calls.py [--calls 300] [--repeat 30]
+    python -m bench bench_llm_calls [--calls 300] [--repeat 30]
 """
 
 from __future__ import annotations
 
-import argparse
-import os
 import random
 import statistics
 import tempfile
@@ -25,6 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import harness
 from memviewer.config import load_settings
 from memviewer.index.embedder import HashEmbedder
 from memviewer.service import MemoryService
@@ -145,15 +144,16 @@ def anatomy(svc: MemoryService, repeat: int, rng: random.Random) -> dict[str, An
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = harness.parser(__doc__)
     ap.add_argument("--calls", type=int, default=300)
     ap.add_argument("--repeat", type=int, default=30)
-    args = ap.parse_args()
+    args = harness.parse(ap, {"calls": 20, "repeat": 2})
+    harness.header("bench_llm_calls")
     rng = random.Random(7)
     with tempfile.TemporaryDirectory() as d:
         settings = load_settings(Path(d) / "none.toml", env={}, home=f"{d}/home", socket=f"{d}/hub.sock")
         with MemoryService(settings, embedder=HashEmbedder()) as svc:
-            print(f"load average {os.getloadavg()[0]:.2f}")
+            harness.footer()
             ing = ingest(svc, args.calls, rng)
             print(
                 f"ingest: {ing['calls']} calls of 20 messages, {ing['ms_median']:.2f} ms median, "
@@ -171,7 +171,7 @@ def main() -> None:
                 f"{an['ms_median']:.1f} ms median, {an['ms_min']:.1f} ms min "
                 "(with the diff from the call before)"
             )
-            print(f"load average {os.getloadavg()[0]:.2f}")
+            harness.footer()
 
 
 if __name__ == "__main__":

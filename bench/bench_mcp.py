@@ -14,16 +14,12 @@ validation of arguments and structured output, one more process hop.
    and answers without waiting) and in process without a hub (``MemoryService`` with and
    without ``record=``; the entry is committed, fsync included, before recall returns).
 
-Run: ``.venv/bin/python bench/bench_mcp.py [--search-n 200] [--recall-n 60] [--json]``
+Run: ``python -m bench bench_mcp [--search-n 200] [--recall-n 60] [--json]``
 """
 
 from __future__ import annotations
 
-import argparse
-import datetime as dt
 import json
-import os
-import platform
 import shutil
 import statistics
 import subprocess
@@ -33,10 +29,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a plain checkout
-
-from memviewer.wire.remote import RemoteService  # noqa: E402
-from memviewer.wire.testing import HubProcess, hub_env  # noqa: E402
+from bench import harness
+from memviewer.wire.remote import RemoteService
+from memviewer.wire.testing import HubProcess, hub_env
 
 SEARCHES = ["server-side cursor", "staging deploy", "缓存策略", "flaky test", "billing", "exporter memory"]
 RECALLS = [
@@ -47,16 +42,11 @@ RECALLS = [
 ]
 
 
-def pct(values: list[float], q: float) -> float:
-    s = sorted(values)
-    return s[min(len(s) - 1, int(round(q * (len(s) - 1))))]
-
-
 def summary(values: list[float]) -> dict[str, float]:
     return {
         "n": len(values),
         "p50_ms": round(statistics.median(values), 2),
-        "p99_ms": round(pct(values, 0.99), 2),
+        "p99_ms": round(harness.pct(values, 99), 2),
     }
 
 
@@ -154,18 +144,16 @@ def logging_cost_in_process(home: Path, sock: Path, recall_n: int) -> dict[str, 
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = harness.parser(__doc__)
     ap.add_argument("--search-n", type=int, default=200)
     ap.add_argument("--recall-n", type=int, default=60)
     ap.add_argument("--json", action="store_true")
-    args = ap.parse_args()
+    args = harness.parse(ap, {"search_n": 10, "recall_n": 4})
+    harness.header("bench_mcp", file=sys.stderr if args.json else None)
     base = Path(tempfile.mkdtemp(prefix="mv-bench-mcp-", dir="/tmp"))
     home, sock = base / "home", base / "hub.sock"
     report: dict[str, Any] = {
-        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
-        f"Python {platform.python_version()}",
-        "load": os.getloadavg(),
+        **harness.machine(),
     }
     try:
         load_demo(home, sock)
@@ -173,13 +161,12 @@ def main() -> None:
             report["mcp_vs_rpc"] = mcp_vs_rpc(home, sock, args.search_n, args.recall_n)
             report["log_cost_hub_recall"] = logging_cost_hub(sock, args.recall_n)
         report["log_cost_in_process_recall"] = logging_cost_in_process(home, sock, args.recall_n)
-        report["load_after"] = os.getloadavg()
+        report["load_after"] = harness.load()
     finally:
         shutil.rmtree(base, ignore_errors=True)
     if args.json:
         print(json.dumps(report, indent=2))
         return
-    print(f"{report['date']} · {report['machine']} · load {report['load']}")
     for tool, sides in report["mcp_vs_rpc"].items():
         m, r = sides["mcp"], sides["rpc"]
         print(

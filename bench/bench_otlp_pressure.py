@@ -8,23 +8,21 @@ bounds (``MAX_INFLIGHT_BYTES``, ``MAX_CONNECTIONS``), once with them lifted (wha
 did before it had them). Reported per mode: answers by status, the child's peak RSS
 (``VmHWM``) and its RSS after the last round (``VmRSS``).
 
-    .venv/bin/python bench/bench_otlp_pressure.py [--parallel 48] [--mb 31] [--rounds 2]
+    python -m bench bench_otlp_pressure [--parallel 48] [--mb 31] [--rounds 2]
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import collections
 import concurrent.futures
 import json
 import multiprocessing as mp
 import socket
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import harness
 
 TOKEN = "b" * 32
 
@@ -92,11 +90,12 @@ def run(limits: dict[str, int], parallel: int, mb: int, rounds: int) -> dict[str
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = harness.parser(__doc__)
     ap.add_argument("--parallel", type=int, default=48)
     ap.add_argument("--mb", type=int, default=31)
     ap.add_argument("--rounds", type=int, default=2)
-    args = ap.parse_args()
+    args = harness.parse(ap, {"parallel": 2, "mb": 1, "rounds": 1})
+    harness.header("bench_otlp_pressure")
     lifted = {"max_inflight_bytes": 1 << 40, "max_connections": 1 << 20}
     for name, limits in (("bounded (shipped)", {}), ("bounds lifted", lifted)):
         out = run(limits, args.parallel, args.mb, args.rounds)

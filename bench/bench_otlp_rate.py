@@ -22,24 +22,21 @@ Reported, and which is which:
   peak RSS of the hub and of its child processes (the OTLP receiver's, when it has one), and
   the load average before and after.
 
-    .venv/bin/python bench/bench_otlp_rate.py [--rate 1000] [--seconds 10] [--conversations 50] [--procs 1]
+    python -m bench bench_otlp_rate [--rate 1000] [--seconds 10] [--conversations 50] [--procs 1]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import multiprocessing as mp
-import os
 import socket
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import harness
 
 
 def free_port() -> int:
@@ -148,17 +145,18 @@ def peak_rss_mb(pid: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = harness.parser(__doc__)
     ap.add_argument("--rate", type=float, default=1000.0)
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--conversations", type=int, default=50)
     ap.add_argument("--procs", type=int, default=1, help="span-creating processes (each rate/procs)")
-    args = ap.parse_args()
+    args = harness.parse(ap, {"rate": 100.0, "seconds": 1.0, "conversations": 5})
+    harness.header("bench_otlp_rate")
 
     from memviewer.wire.remote import RemoteService
     from memviewer.wire.testing import HubProcess
 
-    load_before = os.getloadavg()
+    load_before = harness.load()
     with tempfile.TemporaryDirectory(prefix="mvrate") as tmp:
         base = Path(tmp)
         port = free_port()
@@ -225,7 +223,7 @@ def main() -> None:
                 "turns_stored": turns,
                 "rss_peak_mb": rss,  # the hub's and its child processes' (the OTLP receiver's)
                 "all_stored_s_after_last_export": round(stored_after_s, 1),
-                "load": [round(x, 2) for x in (*load_before, *os.getloadavg())],
+                "load": [load_before, harness.load()],
             }
         )
     )

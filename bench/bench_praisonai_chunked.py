@@ -7,24 +7,22 @@ homes, alternating; then this tree imports the same file again (the re-run: noth
 Peak RSS is ``ru_maxrss`` of the child (``RUSAGE_CHILDREN`` of a wrapper process that runs
 only it).
 
-    .venv/bin/python bench/bench_praisonai_chunked.py [--mb 200] [--runs 1] [--baseline main]
+    python -m bench bench_praisonai_chunked [--mb 200] [--runs 1] [--baseline main]
 """
 
 from __future__ import annotations
 
-import argparse
-import datetime as dt
 import os
-import platform
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-import baseline_tree  # noqa: E402 - bench/ is this script's own folder on sys.path
-from praisonai_big import write_big_session  # noqa: E402
+from bench import baseline_tree, harness
+
+ROOT = harness.ROOT
+
+write_big_session = harness.test_module("praisonai_big").write_big_session
 
 CLI = """
 import resource, subprocess, sys, time
@@ -46,19 +44,19 @@ def run(tree: Path, home: Path, path: Path) -> tuple[float, float]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = harness.parser(__doc__)
     ap.add_argument("--mb", type=int, default=200)
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--baseline", default="main", help="git revision to compare with ('' to skip)")
-    args = ap.parse_args()
+    args = harness.parse(ap, {"mb": 1, "baseline": ""})
+    harness.header("bench_praisonai_chunked")
     with tempfile.TemporaryDirectory() as tmp_s:
         tmp = Path(tmp_s)
         path = tmp / "big.json"
         n = write_big_session(path, args.mb * 1_000_000)
         size = path.stat().st_size / 1e6
         print(
-            f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, {platform.machine()}, {os.cpu_count()} cores, "
-            f"load {os.getloadavg()[0]:.1f}; file {size:.0f} MB, {n} messages",
+            f"# file {size:.0f} MB, {n} messages",
             flush=True,
         )
         trees: list[tuple[str, Path]] = []
@@ -72,7 +70,7 @@ def main() -> None:
                 secs, rss = run(tree, home, path)
                 print(
                     f"  {label:18} import: {secs:6.1f} s, peak RSS {rss:6.0f} MB ({rss / size:.2f}x), "
-                    f"load {os.getloadavg()[0]:.1f}",
+                    f"load {harness.load()}",
                     flush=True,
                 )
                 if tree == ROOT:

@@ -4,19 +4,20 @@ Each measurement runs in a fresh process (peak RSS is ru_maxrss of that process)
 ``load_file`` (the whole-file read) and ``load_file_streaming`` side by side, then the real
 ``memviewer import praisonai --no-index`` (which streams files of 16 MB or more).
 
-    .venv/bin/python bench/bench_praisonai_stream.py [--mb 200]
+    python -m bench bench_praisonai_stream [--mb 200]
 """
 
 from __future__ import annotations
 
-import argparse
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from praisonai_big import write_big_session  # noqa: E402
+from bench import harness
+
+write_big_session = harness.test_module("praisonai_big").write_big_session
+
 
 PROBE = """
 import resource, sys, time
@@ -38,9 +39,10 @@ print(0, time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN).r
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = harness.parser(__doc__)
     ap.add_argument("--mb", type=int, default=200)
-    args = ap.parse_args()
+    args = harness.parse(ap, {"mb": 1})
+    harness.header("bench_praisonai_stream")
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "big.json"
         n = write_big_session(path, args.mb * 1_000_000)

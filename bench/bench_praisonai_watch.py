@@ -10,16 +10,13 @@ the file (same bytes: this tree hashes it and stops) and, after a settle, stops 
 Peak RSS is ``ru_maxrss`` of the hub (``RUSAGE_CHILDREN`` of a wrapper that runs only it).
 Child processes run with their cwd in a temporary folder outside the repository.
 
-    .venv/bin/python bench/bench_praisonai_watch.py [--mb 100] [--baseline main]
+    python -m bench bench_praisonai_watch [--mb 100] [--baseline main]
 """
 
 from __future__ import annotations
 
-import argparse
-import datetime as dt
 import json
 import os
-import platform
 import sqlite3
 import subprocess
 import sys
@@ -27,10 +24,11 @@ import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tests"))
-import baseline_tree  # noqa: E402 - bench/ is this script's own folder on sys.path
-from praisonai_big import write_big_session  # noqa: E402
+from bench import baseline_tree, harness
+
+ROOT = harness.ROOT
+
+write_big_session = harness.test_module("praisonai_big").write_big_session
 
 WRAPPER = """
 import resource, signal, subprocess, sys
@@ -93,11 +91,12 @@ def run(tree: Path, tmp: Path, label: str, folder: Path, n: int, timeout: float)
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = harness.parser(__doc__)
     ap.add_argument("--mb", type=int, default=100)
     ap.add_argument("--baseline", default="main", help="git revision to compare with ('' to skip)")
     ap.add_argument("--timeout", type=float, default=3600)
-    args = ap.parse_args()
+    args = harness.parse(ap, {"mb": 1, "baseline": "", "timeout": 120.0})
+    harness.header("bench_praisonai_watch")
     with tempfile.TemporaryDirectory() as tmp_s:
         tmp = Path(tmp_s)
         folder = tmp / "sessions"
@@ -106,8 +105,7 @@ def main() -> None:
         n = write_big_session(path, args.mb * 1_000_000)
         size = path.stat().st_size / 1e6
         print(
-            f"{dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, {platform.machine()}, {os.cpu_count()} cores, "
-            f"load {os.getloadavg()[0]:.1f}; file {size:.0f} MB, {n} messages",
+            f"# file {size:.0f} MB, {n} messages",
             flush=True,
         )
         trees: list[tuple[str, Path]] = []
@@ -119,7 +117,7 @@ def main() -> None:
             secs, rss = run(tree, tmp, label[:4], folder, n, args.timeout)
             print(
                 f"  {label:18} watcher import: {secs:6.1f} s, hub peak RSS {rss:6.0f} MB "
-                f"({rss / size:.2f}x), load {os.getloadavg()[0]:.1f}",
+                f"({rss / size:.2f}x), load {harness.load()}",
                 flush=True,
             )
 

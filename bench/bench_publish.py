@@ -8,16 +8,12 @@ its own process; ``--sync`` runs the same matrix with SQLite
 ``synchronous=NORMAL`` as well (set by this script's own hub launcher on top
 of ``store/db.py``'s FULL, which stays the product default).
 
-Run: ``/tmp/venv/bin/python bench/bench_publish.py [--turns 6000] [--runs 3] [--sync FULL,NORMAL]``
+Run: ``/tmp/venv/bin/python -m bench bench_publish [--turns 6000] [--runs 3] [--sync FULL,NORMAL]``
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import datetime as dt
-import os
-import platform
 import shutil
 import signal
 import statistics
@@ -29,11 +25,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a plain checkout
-
-from memviewer.client import Publisher  # noqa: E402
-from memviewer.wire.probe import hub_hello  # noqa: E402
-from memviewer.wire.testing import hub_env  # noqa: E402
+from bench import harness
+from memviewer.client import Publisher
+from memviewer.wire.probe import hub_hello
+from memviewer.wire.testing import hub_env
 
 TURNS_PER_EPISODE = 100
 TURNS_PER_SESSION = 1000  # agents rotate sessions; one endless session measures other things
@@ -189,17 +184,14 @@ def _report(sync: str, label: str, vals: list[float]) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = harness.parser(__doc__)
     ap.add_argument("--turns", type=int, default=6000, help="turns per batched run")
     ap.add_argument("--turns-single", type=int, default=600, help="turns per batch-size-1 run")
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--sync", default="FULL,NORMAL")
-    args = ap.parse_args()
+    args = harness.parse(ap, {"turns": 300, "turns_single": 30, "runs": 1, "sync": "NORMAL"})
+    harness.header("bench_publish")
     spool = Path(tempfile.mkdtemp(prefix="mvs-", dir="/tmp"))
-    print(
-        f"# bench_publish {dt.datetime.now().isoformat(timespec='seconds')} on {platform.node()}: "
-        f"{os.cpu_count()} cpus, Python {platform.python_version()}"
-    )
     print(
         f"# medians of {args.runs} runs; turns/s acknowledged (durable); {len(CONTENT)}-byte turns, "
         f"{TURNS_PER_SESSION} turns per session"

@@ -21,16 +21,12 @@ plus the publisher's threads: the cost that does not depend on the hub). ``--rat
 paces the agent (turns/s) below what the hub takes, where the guarantee's extra writes
 show.
 
-Run: ``.venv/bin/python bench/bench_publisher_durability.py [--turns 20000] [--size 2048]
+Run: ``python -m bench bench_publisher_durability [--turns 20000] [--size 2048]
 [--runs 2] [--rate N]``
 """
 
 from __future__ import annotations
 
-import argparse
-import datetime as dt
-import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -39,10 +35,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a plain checkout
-
-from memviewer.client import Publisher  # noqa: E402
-from memviewer.wire.testing import HubProcess  # noqa: E402
+from bench import harness
+from memviewer.client import Publisher
+from memviewer.wire.testing import HubProcess
 
 MODES = {"sync": 0.05, "nosync": None}
 
@@ -119,15 +114,15 @@ def one_run(mode: str, turns: int, size: int, rate: float | None = None) -> dict
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = harness.parser(__doc__)
     ap.add_argument("--turns", type=int, default=20_000)
     ap.add_argument("--size", type=int, default=2048)
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--rate", type=float, default=None, help="turns/s (default: unpaced)")
-    args = ap.parse_args()
+    args = harness.parse(ap, {"turns": 300, "size": 256, "runs": 1})
+    harness.header("bench_publisher_durability")
     print(
-        f"# {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, {platform.node()}, {os.cpu_count()} cores, "
-        f"load {os.getloadavg()[0]:.1f}; {args.turns} turns x {args.size} B, {args.runs} runs per mode, "
+        f"# {args.turns} turns x {args.size} B, {args.runs} runs per mode, "
         f"{f'{args.rate:g} turns/s' if args.rate else 'unpaced'}"
     )
     results: list[dict[str, Any]] = []
@@ -137,7 +132,7 @@ def main() -> None:
             results.append(res)
             print(" ".join(f"{k}={v:.1f}" if isinstance(v, float) else f"{k}={v}" for k, v in res.items()))
             sys.stdout.flush()
-    print(f"# load at the end {os.getloadavg()[0]:.1f}")
+    harness.footer()
     keys = [k for k, v in results[0].items() if isinstance(v, float | int) and not isinstance(v, bool)]
     print("| median | " + " | ".join(keys) + " |")
     print("|---|" + "---|" * len(keys))

@@ -15,29 +15,23 @@ table). For each size, recall runs with exact (brute-force) vector search and,
 when the table has an IVF_PQ index, with ANN; their overlap@10 says what ANN
 costs in quality (random vectors are the hardest case for PQ).
 
-Run: ``/tmp/venv/bin/python bench/bench_recall.py [--sizes 10000,100000,1000000] [--queries 100]``
+Run: ``/tmp/venv/bin/python -m bench bench_recall [--sizes 10000,100000,1000000] [--queries 100]``
 """
 
 from __future__ import annotations
 
-import argparse
-import datetime as dt
 import hashlib
-import platform
 import random
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import numpy as np
 
-import numpy as np  # noqa: E402
-
-from memviewer.config import load_settings  # noqa: E402
-from memviewer.service import MemoryService  # noqa: E402
+from bench import harness
+from memviewer.config import load_settings
+from memviewer.service import MemoryService
 
 PER_SESSION = 50
 DIM = 384
@@ -126,11 +120,6 @@ def queries(k: int, seed: int = 5) -> list[str]:
     return [" ".join(rng.choices(words[50:2000], k=rng.randint(2, 5))) for _ in range(k)]
 
 
-def pct(xs: list[float], p: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
-
-
 def measure(
     svc: MemoryService, qs: list[str], *, mode: str, ann: bool
 ) -> tuple[list[float], list[list[str]]]:
@@ -147,15 +136,15 @@ def measure(
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = harness.parser(__doc__)
     ap.add_argument("--sizes", default="10000,100000,1000000")
     ap.add_argument("--queries", type=int, default=100)
-    args = ap.parse_args()
+    args = harness.parse(ap, {"sizes": "500", "queries": 5})
+    harness.header("bench_recall")
     sizes = [int(x) for x in args.sizes.split(",")]
     qs = queries(args.queries)
     print(
-        f"{dt.datetime.now():%Y-%m-%d %H:%M} {platform.machine()} python {platform.python_version()}; "
-        f"{args.queries} queries per cell; latency = MemoryService.recall total (ms), "
+        f"# {args.queries} queries per cell; latency = MemoryService.recall total (ms), "
         "query embedding excluded"
     )
     print("| turns | mode | vector search | p50 ms | p99 ms | overlap@10 vs exact |")
@@ -170,7 +159,7 @@ def main() -> None:
                 exact_t, exact_ids = measure(svc, qs, mode=mode, ann=False)
                 print(
                     f"| {n:,} | {mode} | exact | {statistics.median(exact_t):.1f} | "
-                    f"{pct(exact_t, 99):.1f} | 1.00 |",
+                    f"{harness.pct(exact_t, 99):.1f} | 1.00 |",
                     flush=True,
                 )
                 if svc.parts.lance.has_vector_index():
@@ -181,7 +170,7 @@ def main() -> None:
                     )
                     print(
                         f"| {n:,} | {mode} | IVF_PQ | {statistics.median(ann_t):.1f} | "
-                        f"{pct(ann_t, 99):.1f} | {overlap:.2f} |",
+                        f"{harness.pct(ann_t, 99):.1f} | {overlap:.2f} |",
                         flush=True,
                     )
             svc.close()

@@ -5,7 +5,7 @@ Two sources of ordinary text:
 * the demo data: ``memviewer demo --no-index`` into a temporary home, exported as JSON
   without and with ``--redact standard|strict`` through the real CLI, turn by turn;
 * a dev set of real chat transcripts: the LongMemEval haystack sessions of
-  ``/work/shared/data/longmemeval_s_dev100.json.gz`` (read from there, never copied),
+  the shared data folder's ``longmemeval_s_dev100.json.gz`` (read from there, never copied),
   run through ``Redactor`` directly (deduplicated turns).
 
 "Words kept" counts whitespace-separated words of the original that are still present in
@@ -19,12 +19,11 @@ the working tree's, on the same texts: leaks of the audit corpus per class
 the dev haystack at both levels, every text whose redaction changed (with the masked words),
 and the spans the added rules find on the whole haystack (rules alone: fast).
 
-    .venv/bin/python bench/bench_redaction.py [--dev PATH] [--limit N] [--compare REV]
+    python -m bench bench_redaction [--dev PATH] [--limit N] [--compare REV]
 """
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import importlib.util
 import json
@@ -38,10 +37,11 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from bench import harness
 from memviewer.io import redact_rules
 from memviewer.io.redact import MASK_RE, Redactor
 
-DEV = Path("/work/shared/data/longmemeval_s_dev100.json.gz")
+DEV = harness.data_dir() / "longmemeval_s_dev100.json.gz"
 
 
 def kept_fraction(pairs: list[tuple[str, str]]) -> tuple[int, int]:
@@ -171,8 +171,12 @@ def _dev_texts(path: Path, limit: int | None) -> list[str]:
 
 def compare_corpus(old: ModuleType) -> None:
     """Leaks of the audit corpus per class, old and new redactor, both levels."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-    from redaction_corpus import AUDIT_CLASSES, audit_corpus, azure_tool_calls
+    corpus = harness.test_module("redaction_corpus")
+    AUDIT_CLASSES, audit_corpus, azure_tool_calls = (
+        corpus.AUDIT_CLASSES,
+        corpus.audit_corpus,
+        corpus.azure_tool_calls,
+    )
 
     items = [(cls, value, text) for cls, value, text in audit_corpus().values()]
     items += [("azure_client_secret", value, args) for value, args in azure_tool_calls()]
@@ -247,14 +251,15 @@ def added_rule_spans(old: ModuleType, texts: list[str]) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = harness.parser(__doc__)
     ap.add_argument("--dev", type=Path, default=DEV)
     ap.add_argument("--limit", type=int, default=None, help="questions of the dev set to read")
     ap.add_argument("--skip-demo", action="store_true")
     ap.add_argument(
         "--compare", metavar="REV", help="also run the redactor of git revision REV, side by side"
     )
-    args = ap.parse_args()
+    args = harness.parse(ap, {"limit": 3, "skip_demo": True, "compare": "HEAD"})
+    harness.header("bench_redaction")
     if args.compare:
         old = load_baseline(args.compare)
         compare_corpus(old)

@@ -3,24 +3,25 @@ over ``metadata.speaker``, as before aliases) against the one pass that also cou
 the authors call each other (``memviewer.store.authors.read_after``), interleaved, per scope and
 for the whole home.
 
-    python bench/bench_scope_names.py HOME [--rounds 7]
+    python -m bench bench_scope_names HOME [--rounds 7]
 
 HOME is any kept home, e.g. ``eval realtalk --keep-home``'s. Medians of ``rounds`` reads.
 """
 
 from __future__ import annotations
 
-import argparse
-import os
 import statistics
 import time
 
+from bench import harness
+
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
+    ap = harness.parser(__doc__)
     ap.add_argument("home")
     ap.add_argument("--rounds", type=int, default=7)
-    args = ap.parse_args()
+    args = harness.parse(ap, needs="a kept evaluation home")
+    harness.header("bench_scope_names")
 
     from pathlib import Path
 
@@ -48,7 +49,7 @@ def main() -> int:
                 .group_by(S.c.scope_id)
             )
         }
-    print(f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, load {os.getloadavg()[0]:.1f}")
+    harness.footer()
     print(f"{'scope':32s} {'turns':>6s} {'authors ms':>10s} {'one pass ms':>11s} {'ratio':>6s}")
     for scope, scope_id in [*scopes[:10], (None, None)]:
         old, new = [], []

@@ -22,8 +22,8 @@ dependencies::
 
 Run (corpora and databases go under --work, not the repo; they are reused)::
 
-    /tmp/benchvenv/bin/python bench/bench_search.py --sizes 1000 10000 --queries 30
-    /tmp/benchvenv/bin/python bench/bench_search.py --sizes 100000 --queries 30 --default-queries 3 \
+    /tmp/benchvenv/bin/python -m bench bench_search --sizes 1000 10000 --queries 30
+    /tmp/benchvenv/bin/python -m bench bench_search --sizes 100000 --queries 30 --default-queries 3 \
         --skip-praisonai-sqlite        # its first search indexes every file: ~1 h at 100k here
 
 Results: ``docs/benchmarks.md``.
@@ -31,39 +31,24 @@ Results: ``docs/benchmarks.md``.
 
 from __future__ import annotations
 
-import argparse
-import datetime as dt
 import json
 import logging
 import os
-import platform
 import sqlite3
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a plain checkout
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import search_corpus  # noqa: E402
-
-import memviewer.store.fts as fts  # noqa: E402
-from memviewer.io.praisonai import iter_session_files, load_file  # noqa: E402
-from memviewer.recall.keyword import KeywordSearch  # noqa: E402
-from memviewer.session.manager import SessionManager  # noqa: E402
-from memviewer.store.db import Store  # noqa: E402
-
-
-def _pct(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    if len(xs) == 1:
-        return xs[0]
-    k = (len(xs) - 1) * q
-    lo = int(k)
-    hi = min(lo + 1, len(xs) - 1)
-    return xs[lo] + (xs[hi] - xs[lo]) * (k - lo)
+import memviewer.store.fts as fts
+from bench import (
+    harness,
+    search_corpus,
+)
+from memviewer.io.praisonai import iter_session_files, load_file
+from memviewer.recall.keyword import KeywordSearch
+from memviewer.session.manager import SessionManager
+from memviewer.store.db import Store
 
 
 def _time(fn: Callable[[str], str | None], queries: list[str]) -> tuple[list[float], list[str | None]]:
@@ -192,14 +177,14 @@ def _tokenizer_comparison(db: Path, work: Path, queries: list[str], common: list
         size = path.stat().st_size / 2**20
         lines.append(
             f"| {name} | {build:.1f} | {size:.0f} | {statistics.median(pt):.2f} | "
-            f"{statistics.median(ct):.2f} | {_pct(ct, 0.99):.2f} | {'yes' if stem else 'no'} |"
+            f"{statistics.median(ct):.2f} | {harness.pct(ct, 99):.2f} | {'yes' if stem else 'no'} |"
         )
         path.unlink()
     return lines
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = harness.parser(__doc__)
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000])
     ap.add_argument("--queries", type=int, default=30, help="planted queries per size")
     ap.add_argument(
@@ -221,12 +206,12 @@ def main() -> None:
         action="store_true",
         help="also import each corpus with and without the FTS triggers (slow: one commit each)",
     )
-    args = ap.parse_args()
+    args = harness.parse(ap, {"sizes": [60], "queries": 3, "work": harness.scratch})
+    harness.header("bench_search")
     logging.disable(logging.WARNING)
     args.work.mkdir(parents=True, exist_ok=True)
     print(
-        f"# {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC · {platform.platform()} · {os.cpu_count()} CPUs · "
-        f"Python {platform.python_version()} · SQLite {sqlite3.sqlite_version}",
+        f"# SQLite {sqlite3.sqlite_version}",
         flush=True,
     )
     table = [
@@ -295,13 +280,14 @@ def main() -> None:
                 pt, tops = _time(fn, qs)
                 agree = sum(1 for a, b in zip(tops, tr, strict=True) if a == b)
                 row = (
-                    f"| {n} | {name} | {qset} | {statistics.median(pt):.2f} | {_pct(pt, 0.99):.2f} | "
+                    f"| {n} | {name} | {qset} | {statistics.median(pt):.2f} | {harness.pct(pt, 99):.2f} | "
                     f"{agree}/{len(qs)} |"
                 )
                 table.append(row)
                 print(row, flush=True)
             ct, _ = _time(fn, common[: max(2, len(tr) // 4)] if cap else common)
-            row = f"| {n} | {name} | common words | {statistics.median(ct):.2f} | {_pct(ct, 0.99):.2f} | – |"
+            p99 = harness.pct(ct, 99)
+            row = f"| {n} | {name} | common words | {statistics.median(ct):.2f} | {p99:.2f} | – |"
             table.append(row)
             print(row, flush=True)
         store.close()

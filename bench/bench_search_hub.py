@@ -22,7 +22,7 @@ by side. Every hub search is also written to the recall log, as a CLI search is.
 
 Setup: ``pip install -e '.[dev,bench]'`` (``praisonaiagents`` 1.7.17, no torch).
 
-    .venv/bin/python bench/bench_search_hub.py --sizes 2000 10000
+    python -m bench bench_search_hub --sizes 2000 10000
 
 Corpora and databases go under ``--work`` (reused between runs). Results:
 ``docs/benchmarks.md``.
@@ -30,33 +30,28 @@ Corpora and databases go under ``--work`` (reused between runs). Results:
 
 from __future__ import annotations
 
-import argparse
-import datetime as dt
 import json
 import logging
 import os
-import platform
 import shutil
 import sqlite3
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import search_corpus  # noqa: E402
-
-from memviewer.io.praisonai import iter_session_files, load_file  # noqa: E402
-from memviewer.recall import fts_query  # noqa: E402
-from memviewer.recall.keyword import KeywordSearch  # noqa: E402
-from memviewer.session.manager import SessionManager  # noqa: E402
-from memviewer.store.db import Store  # noqa: E402
-from memviewer.wire import protocol  # noqa: E402
-from memviewer.wire.syncclient import HubUnavailable, RpcConnection  # noqa: E402
-from memviewer.wire.testing import HubProcess  # noqa: E402
+from bench import (
+    harness,
+    search_corpus,
+)
+from memviewer.io.praisonai import iter_session_files, load_file
+from memviewer.recall import fts_query
+from memviewer.recall.keyword import KeywordSearch
+from memviewer.session.manager import SessionManager
+from memviewer.store.db import Store
+from memviewer.wire import protocol
+from memviewer.wire.syncclient import HubUnavailable, RpcConnection
+from memviewer.wire.testing import HubProcess
 
 try:  # this tree's CLI reads answers through orjson (wire/fastjson.py); a base tree's did not
     from memviewer.wire.fastjson import decode_answer as _decode_answer
@@ -126,7 +121,7 @@ def _top5(ks: KeywordSearch, q: str) -> list[str]:
 
 
 def _load() -> str:
-    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+    return harness.load()
 
 
 def _p50(xs: list[float]) -> float:
@@ -134,7 +129,7 @@ def _p50(xs: list[float]) -> float:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = harness.parser(__doc__)
     ap.add_argument("--sizes", type=int, nargs="+", default=[2000])
     ap.add_argument("--queries", type=int, default=30)
     ap.add_argument("--rounds", type=int, default=3)
@@ -148,7 +143,8 @@ def main() -> None:
         "the full frame check protocol.decode (decode: a base older than decode_answer) or through "
         "wire/fastjson.py like this tree's hub (fastjson: a base that has it)",
     )
-    args = ap.parse_args()
+    args = harness.parse(ap, {"sizes": [60], "queries": 3, "rounds": 1, "work": harness.scratch})
+    harness.header("bench_search_hub")
     logging.disable(logging.WARNING)
     args.work = args.work.resolve()
     args.work.mkdir(parents=True, exist_ok=True)
@@ -160,8 +156,7 @@ def main() -> None:
     from praisonaiagents.session import SqliteSessionStore
 
     print(
-        f"# {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC · {platform.platform()} · {os.cpu_count()} CPUs · "
-        f"Python {platform.python_version()} · SQLite {sqlite3.sqlite_version} · load {_load()}",
+        f"# SQLite {sqlite3.sqlite_version}",
         flush=True,
     )
     rows = [

@@ -12,19 +12,15 @@
    covers it (the event is sent after the commit, and the keyword index is written in the
    same transaction, so the message is searchable then). A sample is checked by searching.
 
-Run: ``.venv/bin/python bench/bench_sources.py [--runs 3] [--messages 1000 --files 100]``
+Run: ``python -m bench bench_sources [--runs 3] [--messages 1000 --files 100]``
 """
 
 from __future__ import annotations
 
-import argparse
-import datetime as dt
 import json
 import os
-import platform
 import socket
 import statistics
-import sys
 import tempfile
 import threading
 import time
@@ -32,11 +28,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from memviewer.client import Publisher  # noqa: E402
-from memviewer.wire.remote import RemoteService  # noqa: E402
-from memviewer.wire.testing import HubProcess  # noqa: E402
+from bench import harness
+from memviewer.client import Publisher
+from memviewer.wire.remote import RemoteService
+from memviewer.wire.testing import HubProcess
 
 CONTENT = "Reading tests/test_scheduler.py and the CI log to find why the job fires a second late. " * 2
 
@@ -118,8 +113,8 @@ def map_only(bodies: list[bytes]) -> float:
     return time.perf_counter() - t0
 
 
-def publisher_run(sock: Path, spool: Path, turns: int) -> float:
-    with Publisher(sock, spool) as pub:
+def publisher_run(sock: Path, spool: Path, home: Path, turns: int) -> float:
+    with Publisher(sock, spool, home=home) as pub:
         assert pub.flush(30)
         t0 = time.perf_counter()
         sid = eid = None
@@ -196,21 +191,21 @@ def watch_latency(folder: Path, sock: Path, messages: int, files: int, pace: flo
     )
     remote.close()
     lat.sort()
-    q = statistics.quantiles(lat, n=100) if len(lat) >= 2 else [0.0] * 99
+    q = harness.percentiles(lat, (50, 99), scale=1000, digits=1)
     return {
         "messages": messages,
         "files": files,
         "measured": len(lat),
         "missing": missing,
-        "p50_ms": round(q[49] * 1000, 1),
-        "p99_ms": round(q[98] * 1000, 1),
+        "p50_ms": q["p50"],
+        "p99_ms": q["p99"],
         "max_ms": round(max(lat) * 1000, 1) if lat else None,
         "searchable_sample": f"{searchable}/{len(sample)}",
     }
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = harness.parser(__doc__)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--conversations", type=int, default=50)
     ap.add_argument("--turns-per-conversation", type=int, default=40)
@@ -218,7 +213,19 @@ def main() -> None:
     ap.add_argument("--messages", type=int, default=1000)
     ap.add_argument("--files", type=int, default=100)
     ap.add_argument("--pace", type=float, default=0.02, help="seconds between two appends")
-    args = ap.parse_args()
+    args = harness.parse(
+        ap,
+        {
+            "runs": 1,
+            "conversations": 3,
+            "turns_per_conversation": 4,
+            "spans_per_request": 10,
+            "messages": 20,
+            "files": 3,
+            "pace": 0.001,
+        },
+    )
+    harness.header("bench_sources")
 
     base = Path(tempfile.mkdtemp(prefix="mvs-", dir="/tmp"))
     folder = base / "praison"
@@ -242,7 +249,7 @@ def main() -> None:
             turns = args.conversations * args.turns_per_conversation
             t_map = map_only(bodies)
             t_otlp = otlp_run(url, bodies, (base / "home" / "token").read_text().strip())
-            t_pub = publisher_run(hub.socket_path, base / "spool", turns)
+            t_pub = publisher_run(hub.socket_path, base / "spool", hub.home, turns)
             rows.append(
                 {
                     "otlp_spans_s": spans / t_otlp,
@@ -259,9 +266,7 @@ def main() -> None:
         hub.stop()
     med = {k: round(statistics.median(r[k] for r in rows), 1) for k in rows[0]}
     report = {
-        "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
-        "load": os.getloadavg(),
+        **harness.machine(),
         "otlp": {
             "conversations": args.conversations,
             "turns_per_conversation": args.turns_per_conversation,

@@ -7,13 +7,12 @@ is started, given ``--settle`` seconds, then sent SIGINT; the time to exit, the 
 and whether it aborted (``terminate called``, SIGABRT) are reported. With ``--exe OLD --exe
 NEW`` two installs are measured alternately in one run.
 
-    .venv/bin/python bench/bench_stop.py [--turns 6000] [--settle 4] [--runs 3] [--exe PATH ...]
+    python -m bench bench_stop [--turns 6000] [--settle 4] [--runs 3] [--exe PATH ...]
         [--viewer]   (the viewer hosting the hub, quit with ctrl+q in a pty, instead of serve)
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
@@ -25,7 +24,7 @@ import threading
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import harness
 
 WORDS = (
     "the refund for order {i} went to the card ending 4471 after the customer asked twice; "
@@ -162,13 +161,14 @@ def one_viewer(exe: str, turns: int, settle: float) -> dict[str, object]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = harness.parser(__doc__)
     ap.add_argument("--turns", type=int, default=6000)
     ap.add_argument("--settle", type=float, default=4.0)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--exe", action="append", default=None)
     ap.add_argument("--viewer", action="store_true", help="quit the viewer hosting the hub instead")
-    args = ap.parse_args()
+    args = harness.parse(ap, {"turns": 100, "settle": 0.5, "runs": 1})
+    harness.header("bench_stop")
     exes = args.exe or [str(Path(sys.executable).parent / "memviewer")]
     results: dict[str, list[dict[str, object]]] = {e: [] for e in exes}
     for _ in range(args.runs):

@@ -12,28 +12,21 @@ of month-long sessions that overlap every window.
 Only the SQL is timed: the LanceDB and embedding parts of recall are unchanged by
 a date (bench_recall.py measures them).
 
-Run: ``/tmp/venv/bin/python bench/bench_time_prior.py [--sessions 10000,100000] [--queries 200]``
+Run: ``/tmp/venv/bin/python -m bench bench_time_prior [--sessions 10000,100000] [--queries 200]``
 """
 
 from __future__ import annotations
 
-import argparse
-import datetime as dt
-import platform
 import random
-import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
-from types import SimpleNamespace
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from memviewer.recall import timeref  # noqa: E402
-from memviewer.recall.stage1 import sessions_in, time_closeness  # noqa: E402
-from memviewer.store import repos  # noqa: E402
-from memviewer.store.db import Store  # noqa: E402
+from bench import harness
+from memviewer.recall import timeref
+from memviewer.recall.stage1 import sessions_in, time_closeness
+from memviewer.store import repos
+from memviewer.store.db import Store
 
 DAY = 86_400.0
 NOW = 1_764_460_800.0  # 2025-11-30
@@ -93,7 +86,6 @@ def build(path: Path, n: int, rng: random.Random) -> None:
 
 def measure(path: Path, n: int, queries: int, rng: random.Random) -> dict[str, float]:
     store = Store.open(path, readonly=True)
-    service = SimpleNamespace(store=store)
     found, near, both = [], [], []
     hits = 0
     for q in range(queries):
@@ -101,11 +93,11 @@ def measure(path: Path, n: int, queries: int, rng: random.Random) -> dict[str, f
         window = timeref.parse(f"what did I do {PHRASES[q % len(PHRASES)]}?", as_of)
         assert window is not None
         t0 = time.perf_counter()
-        ids = sessions_in(service, ("user", "u1"), window)
+        ids = sessions_in(store, ("user", "u1"), window)
         t1 = time.perf_counter()
         # Stage 1's candidates: ~60 from the retrievers plus those dated in the window
         candidates = ids + [f"s{rng.randrange(n):07d}" for _ in range(60)]
-        scores = time_closeness(service, candidates, window)
+        scores = time_closeness(store, candidates, window)
         t2 = time.perf_counter()
         hits += sum(1 for v in scores.values() if v == 1.0)
         found.append((t1 - t0) * 1000)
@@ -114,7 +106,7 @@ def measure(path: Path, n: int, queries: int, rng: random.Random) -> dict[str, f
     store.close()
 
     def p(xs: list[float], q: float) -> float:
-        return round(statistics.quantiles(xs, n=100)[int(q) - 1], 2)
+        return round(harness.pct(xs, q), 2)
 
     return {
         "sessions": n,
@@ -128,14 +120,11 @@ def measure(path: Path, n: int, queries: int, rng: random.Random) -> dict[str, f
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = harness.parser(__doc__)
     ap.add_argument("--sessions", default="10000,100000")
     ap.add_argument("--queries", type=int, default=200)
-    args = ap.parse_args()
-    print(
-        f"# {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC · {platform.processor() or platform.machine()}"
-        f" · Python {platform.python_version()}"
-    )
+    args = harness.parse(ap, {"sessions": "300", "queries": 10})
+    harness.header("bench_time_prior")
     print("| sessions | turns | sessions_in p50 ms | time_closeness p50 ms | both p50 ms | both p99 ms |")
     print("|---:|---:|---:|---:|---:|---:|")
     for n in (int(x) for x in args.sessions.split(",")):

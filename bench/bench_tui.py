@@ -1,10 +1,10 @@
 """Viewer benchmarks: first paint and memory at 1k / 100k sessions, and UI
 responsiveness while the live tail receives ~1,000 events/s.
 
-    /tmp/venv/bin/python bench/bench_tui.py                 # everything
-    /tmp/venv/bin/python bench/bench_tui.py --only paint    # first paint only
-    /tmp/venv/bin/python bench/bench_tui.py --only live --rate 1000 --seconds 8
-    /tmp/venv/bin/python bench/bench_tui.py --only longsession --runs 3   # one 5,000-turn session
+    /tmp/venv/bin/python -m bench bench_tui                 # everything
+    /tmp/venv/bin/python -m bench bench_tui --only paint    # first paint only
+    /tmp/venv/bin/python -m bench bench_tui --only live --rate 1000 --seconds 8
+    /tmp/venv/bin/python -m bench bench_tui --only longsession --runs 3   # one 5,000-turn session
 
 First paint: ``memviewer`` runs as a real process on a pseudo-terminal
 (120x36) with ``MEMVIEWER_TUI_PAINT_REPORT`` set, so it writes a timestamp,
@@ -26,12 +26,10 @@ the event loop (how late a 5 ms timer fires).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import fcntl
 import json
 import os
-import platform
 import pty
 import shutil
 import statistics
@@ -44,6 +42,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from bench import harness
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "out" / "tui"
@@ -293,16 +293,11 @@ async def _key_latencies(pilot: Any, count: int, gap: float) -> dict[str, list[f
     return out
 
 
-def _pcts(values: list[float]) -> dict[str, float]:
-    ms = sorted(v * 1000 for v in values)
-    if not ms:
+def _latency_summary(values: list[float]) -> dict[str, float]:
+    if not values:
         return {}
-    return {
-        "p50": round(statistics.median(ms), 2),
-        "p95": round(ms[int(0.95 * (len(ms) - 1))], 2),
-        "max": round(ms[-1], 2),
-        "n": len(ms),
-    }
+    pcts = harness.percentiles(values, (50, 95), scale=1000)
+    return {**pcts, "max": round(max(values) * 1000, 2), "n": len(values)}
 
 
 async def _live_run(home: Path, rate: int, seconds: float) -> dict[str, Any]:
@@ -326,7 +321,10 @@ async def _live_run(home: Path, rate: int, seconds: float) -> dict[str, Any]:
         await asyncio.sleep(1.0)
         stop.set()
         await lag_task
-        result["idle"] = {"loop_lag_ms": _pcts(lag), **{k: _pcts(v) for k, v in base_keys.items()}}
+        result["idle"] = {
+            "loop_lag_ms": _latency_summary(lag),
+            **{k: _latency_summary(v) for k, v in base_keys.items()},
+        }
 
         received0 = app.feed.received
         pub = await asyncio.create_subprocess_exec(
@@ -364,8 +362,8 @@ async def _live_run(home: Path, rate: int, seconds: float) -> dict[str, Any]:
         live = app.screen
         log = live.query_one("#events")
         result["streaming"] = {
-            "loop_lag_ms": _pcts(lag),
-            **{k: _pcts(v) for k, v in keys.items()},
+            "loop_lag_ms": _latency_summary(lag),
+            **{k: _latency_summary(v) for k, v in keys.items()},
             "turns_sent": sent,
             "send_rate_per_s": round(sent / send_s),
             "events_received": app.feed.received - received0,
@@ -486,7 +484,7 @@ async def _interactions_run(home: Path) -> dict[str, Any]:
             app.pop_screen()
             await pilot.pause()
     shutil.rmtree(sock_dir, ignore_errors=True)
-    return {k: _pcts(v) for k, v in timings.items()}
+    return {k: _latency_summary(v) for k, v in timings.items()}
 
 
 def bench_interactions(n: int) -> dict[str, Any]:
@@ -663,21 +661,18 @@ def bench_long_session(n: int, runs: int) -> dict[str, Any]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = harness.parser(__doc__)
     ap.add_argument("--only", choices=("paint", "live", "interact", "longsession"), default=None)
     ap.add_argument("--turns", type=int, default=5000, help="turns in the long session (--only longsession)")
     ap.add_argument("--sizes", default="1000,100000")
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--rate", type=int, default=1000)
     ap.add_argument("--seconds", type=float, default=8.0)
-    args = ap.parse_args()
+    args = harness.parse(ap, {"sizes": "1200", "runs": 1, "rate": 100, "seconds": 1.0, "turns": 100})
+    harness.header("bench_tui")
     OUT.mkdir(parents=True, exist_ok=True)
     results: dict[str, Any] = {
-        "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
-        "python": platform.python_version(),
-        "machine": f"{platform.machine()} {os.cpu_count()} cpus",
-        "platform": platform.platform(),
-        "loadavg_start": [round(x, 2) for x in os.getloadavg()],
+        **harness.machine(),
     }
     if args.only in (None, "paint"):
         print("first paint:", flush=True)
@@ -692,8 +687,8 @@ def main() -> None:
     if args.only in (None, "live"):
         print(f"live tail at {args.rate} events/s for {args.seconds:.0f} s:", flush=True)
         results["live"] = bench_live(args.rate, args.seconds)
-    results["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
-    print(f"load average (1/5/15 min) at start {results['loadavg_start']}, at end {results['loadavg_end']}")
+    results["load_end"] = harness.load()
+    harness.footer()
     path = OUT / f"results-{time.strftime('%Y%m%d-%H%M%S')}.json"
     path.write_text(json.dumps(results, indent=2))
     print(f"results: {path}")

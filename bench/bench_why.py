@@ -1,6 +1,6 @@
 """How long `recall --why` takes next to a plain recall, on a home with the real model.
 
-    .venv/bin/python bench/bench_why.py HOME "QUERY" [--ranks 8,20,40] [--repeat 5] [--last]
+    python -m bench bench_why HOME "QUERY" [--ranks 8,20,40] [--repeat 5] [--last]
 
 Picks the turns at the given 0-based ranks of a flat top-50 recall (turns a hierarchical
 run may miss), and with ``--last`` the last turn of the session Stage 1 ranks last (a search
@@ -13,10 +13,11 @@ two must report the same why. Reads only.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import time
 from typing import Any
+
+from bench import harness
 
 
 def median_ms(fn: Any, repeat: int) -> tuple[float, Any]:
@@ -51,13 +52,14 @@ def main() -> None:
     from memviewer.recall.why import why_not
     from memviewer.service import MemoryService
 
-    ap = argparse.ArgumentParser()
+    ap = harness.parser(__doc__)
     ap.add_argument("home")
     ap.add_argument("query")
     ap.add_argument("--ranks", default="8,20,40")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--last", action="store_true", help="also the last turn of the last Stage-1 session")
-    args = ap.parse_args()
+    args = harness.parse(ap, needs="a home with the real model and a query")
+    harness.header("bench_why")
     svc = MemoryService(load_settings(None, env={}, home=args.home), readonly=True)
     svc.recall(args.query)  # load LanceDB and the model
     flat = svc.recall(args.query, mode="flat", top_k=50)["results"]

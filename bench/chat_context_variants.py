@@ -1,7 +1,7 @@
 """Contextual text for chat turns (issue 16): re-embed a kept REALTALK home's chat turns by one
 rule of ``bench/chat_context_rules.py`` and score recall on it.
 
-    python bench/chat_context_variants.py FILE HOME_COPY --cache-dir DIR --mode prev [--bm25] \\
+    python -m bench chat_context_variants FILE HOME_COPY --cache-dir DIR --mode prev [--bm25] \\
         [--text-mode RULE] [--second-mode RULE [--second-score max]] [--short-words N] \\
         [--tuning KEY=VALUE] [--half tune] [--system hierarchical --system flat] [--json]
 
@@ -19,7 +19,6 @@ system and the time the embedding took; ``--json`` writes the report to stdout.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sqlite3
 import sys
@@ -27,11 +26,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import chat_context_rules as chat_context  # bench/ is this script's own folder on sys.path
+from bench import chat_context_rules as chat_context
+from bench import harness
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
+    ap = harness.parser(__doc__)
     ap.add_argument("file")
     ap.add_argument("home")
     ap.add_argument("--cache-dir", required=True)
@@ -57,7 +57,8 @@ def main() -> int:
         "add candidates (scored with the first vector as before)",
     )
     ap.add_argument("--json", action="store_true")
-    args = ap.parse_args()
+    args = harness.parse(ap, needs="a kept REALTALK home")
+    harness.header("chat_context_variants")
     if Path(args.home).resolve().is_relative_to("/work/cache"):
         sys.exit("refusing to rewrite a shared kept home: give a copy")
 

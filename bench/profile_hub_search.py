@@ -15,7 +15,7 @@ clock in both processes, so the gaps between them (thread and process wake-ups) 
 read like this tree's client reads (``--base-client decode``: with ``protocol.decode``, as a
 base older than ``decode_answer`` read). Results: ``docs/benchmarks.md``.
 
-    .venv/bin/python bench/profile_hub_search.py --work /tmp/mvbench-hub [--baseline DIR]
+    python -m bench profile_hub_search --work /tmp/mvbench-hub [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import atexit
 import json
-import os
 import signal
 import socket
 import statistics
@@ -33,6 +32,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+from bench import harness
 
 ns = time.perf_counter_ns
 
@@ -205,7 +206,6 @@ STRETCHES = [
 
 
 def client_main(args: argparse.Namespace) -> None:
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from memviewer.wire import protocol
     from memviewer.wire.probe import hub_hello
     from memviewer.wire.testing import hub_env
@@ -256,8 +256,7 @@ def client_main(args: argparse.Namespace) -> None:
     rows = stamps[len(planted) :]  # the first round warms up
     print(
         f"# {'baseline ' + str(args.baseline) if base else 'this tree'}, {n} sessions, {len(rows)} searches, "
-        f"answer p50 {statistics.median(r['bytes'] for r in rows):.0f} bytes, load "
-        + " ".join(f"{x:.1f}" for x in os.getloadavg())
+        f"answer p50 {statistics.median(r['bytes'] for r in rows):.0f} bytes, load {harness.load()}"
     )
     for name, fn in STRETCHES:
         vals = [fn(c, hub[c["id"]]) for c in rows]
@@ -268,7 +267,7 @@ def main() -> None:
     if len(sys.argv) > 2 and sys.argv[1] == "hub":
         hub_main(sys.argv[2])
         return
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = harness.parser(__doc__)
     ap.add_argument("--work", type=Path, default=Path("/tmp/mvbench-hub"))
     ap.add_argument("--size", type=int, default=2000)
     ap.add_argument("--rounds", type=int, default=4)
@@ -282,7 +281,9 @@ def main() -> None:
         "this tree's (fastjson: a base that has it)",
     )
     ap.add_argument("--nothing", action="store_true", help="send queries that match nothing (the floor)")
-    client_main(ap.parse_args())
+    args = harness.parse(ap, {"work": harness.search_work, "size": 60, "rounds": 2})
+    harness.header("profile_hub_search")
+    client_main(args)
 
 
 if __name__ == "__main__":

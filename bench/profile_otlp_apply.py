@@ -6,22 +6,20 @@ each request's commands applied with ``MemoryService.apply_batch`` (what the hub
 does with one queued request), on a fresh home. Prints the mapping and applying rates;
 ``--profile`` prints the top of a cProfile of the applying.
 
-    .venv/bin/python bench/profile_otlp_apply.py [--spans 2048] [--profile]
+    python -m bench profile_otlp_apply [--spans 2048] [--profile]
 """
 
 from __future__ import annotations
 
-import argparse
 import cProfile
 import json
 import pstats
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import harness
 
 
 def chat_spans(n: int, conversations: int, t0: float) -> list[Any]:
@@ -58,12 +56,13 @@ def chat_spans(n: int, conversations: int, t0: float) -> list[Any]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = harness.parser(__doc__)
     ap.add_argument("--spans", type=int, default=2048)
     ap.add_argument("--request", type=int, default=512, help="spans per request (the SDK's batch)")
     ap.add_argument("--conversations", type=int, default=50)
     ap.add_argument("--profile", action="store_true")
-    args = ap.parse_args()
+    args = harness.parse(ap, {"spans": 64, "request": 32, "conversations": 5})
+    harness.header("profile_otlp_apply")
 
     from memviewer.config import load_settings
     from memviewer.index.embedder import HashEmbedder

@@ -8,23 +8,21 @@ and written (``DurableQueue.put``: the JSON again, the write and the fsync), ``-
 times; the median of each stage is printed, and ``--profile`` prints the top of a cProfile
 of the decode + mapping + queue JSON.
 
-    .venv/bin/python bench/profile_otlp_request.py [--spans 512] [--rounds 20] [--profile]
+    python -m bench profile_otlp_request [--spans 512] [--rounds 20] [--profile]
 """
 
 from __future__ import annotations
 
-import argparse
 import cProfile
 import json
 import pstats
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from bench import harness
 
 
 def sdk_body(n: int, conversations: int) -> bytes:
@@ -52,12 +50,13 @@ def sdk_body(n: int, conversations: int) -> bytes:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__)
+    ap = harness.parser(__doc__)
     ap.add_argument("--spans", type=int, default=512)
     ap.add_argument("--conversations", type=int, default=50)
     ap.add_argument("--rounds", type=int, default=20)
     ap.add_argument("--profile", action="store_true")
-    args = ap.parse_args()
+    args = harness.parse(ap, {"spans": 32, "conversations": 5, "rounds": 2})
+    harness.header("profile_otlp_request")
 
     from memviewer.sources import otlp_decode, otlp_queue
     from memviewer.sources.genai_map import GenAIMapper

@@ -1,8 +1,8 @@
 """Where hierarchical recall's time goes at 10k turns: per-stage medians of
 ``diagnostics.timings_ms`` (embed, stage2, stage1, post_filter, rerank, hydrate, total).
 
-    python bench/profile_recall_stages.py build HOME [--turns 10000]
-    PYTHONPATH=SRC python bench/profile_recall_stages.py run HOME [--queries 40] [--rounds 3]
+    python -m bench profile_recall_stages build HOME [--turns 10000]
+    PYTHONPATH=SRC python -m bench profile_recall_stages run HOME [--queries 40] [--rounds 3]
 
 ``build`` makes the synthetic home of ``bench_recall.py`` (random unit vectors, Zipf text,
 one scope, 50 turns a session) once; ``run`` measures recall on it with whichever
@@ -13,18 +13,15 @@ uses it in a scope of this size. ``--cprofile`` adds the 25 costliest functions.
 
 from __future__ import annotations
 
-import argparse
 import statistics
-import sys
 from pathlib import Path
 
-import memviewer  # noqa: E402  # before bench_recall, which puts this checkout first on the path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+import memviewer
+from bench import harness
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
+    ap = harness.parser(__doc__)
     ap.add_argument("what", choices=("build", "run"))
     ap.add_argument("home")
     ap.add_argument("--turns", type=int, default=10_000)
@@ -32,10 +29,10 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--mode", default="hierarchical")
     ap.add_argument("--cprofile", action="store_true")
-    args = ap.parse_args()
+    args = harness.parse(ap, needs="a home (build HOME first)")
+    harness.header("profile_recall_stages")
 
-    from bench_recall import RandomEmbedder, build, queries
-
+    from bench.bench_recall import RandomEmbedder, build, queries
     from memviewer.config import load_settings
     from memviewer.service import MemoryService
 

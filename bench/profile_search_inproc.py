@@ -11,14 +11,13 @@ writable copy of the home per tree, made once) the CPU and wall time of the writ
 ``apply_batch([record_recall])``, the call the hub's writer thread makes per search.
 ``--cprofile rare|common`` prints this tree's profile of that query set instead.
 
-    cd /tmp && python /path/to/tree/bench/profile_search_inproc.py --work DIR --baseline BASE_TREE
+    cd /tmp && PYTHONPATH=/path/to/tree python -m bench profile_search_inproc --work DIR --baseline BASE_TREE
 
 ``--work`` holds ``home-N`` and ``sessions-N.planted.json`` (``bench_search_hub.py``).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -30,14 +29,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import harness
+
 ns = time.perf_counter_ns
 cpu = time.thread_time_ns
 
 
 def _queries(work: Path, n: int) -> dict[str, list[str]]:
-    here = Path(__file__).resolve().parent
-    sys.path.insert(0, str(here))
-    import search_corpus
+    from bench import search_corpus
 
     planted = [p["query"] for p in json.loads((work / f"sessions-{n}.planted.json").read_text())]
     common = [q for q in search_corpus.COMMON_QUERIES if q.isascii()]
@@ -179,14 +178,14 @@ def _rec_home(home: Path, tag: str) -> Path:
 
 
 def _load() -> str:
-    return " ".join(f"{x:.1f}" for x in os.getloadavg())
+    return harness.load()
 
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "worker":
         worker(sys.argv[2], sys.argv[3])
         return
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = harness.parser(__doc__)
     ap.add_argument("--work", type=Path, required=True)
     ap.add_argument("--size", type=int, default=2000)
     ap.add_argument("--rounds", type=int, default=10)
@@ -198,7 +197,8 @@ def main() -> None:
         choices=("rare", "common", "record"),
         help="print this tree's profile of the rare or common searches, or of their recall log writes",
     )
-    args = ap.parse_args()
+    args = harness.parse(ap, {"work": harness.search_work, "size": 60, "rounds": 1})
+    harness.header("profile_search_inproc")
     work = args.work.resolve()
     home = work / f"home-{args.size}"
     qs = _queries(work, args.size)
@@ -217,7 +217,7 @@ def main() -> None:
             w.ask(op="record" if record else "search", queries=qs[kind])
             w.ask(op="cprofile", queries=qs[kind], rounds=args.rounds, record=record)
             return
-        print(f"# {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC, {args.size} sessions, load {_load()}")
+        print(f"# {args.size} sessions")
         for w in workers.values():  # warm up
             for kind in qs:
                 w.ask(op="search", queries=qs[kind])

@@ -8,45 +8,45 @@ the statements of ``memviewer.store.keyword_candidates`` they run (``ranked_rows
 ``--rounds`` times, and prints the p50 µs of each per search (a stage includes the statements
 it runs). ``--gap MS`` sleeps before each search, as a hub's thread waits for a request.
 
-    cd /tmp && python /path/to/tree/bench/profile_search_stages.py --home DIR/home-2000 \\
+    cd /tmp && PYTHONPATH=/path/to/tree python -m bench profile_search_stages --home DIR/home-2000 \\
         --planted DIR/sessions-2000.planted.json [--gap 5]
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
-import os
 import statistics
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-import search_corpus  # noqa: E402
-
-from memviewer.recall import fts_query  # noqa: E402
-from memviewer.recall import keyword as kw  # noqa: E402
-from memviewer.store import keyword_candidates as kc  # noqa: E402
-from memviewer.store.db import Store  # noqa: E402
+from bench import (
+    harness,
+    search_corpus,
+)
+from memviewer.recall import fts_query
+from memviewer.recall import keyword as kw
+from memviewer.store import keyword_candidates as kc
+from memviewer.store.db import Store
 
 STAGES = ("_word_match", "_fts_candidates", "_common_candidates", "_rank", "_hits")
 STATEMENTS = ("ranked_rows", "newest_turns", "session_rows", "rate_stats", "hit_rows", "begin", "end")
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = harness.parser(__doc__)
     ap.add_argument("--home", type=Path, required=True)
     ap.add_argument("--planted", type=Path, required=True)
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--gap", type=float, default=0.0, help="ms to sleep before each search")
-    args = ap.parse_args()
+    args = harness.parse(
+        ap,
+        {"home": lambda: harness.search_home()[0], "planted": lambda: harness.search_home()[1], "rounds": 1},
+    )
+    harness.header("profile_search_stages")
     logging.disable(logging.WARNING)
     store = Store.open(args.home / "memviewer.db", readonly=True)
     ks = kw.KeywordSearch(store)
@@ -71,10 +71,7 @@ def main() -> None:
         stamped(kc, name)
     planted = [p["query"] for p in json.loads(args.planted.read_text())]
     common = [q for q in search_corpus.COMMON_QUERIES if q.isascii()]
-    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(
-        f"# {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC, {args.home}, gap {args.gap} ms, load {load}"
-    )
+    print(f"# {args.home}, gap {args.gap} ms")
     for label, queries in (("rare phrase", planted), ("common words", common)):
         for q in queries:
             ks.search(q, limit=5, window=5)

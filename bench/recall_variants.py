@@ -1,6 +1,6 @@
 """Recall variants side by side on an evaluation home kept by ``eval ... --keep-home``.
 
-    python bench/recall_variants.py realtalk FILE HOME --half tune \\
+    python -m bench recall_variants realtalk FILE HOME --half tune \\
         --variant base --variant 'name=tuning.name_prior=0' --variant 'stw=tuning.session_turn_weight=0.4'
 
 Each ``--variant NAME=KEY=VALUE[,KEY=VALUE]`` sets ``weights.<w>`` or ``tuning.<t>`` (or
@@ -11,11 +11,12 @@ given with ``--cache-dir`` answers the query embeddings.
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 import time
 from typing import Any
+
+from bench import harness
 
 
 def parse_variant(text: str) -> tuple[str, dict[str, Any]]:
@@ -33,7 +34,7 @@ def parse_variant(text: str) -> tuple[str, dict[str, Any]]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
+    ap = harness.parser(__doc__)
     ap.add_argument("kind", choices=("realtalk", "longmemeval"))
     ap.add_argument("file")
     ap.add_argument("home")
@@ -42,7 +43,8 @@ def main() -> int:
     ap.add_argument("--system", action="append", default=None)
     ap.add_argument("--variant", action="append", default=None)
     ap.add_argument("--split", type=int, default=None)
-    args = ap.parse_args()
+    args = harness.parse(ap, needs="an evaluation file and a kept home")
+    harness.header("recall_variants")
 
     from memviewer.config import load_settings
     from memviewer.eval.embed_cache import CachedEmbedder

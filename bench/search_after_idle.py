@@ -7,26 +7,22 @@ loop often runs them back to back. This times ``KeywordSearch.search`` on the pl
 meanwhile: if the thread's CPU time grows with the wall time while steal stays near zero,
 the search itself runs slower (caches and branch predictors cold), not the scheduler.
 
-    cd /tmp && python /path/to/tree/bench/search_after_idle.py --home DIR/home-2000 \\
+    cd /tmp && PYTHONPATH=/path/to/tree python -m bench search_after_idle --home DIR/home-2000 \\
         --planted DIR/sessions-2000.planted.json
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
-import os
 import statistics
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from memviewer.recall.keyword import KeywordSearch  # noqa: E402
-from memviewer.store.db import Store  # noqa: E402
+from bench import harness
+from memviewer.recall.keyword import KeywordSearch
+from memviewer.store.db import Store
 
 
 def _steal() -> int:
@@ -35,11 +31,15 @@ def _steal() -> int:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = harness.parser(__doc__)
     ap.add_argument("--home", type=Path, required=True)
     ap.add_argument("--planted", type=Path, required=True)
     ap.add_argument("--rounds", type=int, default=3)
-    args = ap.parse_args()
+    args = harness.parse(
+        ap,
+        {"home": lambda: harness.search_home()[0], "planted": lambda: harness.search_home()[1], "rounds": 1},
+    )
+    harness.header("search_after_idle")
     logging.disable(logging.WARNING)
     store = Store.open(args.home / "memviewer.db", readonly=True)
     ks = KeywordSearch(store)
@@ -64,8 +64,7 @@ def main() -> None:
         "after a 2 ms busy spin": spin,
         "after touching 32 MB": touch,
     }
-    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"# {time.strftime('%Y-%m-%d %H:%M', time.gmtime())} UTC, {args.home}, load {load}")
+    print(f"# {args.home}")
     print("| before each search | wall p50 µs | thread CPU p50 µs | steal ticks / s |")
     print("|---|---:|---:|---:|")
     for name, fn in before.items():
@@ -82,8 +81,7 @@ def main() -> None:
         rate = (_steal() - s0) / max(time.monotonic() - t0, 1e-9)
         w50, c50 = statistics.median(wall) / 1e3, statistics.median(cpu) / 1e3
         print(f"| {name} | {w50:.0f} | {c50:.0f} | {rate:.0f} |")
-    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
-    print(f"# load {load}")
+    harness.footer()
     ks.close()
     store.close()
 

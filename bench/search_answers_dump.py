@@ -7,7 +7,7 @@ benchmark's ``limit=5, window=5`` and some at other limits and windows, a search
 one session, and scrolls (an anchor in the middle, at the start, none). Run it with
 one tree, then with another, and compare the files (``cmp``):
 
-    cd /tmp && python /path/to/tree/bench/search_answers_dump.py \\
+    cd /tmp && PYTHONPATH=/path/to/tree python -m bench search_answers_dump \\
         --home /work/cache/hub-bench/r5/home-2000 --planted .../sessions-2000.planted.json OUT.json
 
 ``--tree DIR`` imports ``memviewer`` from ``DIR`` (e.g. a ``git archive`` of main) instead of
@@ -17,12 +17,13 @@ the keys is part of the answer.
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import sys
 from pathlib import Path
 from typing import Any
+
+from bench import harness
 
 EXTRA = [
     "rollback",
@@ -34,19 +35,18 @@ EXTRA = [
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = harness.parser(__doc__)
     ap.add_argument("--home", type=Path, required=True)
     ap.add_argument("--planted", type=Path, required=True)
     ap.add_argument("--tree", type=Path, help="import memviewer from this source tree")
     ap.add_argument("out", type=Path)
-    args = ap.parse_args()
+    args = harness.parse(ap, needs="a search home and its planted queries (bench_search --work)")
+    harness.header("search_answers_dump")
     here = Path(__file__).resolve().parent
     sys.path.insert(0, str(args.tree.resolve() if args.tree else here.parent))
-    sys.path.insert(1, str(here))
     logging.disable(logging.WARNING)
-    import search_corpus
-
     import memviewer
+    from bench import search_corpus
     from memviewer.recall.keyword import KeywordSearch
     from memviewer.store.db import Store
 

@@ -1,7 +1,7 @@
 """Stage-1 session rules for chats, replayed offline on recall traces (REALTALK).
 
-    python bench/stage1_rules.py dump FILE HOME --cache-dir DIR --out traces.json.gz
-    python bench/stage1_rules.py replay traces.json.gz --half tune
+    python -m bench stage1_rules dump FILE HOME --cache-dir DIR --out traces.json.gz
+    python -m bench stage1_rules replay traces.json.gz --half tune
 
 ``dump`` runs hierarchical recall once per question on a home kept by ``eval realtalk
 --keep-home`` and writes, per question, every Stage-1 candidate session with its score parts
@@ -17,7 +17,6 @@ distinct sessions of the same scored list (flat mode scores the same candidates)
 
 from __future__ import annotations
 
-import argparse
 import gzip
 import json
 import re
@@ -25,6 +24,8 @@ import statistics
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
+
+from bench import harness
 
 K, M, PRIOR, TURN_W, TIME_W = 5, 10, 0.2, 0.6, 0.1
 CHAT_DENSE = 0.7  # recall.tuning TUNING_DEFAULTS["chat_dense_share"]: a chat's summary blend
@@ -238,7 +239,7 @@ def replay(path: str, half: str, split: int) -> None:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
+    ap = harness.parser(__doc__)
     sub = ap.add_subparsers(dest="cmd", required=True)
     d = sub.add_parser("dump")
     d.add_argument("file")
@@ -249,7 +250,8 @@ def main() -> int:
     r.add_argument("traces")
     r.add_argument("--half", choices=("tune", "holdout", "all"), default="tune")
     r.add_argument("--split", type=int, default=5)
-    args = ap.parse_args()
+    args = harness.parse(ap, needs="an evaluation file and a kept home, or recall traces")
+    harness.header("stage1_rules")
     if args.cmd == "dump":
         dump(args.file, args.home, args.cache_dir, args.out)
     else:
