@@ -10,7 +10,7 @@ The load of the machine (``os.getloadavg``) is printed before and after.
 
     pg_bin=/usr/lib/postgresql/15/bin  # a throwaway server, see tests/test_postgres.py
     .venv/bin/python bench/bench_pg_search.py --pg-url 'postgresql+psycopg://postgres@/postgres?host=/tmp/pg&port=5432'
-    .venv/bin/python bench/bench_pg_search.py --quick     # 1,000 sessions, fewer rounds
+    .venv/bin/python -m bench bench_pg_search --quick     # 300 sessions, 5 rounds (CI)
 
 ``--pg-url`` defaults to ``MEMVIEWER_TEST_PG_URL``; the database it creates is dropped at the
 end (``--keep`` keeps both stores under ``--work``). Results: ``docs/benchmarks.md``.
@@ -18,8 +18,6 @@ end (``--keep`` keeps both stores under ``--work``). Results: ``docs/benchmarks.
 
 from __future__ import annotations
 
-import argparse
-import datetime as dt
 import os
 import random
 import statistics
@@ -30,12 +28,11 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a plain checkout
-
-from memviewer.recall.keyword import KeywordSearch  # noqa: E402
-from memviewer.session.manager import SessionManager  # noqa: E402
-from memviewer.store import pg_fts  # noqa: E402
-from memviewer.store.db import Store  # noqa: E402
+from bench import harness
+from memviewer.recall.keyword import KeywordSearch
+from memviewer.session.manager import SessionManager
+from memviewer.store import pg_fts
+from memviewer.store.db import Store
 
 T0 = 1_770_000_000.0
 WORDS = (
@@ -58,11 +55,6 @@ QUERIES = {
     "CJK long run": "数据库迁移",
     "CJK two chars": "预算",
 }
-
-
-def _pct(xs: list[float], q: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
 
 
 def _sessions(n: int, turns: int, seed: int = 11) -> list[tuple[dict[str, Any], list[dict[str, Any]]]]:
@@ -111,22 +103,21 @@ def _pg_database(admin_url: str) -> tuple[str, Any]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = harness.parser(__doc__)
     ap.add_argument("--sessions", type=int, default=10_000)
     ap.add_argument("--turns", type=int, default=12, help="turns per session")
     ap.add_argument("--rounds", type=int, default=40, help="searches per query and backend")
-    ap.add_argument("--quick", action="store_true", help="1,000 sessions, 10 rounds")
     ap.add_argument("--pg-url", default=os.environ.get("MEMVIEWER_TEST_PG_URL"))
     ap.add_argument("--work", type=Path, default=None, help="folder for the SQLite file")
     ap.add_argument("--keep", action="store_true", help="do not drop the PostgreSQL database")
-    args = ap.parse_args()
-    if args.quick:
-        args.sessions, args.rounds = min(args.sessions, 1_000), 10
+    args = harness.parse(ap, {"sessions": 300, "rounds": 5})
     if not args.pg_url:
+        if args.quick:
+            harness.skip("bench_pg_search", "no PostgreSQL (--pg-url or MEMVIEWER_TEST_PG_URL)")
         ap.error("pass --pg-url or set MEMVIEWER_TEST_PG_URL")
     work = args.work or Path(tempfile.mkdtemp(prefix="mvpgbench-"))
     work.mkdir(parents=True, exist_ok=True)
-    print(f"# {dt.datetime.now(dt.UTC):%Y-%m-%d %H:%M} UTC, load {os.getloadavg()}")
+    harness.header("bench_pg_search")
     data = _sessions(args.sessions, args.turns)
     print(f"# {args.sessions} sessions × {args.turns} turns = {args.sessions * args.turns} turns")
     sqlite_store = Store.open(work / f"bench-{uuid.uuid4().hex[:6]}.db")
@@ -156,7 +147,7 @@ def main() -> int:
                 res = last[k]
                 top = res["results"][0]["session_id"] if res.get("results") else "-"
                 print(
-                    f"| {qname} `{q}` | {k} | {statistics.median(xs):.2f} | {_pct(xs, 0.99):.2f} | "
+                    f"| {qname} `{q}` | {k} | {statistics.median(xs):.2f} | {harness.pct(xs, 99):.2f} | "
                     f"{max(xs):.2f} | {res.get('total_found')} | {top} |"
                 )
         for e in engines.values():
@@ -169,7 +160,7 @@ def main() -> int:
             with admin.connect() as conn:
                 conn.exec_driver_sql(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
         admin.dispose()
-    print(f"# done {dt.datetime.now(dt.UTC):%H:%M} UTC, load {os.getloadavg()}")
+    harness.footer()
     return 0
 
 
