@@ -29,6 +29,7 @@ LAYERS: dict[str, int] = {
     "memviewer.words": 0,
     "memviewer.tool_call_text": 0,  # a tool call on one line (recall rows, tail, Live)
     "memviewer.access": 0,  # the HTTP listeners' token (standard library only)
+    "memviewer.ops": 0,  # the publish ops and their arguments, declared once (standard library only)
     "memviewer.config": 1,
     "memviewer.llm": 1,
     "memviewer.context": 1,
