@@ -21,8 +21,8 @@ from praisonai_big import write_big_session  # noqa: E402
 PROBE = """
 import resource, sys, time
 from pathlib import Path
-from memviewer.io.praisonai import load_file
-from memviewer.io.praisonai_stream import load_file_streaming
+from memviewer.praisonai.format import load_file
+from memviewer.praisonai.stream import load_file_streaming
 t = time.perf_counter()
 session, turns = (load_file if sys.argv[1] == "whole" else load_file_streaming)(Path(sys.argv[2]))
 print(len(turns), time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)

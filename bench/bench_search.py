@@ -50,7 +50,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import search_corpus  # noqa: E402
 
 import memviewer.store.fts as fts  # noqa: E402
-from memviewer.io.praisonai import iter_session_files, load_file  # noqa: E402
+from memviewer.praisonai.format import iter_session_files, load_file  # noqa: E402
 from memviewer.recall.keyword import KeywordSearch  # noqa: E402
 from memviewer.session.manager import SessionManager  # noqa: E402
 from memviewer.store.db import Store  # noqa: E402

@@ -43,6 +43,7 @@ LAYERS: dict[str, int] = {
     "memviewer.demo": 4,
     "memviewer.io": 5,
     "memviewer.sources": 5,
+    "memviewer.praisonai": 5,  # PraisonAI: file format, import, export, the folder watcher
     "memviewer.doctor": 6,
     "memviewer.service": 6,
     "memviewer.api": 7,

@@ -21,7 +21,7 @@ def build_sources(settings: Settings) -> list[Source]:
     """The sources configured by ``watch_praisonai`` and ``otlp`` (none by default)."""
     out: list[Source] = []
     for folder in settings.watch_praisonai or []:
-        from memviewer.sources.praisonai_watch import PraisonAIWatcher
+        from memviewer.praisonai.watch import PraisonAIWatcher
 
         out.append(
             PraisonAIWatcher(
