@@ -22,8 +22,8 @@ write_big_session = harness.test_module("praisonai_big").write_big_session
 PROBE = """
 import resource, sys, time
 from pathlib import Path
-from memviewer.io.praisonai import load_file
-from memviewer.io.praisonai_stream import load_file_streaming
+from memviewer.praisonai.format import load_file
+from memviewer.praisonai.stream import load_file_streaming
 t = time.perf_counter()
 session, turns = (load_file if sys.argv[1] == "whole" else load_file_streaming)(Path(sys.argv[2]))
 print(len(turns), time.perf_counter() - t, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)

@@ -44,7 +44,7 @@ from bench import (
     harness,
     search_corpus,
 )
-from memviewer.io.praisonai import iter_session_files, load_file
+from memviewer.praisonai.format import iter_session_files, load_file
 from memviewer.recall import fts_query
 from memviewer.recall.keyword import KeywordSearch
 from memviewer.session.manager import SessionManager

@@ -22,6 +22,7 @@ from typing import Any
 
 from memviewer.errors import INVALID_ARGUMENT, MemviewerError
 from memviewer.ids import new_id
+from memviewer.ops import OPS
 
 SOURCES = ("cli", "tui", "hub", "mcp", "agent", "otlp")
 KINDS = ("search", "recall")
@@ -231,19 +232,7 @@ def check_command(args: Mapping[str, Any]) -> dict[str, Any]:
     def bad(message: str) -> MemviewerError:
         return MemviewerError(INVALID_ARGUMENT, f"record_recall: {message}")
 
-    known = {
-        "recall_id",
-        "ts",
-        "query",
-        "results",
-        "session_id",
-        "episode_id",
-        "params",
-        "source",
-        "diagnostics",
-        "kind",
-        "caller",
-    }
+    known = OPS["record_recall"].names  # the op's arguments, declared once (memviewer.ops)
     unknown = set(args) - known
     if unknown:
         raise bad(f"unknown fields {sorted(unknown)}")

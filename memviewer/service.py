@@ -33,8 +33,8 @@ from memviewer.store.events import EventRecord
 if TYPE_CHECKING:
     from memviewer.index.embedder import Embedder
     from memviewer.index.indexer import Indexer
-    from memviewer.io.praisonai import ImportReport
     from memviewer.llm import LlmEndpoint
+    from memviewer.praisonai.format import ImportReport
     from memviewer.recall.rerank import Reranker
     from memviewer.recall_log import RecordAs
     from memviewer.session.chunked_import import ChunkedImport
@@ -308,7 +308,7 @@ class MemoryService:
         """Import PraisonAI files; with ``index`` returns once they are recallable.
 
         ``file_progress(bytes, size, path)`` follows the reading of a big file."""
-        from memviewer.io.praisonai_import import import_paths
+        from memviewer.praisonai.importer import import_paths
 
         report = import_paths(
             self.import_session,

@@ -19,7 +19,7 @@ from cli_runs import invoke
 
 from memviewer.errors import MemviewerError
 from memviewer.io.export import export_sessions
-from memviewer.io.praisonai_import import import_paths
+from memviewer.praisonai.importer import import_paths
 from memviewer.session.manager import SessionManager
 from memviewer.store.db import Store
 

@@ -16,7 +16,7 @@ from sqlalchemy import text
 
 from memviewer.io.export import export_sessions
 from memviewer.io.json_import import ExportFileError, import_file
-from memviewer.io.praisonai_import import import_paths
+from memviewer.praisonai.importer import import_paths
 from memviewer.session.manager import SessionManager
 from memviewer.store.db import Store
 

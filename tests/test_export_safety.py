@@ -12,7 +12,7 @@ import pytest
 from cli_runs import invoke
 
 import memviewer.store.fts  # noqa: F401 - registers migration 3
-from memviewer.io.exporters.praisonai_format import file_name
+from memviewer.praisonai.export import file_name
 from memviewer.session.manager import SessionManager
 from memviewer.store.db import Store
 

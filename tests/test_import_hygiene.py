@@ -67,6 +67,7 @@ def test_the_publisher_needs_only_the_standard_library() -> None:
         "memviewer.ids",
         "memviewer.paths",
         "memviewer.jsonvalues",
+        "memviewer.ops",
         "memviewer.wire",
         "memviewer.wire.protocol",
         "memviewer.wire.spool",

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from memviewer.io.praisonai_import import import_paths
+from memviewer.praisonai.importer import import_paths
 from memviewer.recall.keyword import KeywordSearch
 from memviewer.session.manager import SessionManager
 from memviewer.store.db import Store

@@ -29,6 +29,7 @@ LAYERS: dict[str, int] = {
     "memviewer.words": 0,
     "memviewer.tool_call_text": 0,  # a tool call on one line (recall rows, tail, Live)
     "memviewer.access": 0,  # the HTTP listeners' token (standard library only)
+    "memviewer.ops": 0,  # the publish ops and their arguments, declared once (standard library only)
     "memviewer.config": 1,
     "memviewer.root_config": 1,  # the CLI root's home and socket, standard library only
     "memviewer.llm": 1,
@@ -43,6 +44,7 @@ LAYERS: dict[str, int] = {
     "memviewer.demo": 4,
     "memviewer.io": 5,
     "memviewer.sources": 5,
+    "memviewer.praisonai": 5,  # PraisonAI: file format, import, export, the folder watcher
     "memviewer.doctor": 6,
     "memviewer.service": 6,
     "memviewer.api": 7,

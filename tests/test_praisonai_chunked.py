@@ -16,9 +16,10 @@ import pytest
 from praisonai_big import write_big_session
 
 import memviewer.store.fts  # noqa: F401 - registers migration 3
-from memviewer.io import praisonai_chunks, praisonai_stream
-from memviewer.io.praisonai import load_file
-from memviewer.io.praisonai_import import import_paths
+from memviewer.praisonai import chunked as praisonai_chunks
+from memviewer.praisonai import stream as praisonai_stream
+from memviewer.praisonai.format import load_file
+from memviewer.praisonai.importer import import_paths
 from memviewer.session.manager import SessionManager
 from memviewer.store import repos
 from memviewer.store.db import Store
@@ -164,7 +165,7 @@ def test_a_session_from_elsewhere_is_refused_before_anything_is_written(tmp_path
 BIG_BYTES = 3_000_000
 CHILD = """
 import sys
-import memviewer.io.praisonai_stream as stream
+import memviewer.praisonai.stream as stream
 stream.STREAM_MIN_BYTES = 100_000
 from memviewer.cli import main
 sys.argv = ["memviewer", *sys.argv[1:]]

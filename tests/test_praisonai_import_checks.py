@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from memviewer.cli import cli
-from memviewer.io.praisonai import NAMELESS_SCOPE, ForeignFileError, parse_session
+from memviewer.praisonai.format import NAMELESS_SCOPE, ForeignFileError, parse_session
 
 
 def run(home: Path, *args: str) -> Any:

@@ -15,9 +15,9 @@ import pytest
 from praisonai_big import write_big_session
 
 import memviewer.store.fts  # noqa: F401 - registers migration 3
-from memviewer.io import praisonai_stream
-from memviewer.io.praisonai import ForeignFileError, load_file
-from memviewer.io.praisonai_import import import_paths
+from memviewer.praisonai import stream as praisonai_stream
+from memviewer.praisonai.format import ForeignFileError, load_file
+from memviewer.praisonai.importer import import_paths
 from memviewer.session.manager import SessionManager
 from memviewer.store import repos
 from memviewer.store.db import Store

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from waiting import wait_for
 
-from memviewer.io import praisonai_chunks
-from memviewer.sources.praisonai_watch import PraisonAIWatcher, child_session_id, sessions_from_file
+from memviewer.praisonai import chunked as praisonai_chunks
+from memviewer.praisonai.watch import PraisonAIWatcher, child_session_id, sessions_from_file
 from memviewer.wire.hub import Hub
 from memviewer.wire.remote import RemoteService
 

@@ -23,8 +23,8 @@ import praisonaiagents.session.store as praisonai_store  # dev extra: missing fa
 import pytest
 from waiting import wait_for
 
-from memviewer.sources import praisonai_watch
-from memviewer.sources.praisonai_watch import PraisonAIWatcher
+from memviewer.praisonai import watch as praisonai_watch
+from memviewer.praisonai.watch import PraisonAIWatcher
 from memviewer.sources.status import doctor_check
 from memviewer.wire.hub import Hub
 from memviewer.wire.remote import RemoteService

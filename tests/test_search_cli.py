@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from cli_runs import invoke
 
-from memviewer.io.praisonai_import import import_paths
+from memviewer.praisonai.importer import import_paths
 from memviewer.session.manager import SessionManager
 from memviewer.store.db import Store
 

@@ -13,7 +13,7 @@ import praisonaiagents.session.store as praisonai_store  # dev extra: missing fa
 import pytest
 from waiting import wait_for
 
-from memviewer.sources.praisonai_watch import child_session_id, sessions_from_file
+from memviewer.praisonai.watch import child_session_id, sessions_from_file
 from memviewer.wire.remote import RemoteService
 from memviewer.wire.testing import HubProcess
 

@@ -86,7 +86,11 @@ def serve_cmd(ctx: click.Context, no_index: bool, watch_praisonai: tuple[str, ..
             err=True,
         )
         for source in hub.sources:  # shown once, when just made (as a notebook server does)
-            if getattr(source, "token_new", False):
+            if source.kind != "otlp":
+                continue
+            from memviewer.sources.otlp_http import OtlpReceiver  # loaded already: build_sources made it
+
+            if isinstance(source, OtlpReceiver) and source.token_new:
                 click.echo(f"new OTLP token (kept in {source.token_file}): {source.token}", err=True)
         await hub.serve_forever()
         return {

@@ -14,29 +14,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from memviewer.errors import INVALID_ARGUMENT, MemviewerError
+from memviewer.ops import OPS
 
 SOURCES = ("agent", "otlp", "import")
 MAX_ID_CHARS = 200
 MAX_MESSAGES = 10_000
 MAX_RAW_CHARS = 4_000_000
-KNOWN = {
-    "call_id",
-    "ts",
-    "session_id",
-    "episode_id",
-    "input",
-    "output",
-    "model",
-    "provider",
-    "usage",
-    "latency_ms",
-    "recall_ids",
-    "in_prompt",
-    "context_window",
-    "source",
-    "meta",
-    "problems",
-}
+KNOWN = OPS["record_llm_call"].names  # the op's arguments, declared once (memviewer.ops)
 #: What a ``problems`` entry may say (counted by ``memviewer calls``).
 PROBLEMS = (
     "without_conversation_id",

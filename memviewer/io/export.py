@@ -44,7 +44,7 @@ from memviewer.io.exporters import bundle as bundles
 from memviewer.io.exporters.json_format import JsonWriter
 from memviewer.io.exporters.jsonl_format import JsonlWriter
 from memviewer.io.exporters.markdown_format import MarkdownWriter
-from memviewer.io.exporters.praisonai_format import PraisonAIWriter
+from memviewer.praisonai.export import PraisonAIWriter
 from memviewer.store.db import Store
 
 FORMATS = ("json", "jsonl", "md", "praisonai")

@@ -4,7 +4,9 @@ A builder mints the ids it was not given and returns the command (``op`` and its
 in wire order, ``None`` for an argument left out); ``queue.CommandQueue.put`` stamps ``ts``,
 drops the ``None`` values and encodes it. ``Publisher`` exposes each builder as a method of
 the same name and signature (its docstring is the builder's), so what an agent may pass is
-declared once, here. The wire shapes are in docs/protocol.md.
+declared once, here. The names a command may carry are ``memviewer.ops`` (shared with the
+hub's operation table; ``_command`` holds each builder to them). The wire shapes are in
+docs/protocol.md.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memviewer.ids import new_id
+from memviewer.ops import OPS
 
 ROLES = ("user", "assistant", "tool", "system")
 
@@ -24,6 +27,13 @@ class Command:
     op: str
     args: dict[str, Any]
     id: str | None = None
+
+
+def _command(op: str, args: dict[str, Any], id: str | None = None) -> Command:
+    """A builder's command; the names it carries are the op's (``memviewer.ops``), which
+    ``tests/test_ops.py`` checks for every builder."""
+    assert set(args) <= OPS[op].names, sorted(set(args) - OPS[op].names)
+    return Command(op, args, id)
 
 
 def _check_str(name: str, value: Any, *, empty_ok: bool = True) -> None:
@@ -93,7 +103,7 @@ def open_session(
         "active_window": active_window,
         "ts": ts,
     }
-    return Command("open_session", args, sid)
+    return _command("open_session", args, sid)
 
 
 def start_episode(
@@ -121,7 +131,7 @@ def start_episode(
         "metadata": metadata,
         "ts": ts,
     }
-    return Command("start_episode", args, eid)
+    return _command("start_episode", args, eid)
 
 
 def add_turn(
@@ -156,7 +166,7 @@ def add_turn(
         "tool_call_id": tool_call_id,
         "ts": ts,
     }
-    return Command("add_turn", args, tid)
+    return _command("add_turn", args, tid)
 
 
 def finalize_episode(episode_id: str, r_task: float | None = None, *, ts: float | None = None) -> Command:
@@ -164,7 +174,7 @@ def finalize_episode(episode_id: str, r_task: float | None = None, *, ts: float 
     _check_str("episode_id", episode_id, empty_ok=False)
     if r_task is not None and not _is_number(r_task):
         raise ValueError("r_task must be a number or None")
-    return Command("finalize_episode", {"episode_id": episode_id, "r_task": r_task, "ts": ts})
+    return _command("finalize_episode", {"episode_id": episode_id, "r_task": r_task, "ts": ts})
 
 
 def abandon_episode(episode_id: str, reason: str | None = None, *, ts: float | None = None) -> Command:
@@ -172,13 +182,13 @@ def abandon_episode(episode_id: str, reason: str | None = None, *, ts: float | N
     _check_str("episode_id", episode_id, empty_ok=False)
     if reason is not None:
         _check_str("reason", reason)
-    return Command("abandon_episode", {"episode_id": episode_id, "reason": reason, "ts": ts})
+    return _command("abandon_episode", {"episode_id": episode_id, "reason": reason, "ts": ts})
 
 
 def close_session(session_id: str, *, ts: float | None = None) -> Command:
     """Queue the session's end (its open episodes end with it)."""
     _check_str("session_id", session_id, empty_ok=False)
-    return Command("close_session", {"session_id": session_id, "ts": ts})
+    return _command("close_session", {"session_id": session_id, "ts": ts})
 
 
 def _check_recall_results(results: Any) -> None:
@@ -229,7 +239,7 @@ def record_recall(
         "diagnostics": diagnostics,
         "ts": ts,
     }
-    return Command("record_recall", args, rid)
+    return _command("record_recall", args, rid)
 
 
 def _check_llm_call_numbers(
@@ -308,7 +318,7 @@ def record_llm_call(
         "meta": meta,
         "ts": ts,
     }
-    return Command("record_llm_call", args, cid)
+    return _command("record_llm_call", args, cid)
 
 
 def raw(command: dict[str, Any]) -> Command:

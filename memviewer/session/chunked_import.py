@@ -2,7 +2,7 @@
 
 ``SessionManager.import_session`` takes the whole turn list and writes it in one
 transaction: a 200 MB PraisonAI file needed 2.7 GB. Here turns arrive in chunks (the
-caller has checked the whole file first, see ``io.praisonai_chunks``) and each chunk is
+caller has checked the whole file first, see ``praisonai.chunked``) and each chunk is
 compared with the store by turn id and committed on its own, so memory stays at one chunk
 plus a 64-bit hash per turn id (to find, at the end, the stored turns the file no longer
 holds), and a hub writing to the same store is never held up for a whole file.

@@ -19,6 +19,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from memviewer import ops
 from memviewer.errors import CONFLICT, MemviewerError
 from memviewer.ids import new_id
 from memviewer.logctx import log_context
@@ -42,12 +43,6 @@ from memviewer.store.fast_batch import RawBatchStatements
 RowLoader = Callable[[WriteTx, str], dict[str, Any]]
 
 log_episode = logging.getLogger("memviewer.episode")
-
-_TURN_ARGS = frozenset(
-    ("episode_id", "role", "content", "turn_id", "metadata", "tool_calls", "tool_call_id", "ts")
-)
-_START_ARGS = frozenset(("session_id", "user_message", "episode_id", "turn_id", "meta", "metadata", "ts"))
-_FINALIZE_ARGS = frozenset(("episode_id", "r_task", "ts"))
 
 
 def _args(cmd: dict[str, Any]) -> dict[str, Any]:
@@ -104,6 +99,8 @@ class TurnBatchWriter:
     def apply(self, cmd: dict[str, Any]) -> dict[str, Any]:
         """One of ``OPS``; raises what ``SessionManager.apply`` would raise."""
         op = cmd["op"]
+        if ops.OPS[op].problem(_args(cmd)) is not None:
+            return self._portable(cmd)  # the portable path words the argument error
         if op == "add_turn":
             return self.add_turn(cmd)
         if op == "start_episode":
@@ -114,8 +111,6 @@ class TurnBatchWriter:
 
     def add_turn(self, cmd: dict[str, Any]) -> dict[str, Any]:
         args = _args(cmd)
-        if set(args) - _TURN_ARGS or "episode_id" not in args or "role" not in args or "content" not in args:
-            return self._portable(cmd)  # the portable path words the argument error
         v = validate_turn(
             args["episode_id"],
             args["role"],
@@ -200,8 +195,6 @@ class TurnBatchWriter:
 
     def start_episode(self, cmd: dict[str, Any]) -> dict[str, Any]:
         args = _args(cmd)
-        if set(args) - _START_ARGS or "session_id" not in args or "user_message" not in args:
-            return self._portable(cmd)
         session_id, user_message = args["session_id"], args["user_message"]
         v = validate_episode_start(
             session_id, user_message, args.get("episode_id"), args.get("meta"), args.get("metadata")
@@ -248,8 +241,6 @@ class TurnBatchWriter:
 
     def finalize_episode(self, cmd: dict[str, Any]) -> dict[str, Any]:
         args = _args(cmd)
-        if set(args) - _FINALIZE_ARGS or "episode_id" not in args:
-            return self._portable(cmd)
         episode_id, r_task = args["episode_id"], args.get("r_task")
         check_r_task(r_task)
         t = timestamp(args.get("ts"))

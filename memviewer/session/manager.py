@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
+from memviewer import ops
 from memviewer.errors import (
     CONFLICT,
     EPISODE_NOT_FOUND,
@@ -22,19 +22,10 @@ from memviewer.errors import (
 )
 from memviewer.ids import new_id
 from memviewer.logctx import log_context
-from memviewer.session import compaction
+from memviewer.session import compaction, import_plan, operations, records
 from memviewer.session.bus import EventBus
 from memviewer.session.chunked_import import ChunkedImport, import_chunks
 from memviewer.session.fastpath import TurnBatchWriter
-from memviewer.session.importcheck import (
-    EPISODE_DEFAULTS,
-    LIVE,
-    check_import,
-    describe_origin,
-    live_turns_since_import,
-    prior_origin,
-    stored_turn,
-)
 from memviewer.session.turn_rules import (
     check_r_task,
     closed_episode_error,
@@ -48,7 +39,7 @@ from memviewer.session.turn_rules import (
 from memviewer.session.turn_rules import opt_dict as _opt_dict
 from memviewer.session.turn_rules import require_str as _require_str
 from memviewer.session.turn_rules import timestamp as _ts
-from memviewer.store import import_pages, repos
+from memviewer.store import repos
 from memviewer.store.db import Store, WriteTx, storage_failure
 from memviewer.timeutil import now
 
@@ -473,100 +464,27 @@ class SessionManager:
         ep.update(values)
         return repos.episode_public(ep)
 
-    # -- the recall log -------------------------------------------------------------
+    # -- the recall log and LLM calls (``session.records``) ------------------------
     def record_recall(self, *, ts: Any = None, **args: Any) -> dict[str, Any]:
         """Store one recall log entry (``memviewer.recall_log``), emit ``recall.performed``
         and prune what retention no longer keeps. Idempotent by ``recall_id``."""
-        from memviewer import recall_log
-        from memviewer.store import recall_log as rows
+        keep = records.RecallLogLimits(self.recall_log_max, self.recall_log_days, self.recall_log_mb)
+        return records.record_recall(self.store, keep, args, ts)
 
-        values = recall_log.check_command(args)
-        t = _ts(ts)
-        rid = values["id"]
-        if self.recall_log_max <= 0:
-            return {"recall_id": rid, "recorded": False}
-        top = [
-            {k: item[k] for k in ("turn_id", "session_id", "index", "score") if item.get(k) is not None}
-            for item in values["results"][:3]
-        ]
-        payload = {
-            "recall_id": rid,
-            "source": values["source"],
-            "kind": values["kind"],
-            "query": values["query"][:500],
-            "result_count": len(values["results"]),
-            "top": top,
-        }
-        days = self.recall_log_days
-        with self.store.write() as tx:
-            rows.write_entry(
-                tx,
-                {**values, "ts": t},
-                max_rows=self.recall_log_max,
-                max_age_s=days * 86400.0 if days > 0 else None,
-                max_bytes=int(self.recall_log_mb * 1024 * 1024),
-                now=now(),
-                event_kind="recall.performed",
-                event_payload=payload,
-            )
-        return {"recall_id": rid}
-
-    # -- LLM calls ------------------------------------------------------------------
     def record_llm_call(self, *, ts: Any = None, **args: Any) -> dict[str, Any]:
         """Store one LLM call (``memviewer.context.calls``) and emit ``llm_call.recorded``.
         Idempotent by ``call_id``; the session need not exist (a call is kept, not refused)."""
-        from memviewer.context import calls
-        from memviewer.store import llm_calls as rows
-
-        values = calls.check_command(args)
-        values["ts"] = _ts(ts)
-        with self.store.write() as tx:
-            if rows.write(tx.conn, values):
-                tx.append_event(
-                    "llm_call.recorded",
-                    values["session_id"],
-                    values["episode_id"],
-                    calls.recorded_payload(values),
-                    ts=values["ts"],
-                )
-        return {"call_id": values["id"]}
+        return records.record_llm_call(self.store, args, ts)
 
     # -- batches (the hub's publish path) -------------------------------------
-    OPS = (
-        "open_session",
-        "start_episode",
-        "add_turn",
-        "finalize_episode",
-        "abandon_episode",
-        "close_session",
-        "delete_session",  # the viewer's `D` and `memviewer demo --remove`, through the hub
-        "set_session_agent",  # the OTLP receiver, when an agent span names a session's agent late
-        "record_recall",
-        "record_llm_call",
-        "shutdown",
-    )
+    #: The ops a hub accepts (``OPERATIONS``, below: declared in ``memviewer.ops``).
+    OPS = tuple(ops.OPS)
 
     def apply(self, command: dict[str, Any]) -> dict[str, Any]:
-        """Run one protocol command ``{"op": ..., ...}``."""
-        if not isinstance(command, dict):
-            raise MemviewerError(INVALID_ARGUMENT, "a command must be an object")
-        op = command.get("op")
-        if op not in self.OPS:
-            raise MemviewerError(INVALID_ARGUMENT, f"unknown op {op!r}; expected one of {self.OPS}")
-        args = {k: v for k, v in command.items() if k not in ("op", "cid")}
-        if op == "shutdown":  # an agent's end: only the episodes it names, never all of them
-            ids = args.get("episode_ids")
-            if not isinstance(ids, list) or not all(isinstance(i, str) and i for i in ids):
-                raise MemviewerError(INVALID_ARGUMENT, "shutdown: episode_ids must be a list of episode ids")
-            if set(args) - {"episode_ids", "ts"}:
-                raise MemviewerError(
-                    INVALID_ARGUMENT,
-                    f"shutdown: unknown arguments {sorted(set(args) - {'episode_ids', 'ts'})}",
-                )
-            return {"abandoned": self.shutdown(ids, ts=args.get("ts"))}
-        fn = getattr(self, op)
+        """Run one protocol command ``{"op": ..., ...}`` through the operation table."""
+        op, entry, args = operations.lookup(OPERATIONS, command)
         try:
-            return fn(**args)
+            return entry.handler(self, args)
         except (TypeError, ValueError, OverflowError) as exc:  # a value no column can hold
             if storage_failure(exc) is not None:
                 raise
@@ -650,86 +568,18 @@ class SessionManager:
 
         ``keep_missing`` (the folder watcher): the file is PraisonAI's window, not the
         history, so stored turns it no longer holds are kept, marked archived, in their
-        place among the file's turns (``_ImportPlan.build``), counted as ``kept_turns``.
+        place among the file's turns (``ImportPlan.build``), counted as ``kept_turns``.
         """
-        check_import(session, turns, episodes)
-        sid: str = session["id"]
-        t = now()
-        with log_context(session_id=sid), self.store.write() as tx:
-            existing = repos.get_session(tx.conn, sid)
-            row = self.import_row(session, t)
-            plan = _ImportPlan.build(tx, sid, existing, row, turns, episodes or [], keep_missing=keep_missing)
-            prior = prior_origin(tx.conn, sid) if existing is not None else None
-            # Another file's session, or one published live: an origin-less caller (the API,
-            # the eval) may update origin-less imports, but never silently take a live session.
-            foreign = prior is not None and prior != origin and (origin is not None or prior == LIVE)
-            result = {
-                "session_id": sid,
-                "created": existing is None,
-                "turns": len(turns),
-                "new_turns": len(plan.new_turns),
-                "updated_turns": len(plan.turn_updates),
-                "removed_turns": len(plan.removed_turns),
-                "kept_turns": plan.kept_turns,
-                "archived_turns": sum(1 for x in turns if x.get("archived")),
-            }
-            if foreign and not plan.changes:
-                return result  # an identical copy from elsewhere: nothing to do, origin kept
-            if foreign and not replace:
-                raise MemviewerError(
-                    CONFLICT,
-                    f"session {sid} already exists (from {describe_origin(str(prior))})",
-                    data={"reason": "session_exists", "origin": prior},
-                )
-            if existing is not None and not replace and plan.removed_turns:
-                live = live_turns_since_import(tx.conn, sid)
-                if live:  # the file is the record, but these turns were never in it
-                    raise MemviewerError(
-                        CONFLICT,
-                        f"session {sid} has {live} turns published live since it was "
-                        "imported; re-importing would remove them",
-                        data={
-                            "reason": "live_turns",
-                            "hint": "pass --replace to make the session match the file anyway",
-                        },
-                    )
-            if existing is None:
-                repos.insert_session(tx.conn, row)
-                tx.append_event(
-                    "session.started",
-                    sid,
-                    None,
-                    {
-                        "agent": row["agent"],
-                        "scope": row["scope"],
-                        "scope_id": row["scope_id"],
-                        "title": row["title"],
-                        "source": row["source"],
-                        "imported": True,
-                    },
-                    ts=t,
-                )
-            elif plan.session_changes:
-                repos.update_session(tx.conn, sid, **plan.session_changes)
-            plan.apply(tx)
-            tx.append_event(
-                "session.imported",
-                sid,
-                None,
-                {
-                    "turns": len(turns),
-                    "new_turns": len(plan.new_turns),
-                    "updated_turns": len(plan.turn_updates),
-                    "removed_turns": len(plan.removed_turns),
-                    "kept_turns": plan.kept_turns,
-                    "archived_turns": result["archived_turns"],
-                    "source": row["source"],
-                    "origin": origin,
-                    "replaced": prior if foreign else None,
-                },
-                ts=t,
-            )
-            return result
+        return import_plan.import_session(
+            self.store,
+            self.import_row,
+            session,
+            turns,
+            episodes,
+            origin=origin,
+            replace=replace,
+            keep_missing=keep_missing,
+        )
 
     def import_row(self, session: dict[str, Any], t: float) -> dict[str, Any]:
         """The ``sessions`` row an import writes for ``session`` (defaults filled in)."""
@@ -783,141 +633,30 @@ class SessionManager:
         )
 
 
-@dataclass
-class _ImportPlan:
-    """What ``import_session`` writes: computed first, so a refused import writes nothing."""
-
-    session_changes: dict[str, Any]
-    new_episodes: list[dict[str, Any]]
-    episode_updates: dict[str, dict[str, Any]]
-    removed_episodes: list[str]
-    new_turns: list[dict[str, Any]]
-    turn_updates: dict[str, dict[str, Any]]
-    removed_turns: list[str]
-    kept_turns: int = 0  # stored turns the file no longer holds, kept (``keep_missing``)
-
-    @property
-    def changes(self) -> bool:
-        return any(
-            (
-                self.session_changes,
-                self.new_episodes,
-                self.episode_updates,
-                self.removed_episodes,
-                self.new_turns,
-                self.turn_updates,
-                self.removed_turns,
-            )
-        )
-
-    @classmethod
-    def build(
-        cls,
-        tx: WriteTx,
-        sid: str,
-        existing: dict[str, Any] | None,
-        row: dict[str, Any],
-        turns: list[dict[str, Any]],
-        episodes: list[dict[str, Any]],
-        *,
-        keep_missing: bool = False,
-    ) -> _ImportPlan:
-        conn = tx.conn
-        session_changes = {k: v for k, v in row.items() if k != "id" and existing[k] != v} if existing else {}
-        have_eps = {e["id"]: e for e in repos.session_episodes(conn, sid)} if existing else {}
-        new_episodes: list[dict[str, Any]] = []
-        episode_updates: dict[str, dict[str, Any]] = {}
-        for ep in episodes:
-            values = {
-                k: EPISODE_DEFAULTS[k] if v is None and k in EPISODE_DEFAULTS else v for k, v in ep.items()
-            }
-            values = {**EPISODE_DEFAULTS, **values, "session_id": sid}  # NOT NULL columns filled
-            old = have_eps.get(ep["id"])
-            if old is None:
-                other = repos.get_episode(conn, ep["id"])
-                if other is not None:
-                    raise MemviewerError(
-                        CONFLICT, f"episode {ep['id']} belongs to session {other['session_id']}"
-                    )
-                new_episodes.append(values)
-            elif any(old.get(k) != v for k, v in values.items()):
-                episode_updates[ep["id"]] = {k: v for k, v in values.items() if k != "id"}
-        known_eps = {e["id"] for e in episodes} | set(have_eps)
-        have = {r["id"]: r for r in repos.session_turns(conn, sid)} if existing else {}
-        fresh = [x["id"] for x in turns if x["id"] not in have]
-        for tid, other in repos.get_turns(conn, fresh).items():
-            raise MemviewerError(CONFLICT, f"turn {tid} belongs to session {other['session_id']}")
-        new_turns: list[dict[str, Any]] = []
-        turn_updates: dict[str, dict[str, Any]] = {}
-        kept = {x["id"] for x in turns}
-        missing = [r for r in have.values() if r["id"] not in kept] if keep_missing else []
-        order = _merged_order(list(have.values()), turns, kept) if missing else None
-        for pos, turn in enumerate(turns):
-            if turn.get("episode_id") is not None and turn["episode_id"] not in known_eps:
-                raise MemviewerError(
-                    INVALID_ARGUMENT,
-                    f"turn {turn['id']}: episode {turn['episode_id']} is not in session {sid}",
-                )
-            values = stored_turn(
-                turn, sid, turn.get("episode_id"), pos if order is None else order[turn["id"]]
-            )
-            old = have.get(turn["id"])
-            if old is None:
-                new_turns.append({"id": turn["id"], **values})
-            elif any(old[k] != v for k, v in values.items()):
-                turn_updates[turn["id"]] = values
-        for old in missing:  # out of PraisonAI's window: kept, as archived turns
-            assert order is not None
-            values = {"idx": order[old["id"]], "archived": True, "is_compaction_summary": False}
-            if any(old[k] != v for k, v in values.items()):
-                turn_updates[old["id"]] = values
-        if keep_missing:
-            kept |= set(have)
-        used_eps = {e["id"] for e in episodes} | {x.get("episode_id") for x in turns}
-        used_eps |= {r.get("episode_id") for r in missing}
-        return cls(
-            session_changes=session_changes,
-            new_episodes=new_episodes,
-            episode_updates=episode_updates,
-            removed_episodes=[e for e in have_eps if e not in used_eps],
-            new_turns=new_turns,
-            turn_updates=turn_updates,
-            removed_turns=[tid for tid in have if tid not in kept],
-            kept_turns=len(missing),
-        )
-
-    def apply(self, tx: WriteTx) -> None:
-        conn = tx.conn
-        import_pages.delete_turns(conn, self.removed_turns)
-        import_pages.delete_episodes(conn, self.removed_episodes)
-        for values in self.new_episodes:
-            repos.insert_episode(conn, values)
-        for eid, values in self.episode_updates.items():
-            repos.update_episode(conn, eid, **values)
-        for tid, values in self.turn_updates.items():
-            repos.update_turn(conn, tid, **values)
-        repos.insert_turns(conn, self.new_turns)
+def _shutdown(m: SessionManager, args: dict[str, Any]) -> dict[str, Any]:
+    # An agent's end: only the episodes it names, never all of them.
+    ids = args["episode_ids"]
+    if not isinstance(ids, list) or not all(isinstance(i, str) and i for i in ids):
+        raise MemviewerError(INVALID_ARGUMENT, "shutdown: episode_ids must be a list of episode ids")
+    return {"abandoned": m.shutdown(ids, ts=args.get("ts"))}
 
 
-def _merged_order(
-    stored: list[dict[str, Any]], turns: list[dict[str, Any]], in_file: set[str]
-) -> dict[str, int]:
-    """Positions when stored turns the file no longer holds are kept (``keep_missing``):
-    the file's turns in the file's order, each kept turn right after the nearest turn
-    before it (in the stored order) that the file still holds, or first when there is none
-    (the turns PraisonAI's window dropped from its head stay at the head)."""
-    after: dict[str | None, list[str]] = {}
-    anchor: str | None = None
-    for row in sorted(stored, key=lambda r: (r["idx"], r["num"])):
-        if row["id"] in in_file:
-            anchor = row["id"]
-        else:
-            after.setdefault(anchor, []).append(row["id"])
-    ids = list(after.get(None, []))
-    for turn in turns:
-        ids.append(turn["id"])
-        ids.extend(after.get(turn["id"], []))
-    return {tid: i for i, tid in enumerate(ids)}
+#: Every op a hub accepts -> its arguments (``memviewer.ops``) and the call that runs it.
+OPERATIONS: dict[str, operations.Operation[SessionManager]] = operations.table(
+    {
+        "open_session": lambda m, a: m.open_session(**a),
+        "start_episode": lambda m, a: m.start_episode(**a),
+        "add_turn": lambda m, a: m.add_turn(**a),
+        "finalize_episode": lambda m, a: m.finalize_episode(**a),
+        "abandon_episode": lambda m, a: m.abandon_episode(**a),
+        "close_session": lambda m, a: m.close_session(**a),
+        "delete_session": lambda m, a: m.delete_session(**a),
+        "set_session_agent": lambda m, a: m.set_session_agent(**a),
+        "record_recall": lambda m, a: m.record_recall(**a),
+        "record_llm_call": lambda m, a: m.record_llm_call(**a),
+        "shutdown": _shutdown,
+    }
+)
 
 
 def _short_error(exc: BaseException) -> str:

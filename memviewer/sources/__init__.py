@@ -3,23 +3,25 @@
 Each source (a PraisonAI session folder, an OTLP/HTTP receiver) runs inside the hub,
 the one writer, and hands its writes to the hub's writer queue: publish commands with
 ids derived from the source's own ids (replays are no-ops), or an import on the writer
-thread. ``build_sources(settings)`` makes the ones the settings ask for.
+thread. ``build_sources(settings)`` makes the ones the settings ask for; each is a
+``sources.source.Source`` (what the hub calls: ``kind``, ``start``, ``stop``, ``status``).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from memviewer.config import Settings
+    from memviewer.sources.source import Source
 
 
-def build_sources(settings: Settings) -> list[Any]:
+def build_sources(settings: Settings) -> list[Source]:
     """The sources configured by ``watch_praisonai`` and ``otlp`` (none by default)."""
-    out: list[Any] = []
+    out: list[Source] = []
     for folder in settings.watch_praisonai or []:
-        from memviewer.sources.praisonai_watch import PraisonAIWatcher
+        from memviewer.praisonai.watch import PraisonAIWatcher
 
         out.append(
             PraisonAIWatcher(

@@ -32,10 +32,10 @@ import logging
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memviewer import __version__, paths, recall_log
 from memviewer.errors import MemviewerError
@@ -52,6 +52,9 @@ from memviewer.wire.hub_service import HubService
 from memviewer.wire.hub_socket import HubAlreadyRunning, HubError, HubSocket
 from memviewer.wire.protocol import RpcError
 from memviewer.wire.rpc_server import Handler, RpcServer, raise_fd_limit
+
+if TYPE_CHECKING:  # a type only: sources sit a layer below the hub that runs them
+    from memviewer.sources.source import Source
 from memviewer.wire.threaded import ThreadedReads
 
 log = logging.getLogger("memviewer.hub")
@@ -97,7 +100,7 @@ class Hub(RpcServer):
         limits: HubLimits | None = None,
         spool_dir: str | Path | None = None,
         start_indexer: bool = True,
-        sources: list[Any] | None = None,
+        sources: Sequence[Source] | None = None,
     ) -> None:
         settings = service.settings
         self.limits = limits = limits or HubLimits()
@@ -115,7 +118,7 @@ class Hub(RpcServer):
         self.start_indexer = start_indexer
         self.home: Path = Path(trust.resolved(service.home))
         # Sources (memviewer.sources): started after the socket answers, stopped first.
-        self.sources: list[Any] = list(sources or [])
+        self.sources: list[Source] = list(sources or [])
         self.last_close_report: dict[str, Any] = {}
 
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -225,7 +228,7 @@ class Hub(RpcServer):
             try:
                 await source.start(self)
             except Exception:  # a source that cannot start (port taken…) is reported, the hub serves
-                log.exception("source %s did not start", getattr(source, "kind", source))
+                log.exception("source %s did not start", source.kind)
         log.info("hub %s listening on %s", __version__, self.socket_path)
 
     async def serve_forever(self) -> None:
@@ -269,7 +272,7 @@ class Hub(RpcServer):
             try:
                 await source.stop()
             except Exception:
-                log.exception("stopping source %s failed", getattr(source, "kind", source))
+                log.exception("stopping source %s failed", source.kind)
         for task in self._tasks[1:]:
             task.cancel()
         # Requests already being answered finish first, so the recall log entries of searches

@@ -1,6 +1,6 @@
 """One huge PraisonAI session file, read and imported in bounded memory.
 
-``praisonai.load_file`` and ``praisonai_stream.load_file_streaming`` both hand over the
+``format.load_file`` and ``stream.load_file_streaming`` both hand over the
 whole session (a 200 MB file of a million short messages is ~2 GB of Python objects). Here
 the file is never held: it is scanned with ijson's C parser, message by message, twice.
 
@@ -32,7 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from memviewer.io.praisonai import (
+from memviewer.jsonvalues import MAX_DEPTH as VALUE_DEPTH
+from memviewer.jsonvalues import check_value
+from memviewer.praisonai.format import (
     ForeignFileError,
     Head,
     TurnStats,
@@ -40,9 +42,7 @@ from memviewer.io.praisonai import (
     parse_head,
     session_row,
 )
-from memviewer.io.praisonai_stream import CHUNK, MAX_DEPTH, _ctrl_c_between_chunks
-from memviewer.jsonvalues import MAX_DEPTH as VALUE_DEPTH
-from memviewer.jsonvalues import check_value
+from memviewer.praisonai.stream import CHUNK, MAX_DEPTH, _ctrl_c_between_chunks
 from memviewer.timeutil import parse_ts
 
 #: Turns per chunk (one store transaction each): ~1 MB of turns for chat-sized messages.

@@ -1,13 +1,13 @@
 """Read one huge PraisonAI session file incrementally (``ijson``), with progress.
 
-``praisonai.load_file`` reads the whole file, decodes it and parses it: the raw bytes, the
+``format.load_file`` reads the whole file, decodes it and parses it: the raw bytes, the
 decoded text and the parsed objects are alive together (a 200 MB file peaked at 3.6x its
 size) and ``json.loads`` runs in C for minutes, where Ctrl-C waits for it to return. Here the
 file is read in 1 MiB chunks and parsed event by event, so the only copy held is the parsed
 session (message texts are shared with the turns built from them), progress is reported in
 bytes as it goes, and a KeyboardInterrupt lands between two chunks (well within a second).
 
-The parsed object goes through the same ``praisonai.parse_session`` as a small file, so a
+The parsed object goes through the same ``format.parse_session`` as a small file, so a
 file yields the same session and turns (and ids) whichever way it was read. What
 ``loads_strict`` refuses is refused here too: NaN/Infinity (ijson's parser rejects them),
 absurd nesting (``MAX_DEPTH``), non-UTF-8 bytes.
@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from memviewer.io.praisonai import ForeignFileError, parse_session
+from memviewer.praisonai.format import ForeignFileError, parse_session
 from memviewer.timeutil import parse_ts
 
 #: Files at least this big are streamed (smaller ones parse faster in one go).
@@ -114,7 +114,7 @@ def _ctrl_c_between_chunks(reader: _Counting) -> Iterator[None]:
 def load_file_streaming(
     path: Path, progress: BytesProgress | None = None
 ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    """``praisonai.load_file`` for a big file: same result, bounded extra memory, progress."""
+    """``format.load_file`` for a big file: same result, bounded extra memory, progress."""
     import ijson
 
     try:

@@ -1,6 +1,6 @@
 """``memviewer import praisonai``: import PraisonAI session files and folders, one file at a
 time, each checked completely before it is stored; big files are read incrementally and
-stored in chunks (``praisonai_chunks``), the rest read whole (``praisonai.load_file``)."""
+stored in chunks (``chunked``), the rest read whole (``format.load_file``)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from memviewer.errors import MemviewerError
-from memviewer.io import praisonai_chunks, praisonai_stream
-from memviewer.io.praisonai import ForeignFileError, ImportReport, iter_session_files, load_file
+from memviewer.praisonai import chunked, stream
+from memviewer.praisonai.format import ForeignFileError, ImportReport, iter_session_files, load_file
 from memviewer.store.db import storage_failure
 
 log = logging.getLogger("memviewer.io")
@@ -34,11 +34,11 @@ def import_paths(
     session in place, while a session that exists from elsewhere (published live,
     another file) is refused unless ``replace`` (see ``SessionManager.import_session``).
     Only a failing store (disk full, I/O error) stops the run: it would fail every file.
-    A file of ``praisonai_stream.STREAM_MIN_BYTES`` or more is read incrementally (same
+    A file of ``stream.STREAM_MIN_BYTES`` or more is read incrementally (same
     result), reporting ``file_progress(bytes_done, bytes_total, path)`` as it goes; with
     ``import_chunks`` (``SessionManager.import_session_chunks``) it is also checked whole
     first and then stored a chunk of turns per transaction, in bounded memory
-    (``praisonai_chunks``; what an interrupted import leaves: ``session.chunked_import``).
+    (``chunked``; what an interrupted import leaves: ``session.chunked_import``).
     """
     report = ImportReport()
     files = list(iter_session_files(paths))
@@ -47,13 +47,13 @@ def import_paths(
             if not path.exists():
                 raise ForeignFileError("no such file or folder")
             origin = f"praisonai:{path.resolve()}"
-            big = praisonai_stream.should_stream(path)
+            big = stream.should_stream(path)
             if big and import_chunks is not None:
-                with praisonai_chunks.opened(path, file_progress) as (checked, chunks):
+                with chunked.opened(path, file_progress) as (checked, chunks):
                     result = import_chunks(checked.session, chunks, origin=origin, replace=replace)
             else:
                 if big:
-                    session, turns = praisonai_stream.load_file_streaming(path, file_progress)
+                    session, turns = stream.load_file_streaming(path, file_progress)
                 else:
                     session, turns = load_file(path)
                 result = import_session(session, turns, origin=origin, replace=replace)

@@ -31,10 +31,10 @@ parsed again.
   still stuck the status says ``state: stalled`` (``memviewer doctor`` fails on it).
 * Sub-agent transcripts in ``metadata.agent_histories`` become child sessions
   (``<session>.agent.<key>``, ``parent_session_id`` = the session), so they are searchable.
-* A file of ``big_file_bytes`` or more (default ``praisonai_stream.STREAM_MIN_BYTES``, the
+* A file of ``big_file_bytes`` or more (default ``stream.STREAM_MIN_BYTES``, the
   threshold of ``memviewer import praisonai``) is never read whole: hashed in 1 MiB blocks,
-  checked and read by ``praisonai_chunks``, and stored a chunk of turns per writer-thread job
-  (``session.chunked_import.ChunkedImport``; see ``praisonai_bigfile``). A grown or edited
+  checked and read by ``chunked``, and stored a chunk of turns per writer-thread job
+  (``session.chunked_import.ChunkedImport``; see ``bigfile``). A grown or edited
   big file is reconciled chunk by chunk (new turns inserted, changed ones updated, dropped
   ones removed at the end), nothing twice; an interrupted run is continued by the next.
 """
@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 from memviewer.errors import MemviewerError
-from memviewer.sources.praisonai_bigfile import AGENT_HISTORIES
+from memviewer.praisonai.bigfile import AGENT_HISTORIES
 from memviewer.sources.status import SourceStatus
 
 log = logging.getLogger("memviewer.sources.praisonai")
@@ -103,7 +103,7 @@ def sessions_from_file(data: Any, stem: str, mtime: float | None) -> list[tuple[
     The parent's metadata keeps the list of child ids instead of the transcripts
     (they are stored once, as the child sessions' turns). Raises ``ForeignFileError``.
     """
-    from memviewer.io.praisonai import parse_session
+    from memviewer.praisonai.format import parse_session
 
     raw: dict[Any, Any] | None = None
     if isinstance(data, dict) and isinstance(data.get("metadata"), dict):
@@ -120,7 +120,7 @@ def child_sessions(
 ) -> list[tuple[dict[str, Any], list[Any]]]:
     """The child sessions of ``metadata.agent_histories`` (already taken out of the parent's
     metadata); records their ids in the parent's metadata. Raises ``ForeignFileError``."""
-    from memviewer.io.praisonai import ForeignFileError, parse_session
+    from memviewer.praisonai.format import ForeignFileError, parse_session
 
     lists = {str(k): v for k, v in histories.items() if isinstance(v, list)}
     if not lists:
@@ -168,13 +168,13 @@ class PraisonAIWatcher:
         read_timeout: float = READ_TIMEOUT,
     ) -> None:
         """``big_file_bytes``: files this big or bigger are streamed and stored in chunks
-        (default ``praisonai_stream.STREAM_MIN_BYTES``, the threshold of ``memviewer import
+        (default ``stream.STREAM_MIN_BYTES``, the threshold of ``memviewer import
         praisonai``). ``follow_symlinks``: read files whose real path is outside the folder.
         ``max_file_bytes``: bigger files are reported, not read. ``read_timeout``: seconds
         one read step may take before the file is given up on (the others go on)."""
-        from memviewer.io import praisonai_stream
+        from memviewer.praisonai import stream
 
-        self.big_file_bytes = praisonai_stream.STREAM_MIN_BYTES if big_file_bytes is None else big_file_bytes
+        self.big_file_bytes = stream.STREAM_MIN_BYTES if big_file_bytes is None else big_file_bytes
         self.folder = Path(folder).expanduser()
         if force_polling is None:  # watchfiles' own switch is honoured too
             env = os.environ.get("WATCHFILES_FORCE_POLLING", "").strip().lower()
@@ -446,10 +446,10 @@ class PraisonAIWatcher:
 
     async def _sync_big(self, path: Path, opened: BinaryIO) -> None:
         """A big file: hashed, checked and read on worker threads, never whole; each chunk
-        of turns is one writer-thread job (``praisonai_bigfile``), so publishes and other
+        of turns is one writer-thread job (``bigfile``), so publishes and other
         files' imports interleave with it. An interrupted or failed run leaves whole chunks;
         the next run of the same file continues it (turns are keyed by id, nothing twice)."""
-        from memviewer.sources import praisonai_bigfile as bigfile
+        from memviewer.praisonai import bigfile
         from memviewer.store.db import storage_failure
 
         fh = opened
@@ -602,7 +602,7 @@ def _close_opened(fut: asyncio.Future[Any]) -> None:
 def _read(fh: BinaryIO, path: Path, last_digest: str | None, limit: int) -> tuple[str, Any]:
     """Thread: at most ``limit`` bytes of the open file; ``("same"|"invalid_json"|"rejected",
     why)``, ``("big", None)`` when it holds more, or ``("ok", (digest, sessions))``."""
-    from memviewer.io.praisonai import ForeignFileError, foreign_format
+    from memviewer.praisonai.format import ForeignFileError, foreign_format
     from memviewer.timeutil import parse_ts
     from memviewer.wire.protocol import loads_strict
 

@@ -1,8 +1,8 @@
 """The thread-side steps of a huge file in the PraisonAI folder watcher.
 
-A file of ``praisonai_stream.STREAM_MIN_BYTES`` or more (the threshold ``memviewer import
+A file of ``stream.STREAM_MIN_BYTES`` or more (the threshold ``memviewer import
 praisonai`` uses) is never held whole: it is opened once, hashed in 1 MiB blocks (an
-unchanged file stops there), checked by ``praisonai_chunks`` (pass 1), and its turns are
+unchanged file stops there), checked by ``chunked`` (pass 1), and its turns are
 read again (pass 2) a chunk at a time, each chunk stored by the hub's writer thread as its
 own job (``session.chunked_import.ChunkedImport``). All of it reads the one open file, so a
 writer that replaces the file meanwhile (PraisonAI: temp file + ``os.replace``) cannot mix
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from memviewer.io.praisonai import ForeignFileError
+from memviewer.praisonai.format import ForeignFileError
 
 HASH_BLOCK = 1 << 20
 AGENT_HISTORIES = "agent_histories"
@@ -60,10 +60,10 @@ def check(fh: BinaryIO, path: Path, child_sessions: ChildSessions) -> tuple[str,
     ``("ok", (big, chunks, children))``: ``chunks`` reads pass 2 (step it from one thread
     at a time), ``children`` are the sub-agent sessions with their turns, made by
     ``child_sessions(session, agent_histories)`` (the watcher's, as for a small file)."""
-    from memviewer.io import praisonai_chunks
+    from memviewer.praisonai import chunked
 
     try:
-        big, chunks = praisonai_chunks.check_open_file(fh, path)
+        big, chunks = chunked.check_open_file(fh, path)
         meta = big.session["meta"]["metadata"]
         raw = meta.get(AGENT_HISTORIES)
         children: list[tuple[dict[str, Any], list[Any]]] = []
