@@ -107,7 +107,9 @@ class Supervisor:
             loop.remove_reader(proc.sentinel)
         if proc is not self.proc:
             return
-        proc.join(0)
+        # the sentinel closes as the child exits, a moment before it can be reaped: wait for
+        # that moment (microseconds; bounded) so the exit code is known, not None
+        proc.join(1.0)
         self._readable(self.conn)  # what it said before it ended (a batch queued, then killed)
         with contextlib.suppress(Exception):
             loop.remove_reader(self.conn.fileno())
