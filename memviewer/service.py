@@ -16,7 +16,7 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -540,6 +540,60 @@ class MemoryService:
             self.record_recall(recall_log.recall_command(query, logged, entry_out, record))
         return out
 
+    def compare(self, query: str, params: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+        """A and B recalls at one moment and their diff (``recall --vs``, the Recall screen's B)."""
+        from memviewer.recall.compare import compare
+
+        return compare(self.recall, query, params, overrides)
+
+    def check_turn(self, turn_id: str, scope: str | None, scope_id: str | None) -> dict[str, Any]:
+        """The turn ``--why`` follows, refused before any model load when unknown or out of scope."""
+        from memviewer.recall.why import check_turn
+
+        return check_turn(self.store, turn_id, scope, scope_id)
+
+    def why(
+        self,
+        query: str,
+        turn_id: str,
+        params: Mapping[str, Any],
+        *,
+        cache: Any = None,
+        progress: Callable[[int, int], None] | None = None,
+        cancelled: Callable[[], bool] | None = None,
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``(recall result, why)`` for ``turn_id`` (``recall.why.why_not`` with this service's
+        index and reranker): only this process can re-run recall's stages."""
+        from memviewer.recall.why import why_not
+
+        return why_not(
+            self.parts,
+            query,
+            turn_id,
+            params,
+            reranker=self.reranker,
+            cache=cache,
+            progress=progress,
+            cancelled=cancelled,
+        )
+
+    def index_lag(self) -> dict[str, Any]:
+        """How far the vector index is behind the store (``index.progress.index_lag``)."""
+        from memviewer.index.progress import index_lag
+
+        with self.store.read() as conn:
+            return index_lag(self.home, conn)
+
+    def session_titles(self, session_ids: Iterable[str]) -> dict[str, str]:
+        """Titles (or the id, for an untitled one) of the sessions that exist among ``session_ids``."""
+        out: dict[str, str] = {}
+        with self.store.read() as conn:
+            for sid in set(session_ids):
+                row = repos.get_session(conn, sid) if sid else None
+                if row is not None:
+                    out[sid] = row["title"] or sid
+        return out
+
     # -- the recall log ---------------------------------------------------------------
     @property
     def recall_log_enabled(self) -> bool:
@@ -678,7 +732,7 @@ class MemoryService:
         out["anatomy"]["tokenizer"] = tok.describe()
         return out
 
-    def export(self, session_ids: list[str] | None, fmt: str, out: Any, **kw: Any) -> dict:
+    def export(self, session_ids: list[str] | None, fmt: str, out: Any, **kw: Any) -> dict[str, Any]:
         from memviewer.io.export import export_sessions
 
         return export_sessions(self.store, session_ids, fmt, out, home=self.home, **kw)

@@ -20,12 +20,15 @@ import os
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from memviewer.commands.common import settings_of
 from memviewer.words import plural
+
+if TYPE_CHECKING:
+    from memviewer.service import MemoryService
 
 LOG_FILE = "indexer.log"
 # The installed package in isolated mode (-I): neither the current folder nor
@@ -33,7 +36,7 @@ LOG_FILE = "indexer.log"
 SELF_COMMAND = (sys.executable, "-I", "-m", "memviewer")
 
 
-def catch_up_in_background(ctx: click.Context, svc: Any) -> dict[str, Any]:
+def catch_up_in_background(ctx: click.Context, svc: MemoryService) -> dict[str, Any]:
     """Make sure someone embeds the new turns; returns the lag and who is on it.
 
     A catch-up this starts is watched until it has written its pid file (it is at work)
@@ -87,7 +90,7 @@ SPAWN_WATCH_S = 3.0
 LOG_TAIL_LINES = 12
 
 
-def _lag(svc: Any, home: Any) -> dict[str, Any]:
+def _lag(svc: MemoryService, home: Any) -> dict[str, Any]:
     from memviewer.index.progress import index_lag
 
     with svc.store.read() as conn:

@@ -32,6 +32,7 @@ from memviewer.recall_log import RecordAs
 from memviewer.words import plural
 
 if TYPE_CHECKING:
+    from memviewer.api import Reader
     from memviewer.service import MemoryService
 
 _CLI = RecordAs("cli")
@@ -59,7 +60,7 @@ def _model_errors() -> tuple[type[BaseException], ...]:
 INLINE_CATCH_UP_TURNS = 256
 
 
-def _prepare(svc: Any, hub: bool, ctx: click.Context | None = None) -> None:
+def _prepare(svc: MemoryService, hub: bool, ctx: click.Context | None = None) -> None:
     """Catch the index up (only when this process may write) and load the model once.
 
     With ``ctx`` (a single recall, not an evaluation) a backlog over
@@ -84,15 +85,13 @@ def _prepare(svc: Any, hub: bool, ctx: click.Context | None = None) -> None:
     svc.embedder.embed(["warm-up"])
 
 
-def _leave_to_background(ctx: click.Context, svc: Any) -> bool:
+def _leave_to_background(ctx: click.Context, svc: MemoryService) -> bool:
     """True when the backlog is too big to embed before answering; starts (or finds) the
     background indexer for it and says so on stderr."""
     from memviewer.commands.background_index import catch_up_in_background
     from memviewer.commands.background_index import describe as describe_lag
-    from memviewer.index.progress import index_lag
 
-    with svc.store.read() as conn:
-        lag = index_lag(svc.home, conn)
+    lag = svc.index_lag()
     if lag["lag"] <= INLINE_CATCH_UP_TURNS:
         return False
     info = catch_up_in_background(ctx, svc)
@@ -193,7 +192,7 @@ def _batch_params(raw: bytes) -> dict[str, Any]:
     return obj
 
 
-def _run_batch(svc: Any, path: str, flat: bool) -> int:
+def _run_batch(svc: Reader, path: str, flat: bool) -> int:
     from memviewer.errors import MemviewerError
 
     errors = 0
@@ -326,18 +325,16 @@ def recall_cmd(
         else open_service(ctx, readonly=bool(hub), json_errors=json_out)
     ) as svc:
         # --why runs recall's stages itself, so it never gets the hub's reader (above): in its
-        # branches ``svc`` is the service this process opened, with its store and parts
+        # branches ``svc`` is the service this process opened
         local = cast("MemoryService", svc)
         if why_turn is not None:  # an unknown or out-of-scope turn is refused before any model load
-            from memviewer.recall.why import check_turn
-
             try:
-                check_turn(local.store, why_turn, scope, scope_id)
+                local.check_turn(why_turn, scope, scope_id)
             except MemviewerError as exc:
                 fail_maybe_json(json_out, exc.message, hint=exc.hint, code=exc.code)
         if reader is None:
             try:
-                _prepare(svc, bool(hub), ctx if batch is None else None)
+                _prepare(local, bool(hub), ctx if batch is None else None)
             except _model_errors() as exc:
                 fail_maybe_json(json_out, f"embedding model unavailable: {exc}")
         if batch is not None:
@@ -362,22 +359,11 @@ def recall_cmd(
         meter = RerunMeter()
         try:
             if why_turn is not None:
-                from memviewer.recall.why import why_not
-
                 with meter:
-                    out, why = why_not(
-                        local.parts,
-                        query,
-                        why_turn,
-                        {**params, **shown},
-                        reranker=local.reranker,
-                        progress=meter,
-                    )
+                    out, why = local.why(query, why_turn, {**params, **shown}, progress=meter)
                 out["why"] = why
             elif overrides is not None:
-                from memviewer.recall.compare import compare
-
-                ab = compare(svc.recall, query, params, overrides)
+                ab = svc.compare(query, params, overrides)
             else:
                 out = svc.recall(query, **params, **shown, record=_CLI)
         except KeyboardInterrupt:

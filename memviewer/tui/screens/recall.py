@@ -52,7 +52,7 @@ from memviewer.tui.widgets.footer import CoalescedFooter
 from memviewer.tui.widgets.tick_box import TickBox
 
 if TYPE_CHECKING:
-    from memviewer.service import MemoryService
+    from memviewer.api import LocalService
     from memviewer.tui.viewer_app import ViewerApp
 
 RERUN_DELAY = 0.3
@@ -769,7 +769,7 @@ class RecallScreen(Screen):
         from memviewer.eval.golden import add_case
 
         try:
-            case = add_case(self.app.service, query, turns, scope, scope_id)
+            case = add_case(self.app.local, query, turns, scope, scope_id)
         except Exception as exc:
             message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
             self.app.call_from_thread(
@@ -787,7 +787,7 @@ class RecallScreen(Screen):
 
 
 def why_nots(
-    service: MemoryService,
+    service: LocalService,
     query: str,
     kwargs: dict[str, Any],
     expected: list[dict[str, Any]],
@@ -801,7 +801,7 @@ def why_nots(
     ``progress(turn, done, planned)`` hears each re-run; once ``cancelled()`` says so the
     search in flight and the turns after it say "cancelled" instead of a fix."""
     from memviewer.recall.rerun_cache import RerunCache
-    from memviewer.recall.why import WhyCancelled, why_not
+    from memviewer.recall.why import WhyCancelled
 
     kwargs = dict(kwargs)
     if kwargs.get("as_of") in (None, ""):  # one moment for every turn's run, so they share
@@ -813,12 +813,10 @@ def why_nots(
             out.append({"turn_id": mark["turn_id"], "index": mark.get("index"), "error": CANCELLED})
             continue
         try:
-            _, why = why_not(
-                service.parts,
+            _, why = service.why(
                 query,
                 mark["turn_id"],
                 kwargs,
-                reranker=service.reranker,
                 cache=cache,
                 progress=_for_turn(progress, n),
                 cancelled=cancelled,
@@ -904,10 +902,8 @@ def _columns(table: DataTable, width: int, columns: list[tuple[str, int]]) -> No
         table.add_column(label, width=w or max(20, width - fixed))
 
 
-def _titles(service: MemoryService, *results: dict[str, Any] | None) -> dict[str, str]:
+def _titles(service: LocalService, *results: dict[str, Any] | None) -> dict[str, str]:
     """Session titles for the ids a recall returned (a handful of primary-key reads)."""
-    from memviewer.store import repos
-
     ids: set[str] = set()
     for res in results:
         if not res:
@@ -916,10 +912,4 @@ def _titles(service: MemoryService, *results: dict[str, Any] | None) -> dict[str
         diag = res.get("diagnostics") or {}
         ids.update(s["session_id"] for s in diag.get("stage1") or [])
         ids.update(d.get("session_id", "") for d in (diag.get("dropped") or []) + (diag.get("capped") or []))
-    out: dict[str, str] = {}
-    with service.store.read() as conn:
-        for sid in ids:
-            row = repos.get_session(conn, sid) if sid else None
-            if row is not None:
-                out[sid] = row["title"] or sid
-    return out
+    return service.session_titles(ids)
