@@ -30,7 +30,7 @@ from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from memviewer.recall import timeref  # noqa: E402
+from memviewer.contract import timeref  # noqa: E402
 from memviewer.recall.stage1 import sessions_in, time_closeness  # noqa: E402
 from memviewer.store import repos  # noqa: E402
 from memviewer.store.db import Store  # noqa: E402

@@ -49,7 +49,7 @@ def _hub_running(ctx: click.Context) -> bool:
 
 
 def _model_errors() -> tuple[type[BaseException], ...]:
-    from memviewer.index.embedder import ModelChecksumError, ModelNotFoundError
+    from memviewer.errors import ModelChecksumError, ModelNotFoundError
 
     return (ModelNotFoundError, ModelChecksumError)
 
@@ -76,7 +76,7 @@ def _prepare(svc: MemoryService, hub: bool, ctx: click.Context | None = None) ->
         except _model_errors():
             raise
         except Exception as exc:  # a damaged index: recall still answers (keyword fallback)
-            from memviewer.recall.index_guard import DAMAGE_HINT, damage_message
+            from memviewer.present.index_words import DAMAGE_HINT, damage_message
 
             click.echo(f"warning: the vector index could not be updated: {damage_message(exc)}", err=True)
             click.echo(f"hint: {DAMAGE_HINT}", err=True)
@@ -102,7 +102,7 @@ def _leave_to_background(ctx: click.Context, svc: MemoryService) -> bool:
 
 def _human(out: dict[str, Any]) -> None:
     """The result table; a tool-call-only turn shows its calls (recall ran ``with_tool_calls``)."""
-    from memviewer.recall.snippets import text_or_tool_calls
+    from memviewer.present.snippets import text_or_tool_calls
 
     d = out["diagnostics"]
     rows = [
@@ -148,7 +148,7 @@ def _human(out: dict[str, Any]) -> None:
 def lag_warning(diagnostics: dict[str, Any]) -> str | None:
     """The line under the table when turns wait for embeddings past the indexer's normal
     delay (``index:lagging``): how many, and who embeds them, or that no indexer runs."""
-    from memviewer.index.progress import NO_INDEXER_FIX, describe
+    from memviewer.present.index_words import NO_INDEXER_FIX, describe
 
     lag = diagnostics.get("index_lag")
     if "index:lagging" not in diagnostics.get("escalations", []) or not lag:
@@ -305,7 +305,7 @@ def recall_cmd(
     overrides = None
     if vs_spec is not None:
         check_text(vs_spec, "--vs", as_json=json_out)
-        from memviewer.recall.compare import parse_overrides
+        from memviewer.contract.compare import parse_overrides
 
         try:
             overrides = parse_overrides(vs_spec)
@@ -375,7 +375,7 @@ def recall_cmd(
             fail_maybe_json(as_json, exc.message, hint=exc.hint, code=exc.code)
         except Exception as exc:  # --why runs recall's stages itself: a damaged index fails here
             from memviewer.errors import INTERNAL
-            from memviewer.recall.index_guard import DAMAGE_HINT, damage_message
+            from memviewer.present.index_words import DAMAGE_HINT, damage_message
 
             fail_maybe_json(
                 as_json,
@@ -430,11 +430,7 @@ def reindex_cmd(ctx: click.Context, catch_up: bool, as_json: bool) -> None:
     update, close = progress_callback("reindexing")
     with open_service(ctx) as svc:
         try:
-            from memviewer.store import fts
-
-            keyword = fts.reindex(svc.store)  # the FTS5 turn index is derived too
-            report = svc.indexer().rebuild(progress=update)
-            report["keyword_index"] = keyword
+            report = svc.reindex(progress=update)
         except _model_errors() as exc:
             fail(f"embedding model unavailable: {exc}")
         finally:
@@ -476,11 +472,11 @@ def _workspace_options(fn: Any) -> Any:
 def _evaluate(ctx: click.Context, as_json: bool, run: Any) -> dict[str, Any] | None:
     """Run an evaluator with the real model and a progress line; a bad file or a missing model
     is a clear error. With ``--json`` the report is printed here and None is returned."""
-    from memviewer.index.embedder import OnnxEmbedder
+    from memviewer.eval.workspace import model_embedder
 
     update, close = progress_callback("ingesting")
     try:
-        report: dict[str, Any] = run(OnnxEmbedder(settings_of(ctx).model_dir), update)
+        report: dict[str, Any] = run(model_embedder(settings_of(ctx).model_dir), update)
     except ValueError as exc:
         fail(str(exc))
     except _model_errors() as exc:

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from memviewer.commands.common import print_table, short
-from memviewer.recall.compare import INT_KEYS
-from memviewer.recall.why_view import stage_lines
+from memviewer.contract.compare import INT_KEYS
+from memviewer.present.why_view import stage_lines
 from memviewer.words import plural
 
 if TYPE_CHECKING:

@@ -16,15 +16,15 @@ Results are the JSON shapes of ``docs/cli.md``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, Self, runtime_checkable
 
 if TYPE_CHECKING:
+    from memviewer.events import EventRecord
     from memviewer.io.praisonai import ImportReport
     from memviewer.recall.rerank import Reranker
     from memviewer.recall_log import RecordAs
-    from memviewer.store.events import EventRecord
 
 #: ``progress(done, planned)`` of a why-not's re-runs.
 Progress = Callable[[int, int], None]
@@ -118,8 +118,16 @@ class Inspector(Protocol):
         reads of several why-nots of one question."""
         ...
 
+    def why_cache(self) -> object:
+        """What ``why(cache=...)`` takes to share the reads of several why-nots of one question."""
+        ...
+
     def index_lag(self) -> dict[str, Any]:
         """How far the vector index is behind the store (``index.progress.index_lag``)."""
+        ...
+
+    def attach_tool_calls(self, session_id: str, messages: Iterable[MutableMapping[str, Any]]) -> None:
+        """Put ``tool_calls`` on the blank messages of a search's scroll window (for display)."""
         ...
 
     def session_titles(self, session_ids: Iterable[str]) -> dict[str, str]:
@@ -190,6 +198,10 @@ class Writer(Protocol):
     def export(self, session_ids: list[str] | None, fmt: str, out: Any, **kw: Any) -> dict[str, Any]: ...
 
     def sync_index(self, session_ids: list[str] | None = None) -> dict[str, Any]: ...
+
+    def reindex(self, progress: Callable[..., None] | None = None) -> dict[str, Any]:
+        """Rebuild the derived indexes (FTS5, vectors, summaries) from the store."""
+        ...
 
 
 @runtime_checkable

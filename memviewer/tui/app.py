@@ -53,7 +53,7 @@ from memviewer.tui.viewer_app import ViewerApp
 
 if TYPE_CHECKING:  # imported lazily at run time: the first paint does not load it
     from memviewer.api import LocalService
-    from memviewer.index.progress import Embedding
+    from memviewer.present.index_words import Embedding
     from memviewer.service import MemoryService
 
 SOURCES_REFRESH_S = 5.0  # how often the header re-reads the hub's sources

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memviewer.errors import INTERNAL, MemviewerError
-from memviewer.store.events import EventRecord
+from memviewer.events import EventRecord
 from memviewer.wire import fastjson, protocol
 from memviewer.wire.syncclient import HubUnavailable, RpcConnection
 
@@ -155,7 +155,7 @@ class RemoteService:
 
     def compare(self, query: str, params: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
         """A and B, each a recall the hub answers (``recall.compare``)."""
-        from memviewer.recall.compare import compare
+        from memviewer.contract.compare import compare
 
         return compare(self.recall, query, params, overrides)
 
