@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from bench import harness
-from memviewer.recall import timeref
+from memviewer.contract import timeref
 from memviewer.recall.stage1 import sessions_in, time_closeness
 from memviewer.store import repos
 from memviewer.store.db import Store

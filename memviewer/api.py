@@ -2,10 +2,13 @@
 sources) may ask of memory, and the one place that decides where the answer
 comes from.
 
-* ``MemoryReader`` is the protocol. ``memviewer.service.MemoryService`` (in
+* ``Reader`` is the protocol of reads. ``memviewer.service.MemoryService`` (in
   process) and ``memviewer.wire.remote.RemoteService`` (through the hub that
   serves the home) both implement it, so a front end written against it works
-  either way.
+  either way. ``Inspector`` (why-not, the index's lag, the logs) and ``Writer``
+  (annotations, deletes, imports, export) are what only an in-process service
+  answers; ``LocalService`` is all three. They are declared in
+  ``memviewer.contract.reader`` (the hub's ``HubService`` extends ``Reader``).
 * ``SearchParams`` / ``RecallParams`` (declared in ``memviewer.contract.requests``)
   hold the one set of bounds for search and recall parameters; the hub's parameter
   check, the CLI's options, the MCP schemas, the Recall screen and the recall layers
@@ -19,12 +22,10 @@ and ``--json`` prints); the TypedDicts below name their keys for type checkers.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NotRequired, Protocol, TypedDict, runtime_checkable
+from typing import TYPE_CHECKING, Any, NotRequired, TypedDict
 
 if TYPE_CHECKING:
     from memviewer.config import Settings
-    from memviewer.recall_log import RecordAs
-    from memviewer.store.events import EventRecord
 
 __all__ = [
     "DEFAULT_CHUNKS_PER_SESSION",
@@ -36,22 +37,25 @@ __all__ = [
     "MAX_TOP_K",
     "MAX_TOP_SESSIONS",
     "RECALL_MODES",
-    "AnnotationWriter",
-    "MemoryReader",
+    "Inspector",
+    "LocalService",
     "RecallHit",
     "RecallParams",
     "RecallResult",
+    "Reader",
     "SearchParams",
     "SessionInfo",
     "SessionPage",
     "SessionView",
     "TurnInfo",
+    "Writer",
     "int_param",
     "open_reader",
 ]
 
 # The request models live in memviewer.contract (the lowest layer: recall, the hub, the CLI
 # and MCP derive from them); re-exported here as part of the API.
+from memviewer.contract.reader import Inspector, LocalService, Reader, Writer  # noqa: E402
 from memviewer.contract.requests import RecallParams, SearchParams  # noqa: E402
 from memviewer.params import (  # noqa: E402
     DEFAULT_CHUNKS_PER_SESSION,
@@ -141,76 +145,7 @@ class RecallResult(TypedDict):
     diagnostics: dict[str, Any]
 
 
-@runtime_checkable
-class MemoryReader(Protocol):
-    """Reads every front end may make. Errors are ``MemviewerError`` with a code."""
-
-    @property
-    def last_seq(self) -> int: ...
-
-    def sessions(
-        self,
-        *,
-        scope: str | None = None,
-        scope_id: str | None = None,
-        filter: str | None = None,
-        sort: str = "last_seen",
-        descending: bool = True,
-        limit: int | None = None,
-        offset: int = 0,
-    ) -> dict[str, Any]: ...
-
-    def session(self, session_id: str) -> dict[str, Any]: ...
-
-    def search(
-        self,
-        query: str | None = None,
-        *,
-        session_id: str | None = None,
-        around: int | str | None = None,
-        limit: int = 5,
-        window: int = 5,
-        scope: str | None = None,
-        scope_id: str | None = None,
-        record: RecordAs | None = None,
-    ) -> dict[str, Any]: ...
-
-    def recall(self, query: str, *, record: RecordAs | None = None, **params: Any) -> dict[str, Any]:
-        """``RecallResult``; ``params`` are ``RecallParams.as_kwargs()`` plus, for a display,
-        ``with_tool_calls=True`` (rows of turns that called tools carry ``tool_calls``)."""
-        ...
-
-    def stats(self) -> dict[str, Any]: ...
-
-    def events(
-        self,
-        from_seq: int = 0,
-        limit: int = 1000,
-        kinds: list[str] | None = None,
-        session_id: str | None = None,
-    ) -> list[EventRecord]: ...
-
-    def close(self) -> None: ...
-
-
-@runtime_checkable
-class AnnotationWriter(Protocol):
-    """The user's tags and notes on sessions and turns (``MemoryService`` implements it;
-    the hub protocol does not carry it: see docs/protocol.md). Reads of annotations come
-    with the reader's own answers (``sessions``, ``session``, ``search``); errors are
-    ``MemviewerError`` (``not_found`` for an id that is neither a session nor a turn,
-    ``invalid_argument`` for a bad tag or note)."""
-
-    def tag(self, target_id: str, tags: list[str], *, remove: bool = False) -> dict[str, Any]: ...
-
-    def note(self, target_id: str, text: str | None) -> dict[str, Any]: ...
-
-    def annotations(
-        self, target_id: str | None = None, *, tag: str | None = None, limit: int | None = None
-    ) -> list[dict[str, Any]]: ...
-
-
-def open_reader(settings: Settings, *, client: str = "memviewer.reader") -> MemoryReader:
+def open_reader(settings: Settings, *, client: str = "memviewer.reader") -> Reader:
     """The reader for ``settings``' home: the hub serving it when one answers, else the
     store opened read-only in this process (created empty if it does not exist yet).
 
@@ -228,3 +163,15 @@ def open_reader(settings: Settings, *, client: str = "memviewer.reader") -> Memo
 
     readonly = (settings.home_path / "memviewer.db").exists()
     return MemoryService(settings, readonly=readonly)
+
+
+if TYPE_CHECKING:  # mypy checks that both services satisfy the protocols (tests/test_api.py at run time)
+    from memviewer.service import MemoryService
+    from memviewer.wire.hub_service import HubService
+    from memviewer.wire.remote import RemoteService
+
+    def _conforms(local: MemoryService, remote: RemoteService) -> None:
+        readers: list[Reader] = [local, remote]
+        full: LocalService = local
+        hubs: HubService = local
+        del readers, full, hubs

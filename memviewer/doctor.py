@@ -50,9 +50,8 @@ def _model(settings: Settings) -> Check:
     """Load the model and embed one probe: a corrupt file fails here, not in the next import."""
     import time
 
+    from memviewer.errors import ModelChecksumError, ModelNotFoundError
     from memviewer.index.embedder import (
-        ModelChecksumError,
-        ModelNotFoundError,
         OnnxEmbedder,
         default_model_files,
         probe_embedder,

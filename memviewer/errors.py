@@ -49,3 +49,31 @@ class MemviewerError(Exception):
 
     def __repr__(self) -> str:
         return f"MemviewerError({self.code!r}, {self.message!r})"
+
+
+# -- failures a front end tells apart (raised below the API, caught by the CLI and the viewer) --
+class ModelNotFoundError(Exception):
+    """The embedding model (or part of it) is not installed where we look.
+
+    The message names the missing package, file or folder and how to fix it.
+    """
+
+
+class ModelChecksumError(Exception):
+    """The packaged model file is not the one memviewer was validated with."""
+
+
+class ModelLoadError(ModelNotFoundError):
+    """The model files exist but cannot be used (corrupt, wrong format, bad settings).
+
+    A subclass of ModelNotFoundError so every caller that reports a missing model
+    with a fix hint reports this one too, instead of a traceback.
+    """
+
+
+class WhyCancelled(Exception):
+    """The caller stopped the fix search (``cancelled()`` said so) before it ended."""
+
+    def __init__(self, done: int, planned: int) -> None:
+        super().__init__(f"why-not cancelled after {done} of {planned} re-runs")
+        self.done, self.planned = done, planned

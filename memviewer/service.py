@@ -16,19 +16,19 @@ import logging
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memviewer import __version__, paths, recall_log
 from memviewer.config import Settings
 from memviewer.errors import INTERNAL, INVALID_ARGUMENT, NOT_FOUND, MemviewerError
+from memviewer.events import EventRecord
 from memviewer.index.parts import IndexParts
 from memviewer.session import annotations as annotation_rows
 from memviewer.session.manager import SessionManager
 from memviewer.store import repos
 from memviewer.store.db import Store
-from memviewer.store.events import EventRecord
 
 if TYPE_CHECKING:
     from memviewer.index.embedder import Embedder
@@ -330,6 +330,16 @@ class MemoryService:
         """
         return self.indexer().sync(session_ids)
 
+    def reindex(self, progress: Callable[..., None] | None = None) -> dict[str, Any]:
+        """Rebuild the derived indexes from the store (``memviewer reindex``): the FTS5 turn
+        index, then the vectors and summaries; the indexer's report with ``keyword_index``."""
+        from memviewer.store import fts
+
+        keyword = fts.reindex(self.store)
+        report = self.indexer().rebuild(progress=progress)
+        report["keyword_index"] = keyword
+        return report
+
     def indexer(self) -> Indexer:
         from memviewer.index.indexer import Indexer
 
@@ -540,6 +550,81 @@ class MemoryService:
             self.record_recall(recall_log.recall_command(query, logged, entry_out, record))
         return out
 
+    def compare(self, query: str, params: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+        """A and B recalls at one moment and their diff (``recall --vs``, the Recall screen's B)."""
+        from memviewer.contract.compare import compare
+
+        return compare(self.recall, query, params, overrides)
+
+    def check_turn(self, turn_id: str, scope: str | None, scope_id: str | None) -> dict[str, Any]:
+        """The turn ``--why`` follows, refused before any model load when unknown or out of scope."""
+        from memviewer.recall.why import check_turn
+
+        return check_turn(self.store, turn_id, scope, scope_id)
+
+    def why(
+        self,
+        query: str,
+        turn_id: str,
+        params: Mapping[str, Any],
+        *,
+        cache: Any = None,
+        progress: Callable[[int, int], None] | None = None,
+        cancelled: Callable[[], bool] | None = None,
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``(recall result, why)`` for ``turn_id`` (``recall.why.why_not`` with this service's
+        index and reranker): only this process can re-run recall's stages."""
+        from memviewer.recall.why import why_not
+
+        return why_not(
+            self.parts,
+            query,
+            turn_id,
+            params,
+            reranker=self.reranker,
+            cache=cache,
+            progress=progress,
+            cancelled=cancelled,
+        )
+
+    def why_cache(self) -> object:
+        """A cache for several ``why`` of one question (the viewer's expected turns): they
+        share reads and stages (``recall.rerun_cache.RerunCache``)."""
+        from memviewer.recall.rerun_cache import RerunCache
+
+        return RerunCache()
+
+    def index_lag(self) -> dict[str, Any]:
+        """How far the vector index is behind the store (``index.progress.index_lag``)."""
+        from memviewer.index.progress import index_lag
+
+        with self.store.read() as conn:
+            return index_lag(self.home, conn)
+
+    def attach_tool_calls(self, session_id: str, messages: Iterable[MutableMapping[str, Any]]) -> None:
+        """Set ``tool_calls`` on the blank messages of one session's scroll window (keyed by
+        index: the window carries no turn ids), read from the store, for display only."""
+        blank = [m for m in messages if not str(m.get("content") or "").strip()]
+        if not blank:
+            return
+        indexes = [int(m["index"]) for m in blank]
+        with self.store.read() as conn:
+            rows = repos.session_turns(conn, session_id, start=min(indexes), end=max(indexes))
+        calls = {r["idx"]: r["tool_calls"] for r in rows}
+        for m in blank:
+            if calls.get(m["index"]):
+                m["tool_calls"] = calls[m["index"]]
+
+    def session_titles(self, session_ids: Iterable[str]) -> dict[str, str]:
+        """Titles (or the id, for an untitled one) of the sessions that exist among ``session_ids``."""
+        out: dict[str, str] = {}
+        with self.store.read() as conn:
+            for sid in set(session_ids):
+                row = repos.get_session(conn, sid) if sid else None
+                if row is not None:
+                    out[sid] = row["title"] or sid
+        return out
+
     # -- the recall log ---------------------------------------------------------------
     @property
     def recall_log_enabled(self) -> bool:
@@ -678,7 +763,7 @@ class MemoryService:
         out["anatomy"]["tokenizer"] = tok.describe()
         return out
 
-    def export(self, session_ids: list[str] | None, fmt: str, out: Any, **kw: Any) -> dict:
+    def export(self, session_ids: list[str] | None, fmt: str, out: Any, **kw: Any) -> dict[str, Any]:
         from memviewer.io.export import export_sessions
 
         return export_sessions(self.store, session_ids, fmt, out, home=self.home, **kw)
@@ -708,7 +793,7 @@ def _resolve_as_of(params: dict[str, Any]) -> str | None:
     raw = params.get("as_of")
     if not isinstance(raw, str) or not raw.strip():
         return None
-    from memviewer.recall.timeref import parse_as_of
+    from memviewer.contract.timeref import parse_as_of
 
     try:
         params["as_of"] = parse_as_of(raw)

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from cli_runs import invoke_on
 
-from memviewer.api import AnnotationWriter
+from memviewer.api import Writer
 from memviewer.errors import MemviewerError
 from memviewer.io.export import export_sessions
 from memviewer.io.json_import import import_file
@@ -49,7 +49,7 @@ def filled(service: MemoryService) -> MemoryService:
 
 
 def test_the_service_is_an_annotation_writer_and_the_schema_has_migration_7(filled: MemoryService) -> None:
-    assert isinstance(filled, AnnotationWriter)
+    assert isinstance(filled, Writer)
     assert filled.store.schema_version() == latest_version() >= 7
 
 

@@ -3,12 +3,16 @@
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 
 from memviewer.api import (
     MAX_SEARCH_LIMIT,
     MAX_TOP_K,
-    MemoryReader,
+    Inspector,
+    LocalService,
+    Reader,
     RecallParams,
     SearchParams,
     open_reader,
@@ -16,16 +20,56 @@ from memviewer.api import (
 from memviewer.config import Settings
 from memviewer.errors import MemviewerError
 from memviewer.service import MemoryService
+from memviewer.wire.hub_service import HubService
 from memviewer.wire.remote import RemoteService
 from memviewer.wire.testing import HubProcess
 
 
+def _members(protocol: type) -> set[str]:
+    """A protocol's public members, its bases' included (Python 3.11 has no ``__protocol_attrs__``)."""
+    out: set[str] = set()
+    for base in protocol.__mro__:
+        if getattr(base, "_is_protocol", False) and base.__module__ != "typing":
+            names = (*vars(base), *getattr(base, "__annotations__", {}))
+            out.update(m for m in names if not m.startswith("_"))
+    return out
+
+
+def _params(fn: object) -> list[tuple[str, object, object]]:
+    return [(p.name, p.kind, p.default) for p in inspect.signature(fn).parameters.values()]  # type: ignore[arg-type]
+
+
 def test_both_implementations_are_readers(service: MemoryService) -> None:
-    assert isinstance(service, MemoryReader)
+    """mypy checks the same in ``memviewer.api`` (``_conforms``); this is the run-time half:
+    every member is there, and methods take the protocol's parameters."""
+    assert isinstance(service, LocalService) and isinstance(service, Reader)
+    assert {"sessions", "session", "search", "recall", "compare", "stats", "events", "last_seq", "close"} <= (
+        _members(Reader)
+    )
+    assert {"why", "check_turn", "index_lag", "session_titles"} <= _members(Inspector)
+    assert _members(Reader) <= _members(HubService)
     # Checked on the class: an instance check would read ``last_seq`` and dial the hub.
-    members = [m for m in dir(MemoryReader) if not m.startswith("_")]
-    assert {"sessions", "session", "search", "recall", "stats", "events", "last_seq", "close"} <= set(members)
-    assert all(hasattr(RemoteService, m) for m in members)
+    for cls, protocol in ((RemoteService, Reader), (MemoryService, LocalService)):
+        for name in _members(protocol):
+            assert hasattr(cls, name) or name in ("readonly", "reranker"), (cls, name)
+            want = getattr(protocol, name, None)
+            if callable(want) and not isinstance(want, property):
+                assert _params(getattr(cls, name)) == _params(want), (cls, name)
+
+
+def test_compare_runs_a_and_b_through_the_reader(service: MemoryService) -> None:
+    """``Reader.compare`` is the A/B of ``recall --vs``: both sides at one moment."""
+    asked: list[dict[str, object]] = []
+
+    def recall(query: str, **params: object) -> dict[str, object]:
+        asked.append(params)
+        return {"results": [], "diagnostics": {"params": {k: v for k, v in params.items() if k != "as_of"}}}
+
+    remote = RemoteService("/nonexistent.sock")
+    remote.recall = recall  # type: ignore[method-assign]
+    ab = remote.compare("q", {"top_k": 5}, {"top_k": 9})
+    assert [a["top_k"] for a in asked] == [5, 9] and asked[0]["as_of"] == asked[1]["as_of"]
+    assert ab["query"] == "q" and ab["diff"] == []
 
 
 @pytest.mark.parametrize(

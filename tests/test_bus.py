@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import logging
 
+from memviewer.events import EventRecord
 from memviewer.session.bus import EventBus
-from memviewer.store.events import EventRecord
 
 
 def ev(seq: int, kind: str = "episode.turn_added") -> EventRecord:

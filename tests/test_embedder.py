@@ -14,13 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from memviewer.errors import ModelChecksumError, ModelLoadError, ModelNotFoundError
 from memviewer.index import embedder as emb
 from memviewer.index.embedder import (
     DEFAULT_MODEL_NAME,
     Embedder,
     HashEmbedder,
-    ModelChecksumError,
-    ModelNotFoundError,
     OnnxEmbedder,
     default_model_files,
     verify_model_sha256,
@@ -519,12 +518,12 @@ def test_a_corrupt_tokenizer_is_a_model_error_naming_the_file(model_folder: Path
     folder.mkdir()
     shutil.copyfile(model_folder / "model.onnx", folder / "model.onnx")
     (folder / "tokenizer.json").write_text('{"version": "1.0", ', encoding="utf-8")
-    with pytest.raises(emb.ModelLoadError, match="tokenizer.json") as info:
+    with pytest.raises(ModelLoadError, match="tokenizer.json") as info:
         OnnxEmbedder(folder).load()
     assert isinstance(info.value, ModelNotFoundError)  # callers' existing handlers catch it
     (folder / "tokenizer.json").write_bytes((model_folder / "tokenizer.json").read_bytes())
     (folder / "model.onnx").write_bytes(b"not an onnx file")
-    with pytest.raises(emb.ModelLoadError, match="model.onnx"):
+    with pytest.raises(ModelLoadError, match="model.onnx"):
         OnnxEmbedder(folder).load()
 
 
@@ -534,7 +533,7 @@ def test_probe_rejects_an_unusable_embedder() -> None:
             return np.full((len(texts), self.dim), np.nan, dtype=np.float32)
 
     emb.probe_embedder(HashEmbedder())
-    with pytest.raises(emb.ModelLoadError, match="unusable probe vector"):
+    with pytest.raises(ModelLoadError, match="unusable probe vector"):
         emb.probe_embedder(Wrong())
 
 

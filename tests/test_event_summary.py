@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from memviewer.recall.snippets import tool_call_brief
+from memviewer.present.snippets import tool_call_brief
 from memviewer.wire.event_summary import event_summary
 
 
@@ -43,7 +43,7 @@ def test_a_tool_call_only_turn_shows_its_calls_and_their_arguments() -> None:
 def test_every_known_event_kind_reads_for_people_and_can_be_filtered() -> None:
     """Each kind the store emits has its own summary (no fallback to fields) and is a kind
     `tail --kind` and the hub's subscribe filter accept."""
-    from memviewer.store.events import EVENT_KINDS
+    from memviewer.events import EVENT_KINDS
     from memviewer.wire.event_summary import SUMMARIES
 
     assert set(SUMMARIES) <= set(EVENT_KINDS)

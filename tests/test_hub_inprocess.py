@@ -12,9 +12,9 @@ import pytest
 from dated import ASKED, cooking_sessions
 
 from memviewer import paths
+from memviewer.events import EventRecord
 from memviewer.session.manager import SessionManager
 from memviewer.store.db import Store
-from memviewer.store.events import EventRecord
 from memviewer.wire.hub import Hub, HubAlreadyRunning
 from memviewer.wire.hub_limits import HubLimits
 from memviewer.wire.remote import RemoteService

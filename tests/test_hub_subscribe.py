@@ -14,7 +14,7 @@ import pytest
 from waiting import wait_for
 
 from memviewer.client import Publisher
-from memviewer.store.events import EventRecord
+from memviewer.events import EventRecord
 from memviewer.wire.remote import RemoteService
 from memviewer.wire.subscriber import ConnectionState, Subscriber
 from memviewer.wire.testing import HubProcess

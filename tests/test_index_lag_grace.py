@@ -28,15 +28,8 @@ from memviewer import doctor, paths
 from memviewer.commands import background_index
 from memviewer.commands.recall import lag_warning
 from memviewer.index import timing
-from memviewer.index.progress import (
-    CATCH_UP_PID,
-    NO_INDEXER_FIX,
-    Embedding,
-    catch_up_pid,
-    index_lag,
-    waiting_line,
-    within_grace,
-)
+from memviewer.index.progress import CATCH_UP_PID, catch_up_pid, index_lag, within_grace
+from memviewer.present.index_words import NO_INDEXER_FIX, Embedding, waiting_line
 from memviewer.recall.lagging import INDEX_LAGGING
 from memviewer.wire.embedding import who_embeds
 

@@ -15,9 +15,9 @@ from typing import Any
 
 import pytest
 
-from memviewer.errors import MemviewerError
+from memviewer.errors import MemviewerError, ModelLoadError, ModelNotFoundError
 from memviewer.index import owner_wait, runner
-from memviewer.index.embedder import HashEmbedder, ModelLoadError, ModelNotFoundError
+from memviewer.index.embedder import HashEmbedder
 from memviewer.index.indexer import index_status
 from memviewer.index.lance import STAGING_DIR, SUMMARIES, TURNS, WRITE_LOCK
 from memviewer.service import MemoryService

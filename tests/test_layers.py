@@ -30,6 +30,8 @@ LAYERS: dict[str, int] = {
     "memviewer.tool_call_text": 0,  # a tool call on one line (recall rows, tail, Live)
     "memviewer.access": 0,  # the HTTP listeners' token (standard library only)
     "memviewer.ops": 0,  # the publish ops and their arguments, declared once (standard library only)
+    "memviewer.events": 0,  # the event log's record and kinds (the store writes them, front ends show them)
+    "memviewer.present": 0,  # what front ends show alike: snippets, highlighting, why-not and lag wording
     "memviewer.config": 1,
     "memviewer.root_config": 1,  # the CLI root's home and socket, standard library only
     "memviewer.llm": 1,

@@ -353,7 +353,7 @@ def test_archived_turns_are_recalled_and_flagged(settings: Any) -> None:
     ],
 )
 def test_addressed_speaker_reads_whose_words_the_query_asks_about(query: str, expected: str | None) -> None:
-    from memviewer.recall.scoring import addressed_speaker
+    from memviewer.present.speaker import addressed_speaker
 
     assert addressed_speaker(query) == expected
 

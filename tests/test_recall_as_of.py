@@ -8,8 +8,8 @@ import time
 import pytest
 from dated import ASKED, DAY_S, add_dated_session, cooking_sessions
 
+from memviewer.contract.timeref import AS_OF_FORMS, parse_as_of
 from memviewer.errors import MemviewerError
-from memviewer.recall.timeref import AS_OF_FORMS, parse_as_of
 from memviewer.timeutil import parse_ts, utc_minutes
 
 

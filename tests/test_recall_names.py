@@ -361,8 +361,8 @@ def test_agent_requests_to_recall_lose_a_share_other_questions_do_not(service: A
 
 def _why_lines(svc: Any, query: str, turn_ids: tuple[str, ...]) -> dict[str, str]:
     """``recall --why``'s stage lines for each turn, over the chat scope."""
+    from memviewer.present.why_view import stage_lines
     from memviewer.recall.why import why_not
-    from memviewer.recall.why_view import stage_lines
 
     scope = {"scope": "conv", "scope_id": "c1"}
     return {tid: "\n".join(stage_lines(why_not(svc.parts, query, tid, scope)[1])) for tid in turn_ids}

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from why_data import QUERY, SCOPE, build, ids
 
+from memviewer.contract.compare import apply_overrides
 from memviewer.errors import INVALID_ARGUMENT, NOT_FOUND, MemviewerError
 from memviewer.index.lance import TURNS
-from memviewer.recall.compare import apply_overrides
 from memviewer.recall.why import why_not
 
 
@@ -185,7 +185,7 @@ def test_why_leaves_the_recall_result_unchanged(data: dict[str, Any]) -> None:
 
 # -- A/B -------------------------------------------------------------------------------
 def test_diff_hand_checked() -> None:
-    from memviewer.recall.compare import diff
+    from memviewer.contract.compare import diff
 
     a = [{"turn_id": t} for t in ("x", "y", "z", "w")]
     b = [{"turn_id": t} for t in ("y", "x", "v", "w")]
@@ -199,7 +199,7 @@ def test_diff_hand_checked() -> None:
 
 
 def test_compare_two_parameter_sets(data: dict[str, Any]) -> None:
-    from memviewer.recall.compare import compare, parse_overrides
+    from memviewer.contract.compare import compare, parse_overrides
 
     svc = data["svc"]
     ab = compare(svc.recall, QUERY, {**SCOPE, "top_k": 3}, parse_overrides("top_k=5, w-dense=0.3"))
@@ -230,7 +230,7 @@ def test_compare_two_parameter_sets(data: dict[str, Any]) -> None:
     ],
 )
 def test_bad_parameter_sets_are_refused(spec: str, words: str) -> None:
-    from memviewer.recall.compare import parse_overrides
+    from memviewer.contract.compare import parse_overrides
 
     with pytest.raises(MemviewerError) as exc:
         parse_overrides(spec)

@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 from why_data import QUERY, SCOPE, build
 
-from memviewer.recall.compare import apply_overrides
+from memviewer.contract.compare import apply_overrides
+from memviewer.errors import WhyCancelled
 from memviewer.recall.hierarchical import recall
 from memviewer.recall.rerun_cache import RerunCache
-from memviewer.recall.why import WhyCancelled, why_not
+from memviewer.recall.why import why_not
 
 AS_OF = 1_900_000_000.0  # after every demo turn: one moment for every run
 DEMO_QUERY = "what backoff did we pick for webhooks"

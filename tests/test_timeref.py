@@ -1,4 +1,4 @@
-"""Relative dates in recall queries (``memviewer.recall.timeref``)."""
+"""Relative dates in recall queries (``memviewer.contract.timeref``)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memviewer.recall import timeref
-from memviewer.recall.timeref import DAY
+from memviewer.contract import timeref
+from memviewer.contract.timeref import DAY
 
 # Tuesday 2023-02-07 09:00 UTC
 NOW = datetime(2023, 2, 7, 9, 0, tzinfo=UTC).timestamp()

@@ -355,7 +355,7 @@ def test_encoding_never_fails_on_a_stored_lone_surrogate() -> None:
 
 
 def test_an_event_that_cannot_be_encoded_still_arrives_in_order() -> None:
-    from memviewer.store.events import EventRecord
+    from memviewer.events import EventRecord
     from memviewer.wire.connection import event_frame
 
     deep: Any = []

@@ -20,12 +20,15 @@ import os
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from memviewer.commands.common import settings_of
 from memviewer.words import plural
+
+if TYPE_CHECKING:
+    from memviewer.service import MemoryService
 
 LOG_FILE = "indexer.log"
 # The installed package in isolated mode (-I): neither the current folder nor
@@ -33,7 +36,7 @@ LOG_FILE = "indexer.log"
 SELF_COMMAND = (sys.executable, "-I", "-m", "memviewer")
 
 
-def catch_up_in_background(ctx: click.Context, svc: Any) -> dict[str, Any]:
+def catch_up_in_background(ctx: click.Context, svc: MemoryService) -> dict[str, Any]:
     """Make sure someone embeds the new turns; returns the lag and who is on it.
 
     A catch-up this starts is watched until it has written its pid file (it is at work)
@@ -45,7 +48,7 @@ def catch_up_in_background(ctx: click.Context, svc: Any) -> dict[str, Any]:
 
     settings = settings_of(ctx)
     home = settings.home_path
-    lag = _lag(svc, home)
+    lag = svc.index_lag()
     if lag["lag"] == 0:
         return {**lag, "indexer": None}
     embedding = who_embeds(settings)
@@ -61,7 +64,7 @@ def catch_up_in_background(ctx: click.Context, svc: Any) -> dict[str, Any]:
     code = watch_start(proc, home)
     if code is None:
         return {**lag, "indexer": "background", "pid": proc.pid, "log": str(log_file)}
-    lag = _lag(svc, home)  # it exited: did it finish (a few turns), or die?
+    lag = svc.index_lag()  # it exited: did it finish (a few turns), or die?
     embedding = who_embeds(settings)
     if lag["lag"] == 0 or embedding.indexer is not None:
         return {**lag, "indexer": embedding.indexer, **({"pid": embedding.pid} if embedding.pid else {})}
@@ -85,13 +88,6 @@ def catch_up_in_background(ctx: click.Context, svc: Any) -> dict[str, Any]:
 #: file) before trusting it; it writes that file about half a second after its start.
 SPAWN_WATCH_S = 3.0
 LOG_TAIL_LINES = 12
-
-
-def _lag(svc: Any, home: Any) -> dict[str, Any]:
-    from memviewer.index.progress import index_lag
-
-    with svc.store.read() as conn:
-        return index_lag(home, conn)
 
 
 def watch_start(proc: subprocess.Popen[bytes], home: Any, timeout: float = SPAWN_WATCH_S) -> int | None:
@@ -144,7 +140,7 @@ def spawn_catch_up(ctx: click.Context) -> subprocess.Popen[bytes]:
 
 def describe(info: dict[str, Any]) -> str:
     """The line an import prints about the vector index."""
-    from memviewer.index.progress import describe as lag_text
+    from memviewer.present.index_words import describe as lag_text
 
     if not info.get("lag"):
         return "keyword search and recall are ready"
@@ -153,7 +149,7 @@ def describe(info: dict[str, Any]) -> str:
         "background": f"a background indexer embeds them (pid {info.get('pid')}, log {info.get('log')})",
     }.get(str(info.get("indexer")))
     if who is None:
-        from memviewer.index.progress import NO_INDEXER_FIX
+        from memviewer.present.index_words import NO_INDEXER_FIX
 
         who = f"no indexer runs: {info.get('fix') or NO_INDEXER_FIX}"
     return (
@@ -170,7 +166,7 @@ def run_catch_up(ctx: click.Context) -> dict[str, Any]:
     harmless (the index's write lock serialises them; the second finds nothing to do).
     """
     from memviewer.commands.common import open_service
-    from memviewer.index.progress import CATCH_UP_PID, index_lag
+    from memviewer.index.progress import CATCH_UP_PID
     from memviewer.paths import lance_dir
     from memviewer.wire.probe import serving_hub
 
@@ -193,9 +189,8 @@ def run_catch_up(ctx: click.Context) -> dict[str, Any]:
                 step = int(report.get("added_turns", 0) or 0)
                 added += step
                 healed = healed or report.get("healed") or {}  # what the first pass repaired
-                with svc.store.read() as conn:
-                    if index_lag(settings.home_path, conn)["lag"] == 0 or step == 0:
-                        break
+                if svc.index_lag()["lag"] == 0 or step == 0:
+                    break
     finally:
         if pid_file.exists() and pid_file.read_text(encoding="ascii").strip() == str(os.getpid()):
             pid_file.unlink()

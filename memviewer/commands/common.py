@@ -277,7 +277,7 @@ def print_table(
     from rich.table import Table
     from rich.text import Text
 
-    from memviewer.recall.highlight import match_spans
+    from memviewer.present.highlight import match_spans
 
     terms = tuple(highlight)
     table = Table(title=title, show_lines=False, header_style="bold")

@@ -104,7 +104,7 @@ def import_praisonai(ctx: click.Context, paths, no_index, wait, as_json, replace
     """
     update, close = progress_callback("importing")
     reading, close_reading = progress_callback("reading")
-    from memviewer.index.embedder import ModelChecksumError, ModelNotFoundError
+    from memviewer.errors import ModelChecksumError, ModelNotFoundError
 
     started: set[str] = set()
 

@@ -9,12 +9,16 @@ this process.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from memviewer.commands.common import emit_json, fail_maybe_json, open_service, settings_of
 from memviewer.words import plural
+
+if TYPE_CHECKING:
+    from memviewer.api import Writer
+    from memviewer.service import MemoryService
 
 GONE = "session_not_found"  # deleted by someone else between the listing and the delete
 
@@ -26,7 +30,7 @@ def _delete_through_hub(socket_path: Any, ids: list[str]) -> list[dict[str, Any]
         return remote.publish([{"op": "delete_session", "session_id": sid} for sid in ids])
 
 
-def _delete_in_process(svc: Any, ids: list[str]) -> list[dict[str, Any]]:
+def _delete_in_process(svc: Writer, ids: list[str]) -> list[dict[str, Any]]:
     from memviewer.errors import MemviewerError
 
     results: list[dict[str, Any]] = []
@@ -38,7 +42,7 @@ def _delete_in_process(svc: Any, ids: list[str]) -> list[dict[str, Any]]:
     return results
 
 
-def _sync_index(svc: Any) -> None:
+def _sync_index(svc: MemoryService) -> None:
     """Drop the removed sessions' vector rows now (a hub's indexer does it on its own)."""
     try:
         if svc.indexer() is not None:

@@ -177,7 +177,7 @@ def eval_golden(
     params_b: dict[str, Any] | None = None
     changed: dict[str, Any] = {}
     if vs_spec is not None:
-        from memviewer.recall.compare import apply_overrides, parse_overrides
+        from memviewer.contract.compare import apply_overrides, parse_overrides
 
         try:
             over = parse_overrides(vs_spec)

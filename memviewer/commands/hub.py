@@ -218,7 +218,7 @@ def tail_cmd(
 
     With --no-follow and no hub running, the store is read directly (read-only).
     """
-    from memviewer.store.events import EVENT_KINDS
+    from memviewer.events import EVENT_KINDS
 
     bad = [k for k in kinds if k not in EVENT_KINDS]
     if bad:

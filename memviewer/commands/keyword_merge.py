@@ -12,16 +12,19 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from memviewer.commands.common import settings_of
 
+if TYPE_CHECKING:
+    from memviewer.service import MemoryService
+
 log = logging.getLogger(__name__)
 
 
-def merge_after_import(ctx: click.Context, svc: Any) -> dict[str, Any]:
+def merge_after_import(ctx: click.Context, svc: MemoryService) -> dict[str, Any]:
     """Merge the keyword index's segments once the import is stored; what was done, for the
     report (``by``: ``"import"``, or ``"hub"`` when the serving hub keeps the index)."""
     from memviewer.errors import MemviewerError

@@ -32,6 +32,7 @@ from memviewer.recall_log import RecordAs
 from memviewer.words import plural
 
 if TYPE_CHECKING:
+    from memviewer.api import Reader
     from memviewer.service import MemoryService
 
 _CLI = RecordAs("cli")
@@ -48,7 +49,7 @@ def _hub_running(ctx: click.Context) -> bool:
 
 
 def _model_errors() -> tuple[type[BaseException], ...]:
-    from memviewer.index.embedder import ModelChecksumError, ModelNotFoundError
+    from memviewer.errors import ModelChecksumError, ModelNotFoundError
 
     return (ModelNotFoundError, ModelChecksumError)
 
@@ -59,7 +60,7 @@ def _model_errors() -> tuple[type[BaseException], ...]:
 INLINE_CATCH_UP_TURNS = 256
 
 
-def _prepare(svc: Any, hub: bool, ctx: click.Context | None = None) -> None:
+def _prepare(svc: MemoryService, hub: bool, ctx: click.Context | None = None) -> None:
     """Catch the index up (only when this process may write) and load the model once.
 
     With ``ctx`` (a single recall, not an evaluation) a backlog over
@@ -75,7 +76,7 @@ def _prepare(svc: Any, hub: bool, ctx: click.Context | None = None) -> None:
         except _model_errors():
             raise
         except Exception as exc:  # a damaged index: recall still answers (keyword fallback)
-            from memviewer.recall.index_guard import DAMAGE_HINT, damage_message
+            from memviewer.present.index_words import DAMAGE_HINT, damage_message
 
             click.echo(f"warning: the vector index could not be updated: {damage_message(exc)}", err=True)
             click.echo(f"hint: {DAMAGE_HINT}", err=True)
@@ -84,15 +85,13 @@ def _prepare(svc: Any, hub: bool, ctx: click.Context | None = None) -> None:
     svc.embedder.embed(["warm-up"])
 
 
-def _leave_to_background(ctx: click.Context, svc: Any) -> bool:
+def _leave_to_background(ctx: click.Context, svc: MemoryService) -> bool:
     """True when the backlog is too big to embed before answering; starts (or finds) the
     background indexer for it and says so on stderr."""
     from memviewer.commands.background_index import catch_up_in_background
     from memviewer.commands.background_index import describe as describe_lag
-    from memviewer.index.progress import index_lag
 
-    with svc.store.read() as conn:
-        lag = index_lag(svc.home, conn)
+    lag = svc.index_lag()
     if lag["lag"] <= INLINE_CATCH_UP_TURNS:
         return False
     info = catch_up_in_background(ctx, svc)
@@ -103,7 +102,7 @@ def _leave_to_background(ctx: click.Context, svc: Any) -> bool:
 
 def _human(out: dict[str, Any]) -> None:
     """The result table; a tool-call-only turn shows its calls (recall ran ``with_tool_calls``)."""
-    from memviewer.recall.snippets import text_or_tool_calls
+    from memviewer.present.snippets import text_or_tool_calls
 
     d = out["diagnostics"]
     rows = [
@@ -149,7 +148,7 @@ def _human(out: dict[str, Any]) -> None:
 def lag_warning(diagnostics: dict[str, Any]) -> str | None:
     """The line under the table when turns wait for embeddings past the indexer's normal
     delay (``index:lagging``): how many, and who embeds them, or that no indexer runs."""
-    from memviewer.index.progress import NO_INDEXER_FIX, describe
+    from memviewer.present.index_words import NO_INDEXER_FIX, describe
 
     lag = diagnostics.get("index_lag")
     if "index:lagging" not in diagnostics.get("escalations", []) or not lag:
@@ -193,7 +192,7 @@ def _batch_params(raw: bytes) -> dict[str, Any]:
     return obj
 
 
-def _run_batch(svc: Any, path: str, flat: bool) -> int:
+def _run_batch(svc: Reader, path: str, flat: bool) -> int:
     from memviewer.errors import MemviewerError
 
     errors = 0
@@ -305,7 +304,7 @@ def recall_cmd(
     overrides = None
     if vs_spec is not None:
         check_text(vs_spec, "--vs", as_json=json_out)
-        from memviewer.recall.compare import parse_overrides
+        from memviewer.contract.compare import parse_overrides
 
         try:
             overrides = parse_overrides(vs_spec)
@@ -325,18 +324,16 @@ def recall_cmd(
         else open_service(ctx, readonly=bool(hub), json_errors=json_out)
     ) as svc:
         # --why runs recall's stages itself, so it never gets the hub's reader (above): in its
-        # branches ``svc`` is the service this process opened, with its store and parts
+        # branches ``svc`` is the service this process opened
         local = cast("MemoryService", svc)
         if why_turn is not None:  # an unknown or out-of-scope turn is refused before any model load
-            from memviewer.recall.why import check_turn
-
             try:
-                check_turn(local.store, why_turn, scope, scope_id)
+                local.check_turn(why_turn, scope, scope_id)
             except MemviewerError as exc:
                 fail_maybe_json(json_out, exc.message, hint=exc.hint, code=exc.code)
         if reader is None:
             try:
-                _prepare(svc, bool(hub), ctx if batch is None else None)
+                _prepare(local, bool(hub), ctx if batch is None else None)
             except _model_errors() as exc:
                 fail_maybe_json(json_out, f"embedding model unavailable: {exc}")
         if batch is not None:
@@ -361,22 +358,11 @@ def recall_cmd(
         meter = RerunMeter()
         try:
             if why_turn is not None:
-                from memviewer.recall.why import why_not
-
                 with meter:
-                    out, why = why_not(
-                        local.parts,
-                        query,
-                        why_turn,
-                        {**params, **shown},
-                        reranker=local.reranker,
-                        progress=meter,
-                    )
+                    out, why = local.why(query, why_turn, {**params, **shown}, progress=meter)
                 out["why"] = why
             elif overrides is not None:
-                from memviewer.recall.compare import compare
-
-                ab = compare(svc.recall, query, params, overrides)
+                ab = svc.compare(query, params, overrides)
             else:
                 out = svc.recall(query, **params, **shown, record=_CLI)
         except KeyboardInterrupt:
@@ -388,7 +374,7 @@ def recall_cmd(
             fail_maybe_json(as_json, exc.message, hint=exc.hint, code=exc.code)
         except Exception as exc:  # --why runs recall's stages itself: a damaged index fails here
             from memviewer.errors import INTERNAL
-            from memviewer.recall.index_guard import DAMAGE_HINT, damage_message
+            from memviewer.present.index_words import DAMAGE_HINT, damage_message
 
             fail_maybe_json(
                 as_json,
@@ -443,11 +429,7 @@ def reindex_cmd(ctx: click.Context, catch_up: bool, as_json: bool) -> None:
     update, close = progress_callback("reindexing")
     with open_service(ctx) as svc:
         try:
-            from memviewer.store import fts
-
-            keyword = fts.reindex(svc.store)  # the FTS5 turn index is derived too
-            report = svc.indexer().rebuild(progress=update)
-            report["keyword_index"] = keyword
+            report = svc.reindex(progress=update)
         except _model_errors() as exc:
             fail(f"embedding model unavailable: {exc}")
         finally:
@@ -489,11 +471,11 @@ def _workspace_options(fn: Any) -> Any:
 def _evaluate(ctx: click.Context, as_json: bool, run: Any) -> dict[str, Any] | None:
     """Run an evaluator with the real model and a progress line; a bad file or a missing model
     is a clear error. With ``--json`` the report is printed here and None is returned."""
-    from memviewer.index.embedder import OnnxEmbedder
+    from memviewer.eval.workspace import model_embedder
 
     update, close = progress_callback("ingesting")
     try:
-        report: dict[str, Any] = run(OnnxEmbedder(settings_of(ctx).model_dir), update)
+        report: dict[str, Any] = run(model_embedder(settings_of(ctx).model_dir), update)
     except ValueError as exc:
         fail(str(exc))
     except _model_errors() as exc:

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import sys
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from memviewer.commands.common import print_table, short
-from memviewer.recall.why_view import stage_lines
+from memviewer.present.why_view import stage_lines
 from memviewer.words import plural
+
+if TYPE_CHECKING:
+    from memviewer.api import Reader
 
 
 class RerunMeter:
@@ -66,7 +69,7 @@ def human_why(why: dict[str, Any]) -> None:
     if why["retrieved"]:
         return
     if why.get("fix"):
-        from memviewer.recall.compare import INT_KEYS  # the request models: only --why needs them
+        from memviewer.contract.compare import INT_KEYS  # the request models: only --why needs them
 
         ints = {k: v for k, v in why["fix"].items() if k in INT_KEYS}
         weights = {k: v for k, v in why["fix"].items() if k not in INT_KEYS}
@@ -85,7 +88,7 @@ def human_why(why: dict[str, Any]) -> None:
         click.echo(f"fix: none found ({plural(why.get('reruns', 0), 're-run')} of recall)")
 
 
-def human_ab(svc: Any, ab: dict[str, Any]) -> None:
+def human_ab(svc: Reader, ab: dict[str, Any]) -> None:
     """Each turn of either side with its rank in A and B and how it moved."""
     by_id = {r["turn_id"]: r for side in ("a", "b") for r in ab[side]["results"]}
     changed = {k: v for k, v in ab["b"]["params"].items() if ab["a"]["params"].get(k) != v}

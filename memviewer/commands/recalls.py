@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -17,6 +17,9 @@ from memviewer.commands.common import (
 )
 from memviewer.recall_log import SOURCES
 from memviewer.words import plural
+
+if TYPE_CHECKING:
+    from memviewer.api import Reader
 
 REDACT_HELP = (
     "mask secrets and personal data in queries, result texts, params and diagnostics, as "
@@ -123,7 +126,7 @@ def recalls_group(ctx: click.Context, source, session_id, kind, limit, redact, a
         click.echo(f"open one: memviewer recalls show {page['recalls'][0]['recall_id']} --rerun", err=True)
 
 
-def _rerun(svc: Any, entry: dict[str, Any]) -> dict[str, Any]:
+def _rerun(svc: Reader, entry: dict[str, Any]) -> dict[str, Any]:
     """Run the recorded search or recall again now, with the parameters memviewer knows."""
     from memviewer import recall_log
     from memviewer.api import RecallParams, SearchParams

@@ -13,7 +13,7 @@ from memviewer.commands.contract_options import contract_option
 from memviewer.commands.via_hub import hub_reader
 from memviewer.contract.cli_table import SEARCH_PARAMS
 from memviewer.errors import MemviewerError
-from memviewer.recall.snippets import anchor_archived as _anchor_archived
+from memviewer.present.snippets import anchor_archived as _anchor_archived
 from memviewer.words import plural
 
 QUERY_HELP = """\b
@@ -67,9 +67,7 @@ def search_cmd(
         with open_service(ctx, readonly=True) as svc:
             result = svc.search(query, **params, record=RecordAs("cli"))
             if not as_json and result.get("success") and result.get("mode") == "scroll":
-                from memviewer.recall.snippets import attach_tool_calls_by_index
-
-                attach_tool_calls_by_index(svc.store, result["session_id"], result["messages"])
+                svc.attach_tool_calls(result["session_id"], result["messages"])
     if not result.get("success"):
         if as_json:
             fail(result["error"], data=result)
@@ -104,8 +102,8 @@ def _print_annotations(found: list[dict[str, Any]]) -> None:
 
 
 def _print_human(result: dict[str, Any]) -> None:
-    from memviewer.recall.highlight import query_terms
-    from memviewer.recall.snippets import text_or_tool_calls
+    from memviewer.present.highlight import query_terms
+    from memviewer.present.snippets import text_or_tool_calls
 
     mode = result["mode"]
     terms = query_terms(result.get("query"))
@@ -183,7 +181,7 @@ def _print_hits(title: str, hits: list[dict[str, Any]], terms: tuple[str, ...]) 
     from rich.text import Text
 
     from memviewer.commands.common import raw_stream, visible
-    from memviewer.recall.highlight import match_spans
+    from memviewer.present.highlight import match_spans
 
     # Rich styles the terminal itself, so it writes under the escaping stream; every stored
     # string it prints goes through ``visible`` here instead.

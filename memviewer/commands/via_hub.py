@@ -20,7 +20,7 @@ from memviewer.commands.common import settings_of
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from memviewer.wire.remote import RemoteService
+    from memviewer.api import Reader
 
 
 def served_socket(ctx: click.Context) -> Path | None:
@@ -35,8 +35,8 @@ def served_socket(ctx: click.Context) -> Path | None:
     return serving_hub(settings_of(ctx))
 
 
-def hub_reader(ctx: click.Context) -> RemoteService | None:
-    """The hub's reader (``RemoteService``) when a hub serves this home, else None.
+def hub_reader(ctx: click.Context) -> Reader | None:
+    """The hub's reader (a ``RemoteService``) when a hub serves this home, else None.
 
     The root group has probed which hub serves the home (``serving_connection``, once per
     command) and kept the connection that said ``hello``: the reader goes on over it, so a
@@ -78,7 +78,7 @@ def hub_reader(ctx: click.Context) -> RemoteService | None:
 
 
 def attach_tool_calls_by_index(
-    reader: Any, session_id: str, messages: Iterable[MutableMapping[str, Any]]
+    reader: Reader, session_id: str, messages: Iterable[MutableMapping[str, Any]]
 ) -> None:
     """The scroll window's blank messages get their tool calls (keyed by index)."""
     blank = [m for m in messages if not str(m.get("content") or "").strip()]

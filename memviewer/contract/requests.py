@@ -148,7 +148,7 @@ class RecallParams(_Request):
         return raw
 
     def as_kwargs(self) -> dict[str, Any]:
-        """Keyword arguments for ``MemoryReader.recall`` (without the query)."""
+        """Keyword arguments for ``Reader.recall`` (without the query)."""
         return {k: v for k, v in self.model_dump(exclude={"query"}).items() if v is not None}
 
 

@@ -57,9 +57,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memviewer.timeutil import EARLIEST, LATEST
+
+if TYPE_CHECKING:
+    from memviewer.service import MemoryService
 
 SCOPE = "conv"
 SYSTEMS = ("hierarchical", "flat", "keyword", "dense", "bm25", "blend")
@@ -367,7 +370,9 @@ def role_of(conv: Conversation, speaker: str) -> str:
 
 
 def ingest(
-    service: Any, convs: Sequence[Conversation], progress: Callable[[int, int, str], None] | None = None
+    service: MemoryService,
+    convs: Sequence[Conversation],
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> None:
     total = sum(len(c.sessions) for c in convs)
     n = 0
@@ -433,7 +438,9 @@ def _distinct(items: Sequence[str]) -> list[str]:
     return list(dict.fromkeys(items))
 
 
-def _baseline(service: Any, index: Any, system: str, query: str, where: str | None) -> list[dict[str, Any]]:
+def _baseline(
+    service: MemoryService, index: Any, system: str, query: str, where: str | None
+) -> list[dict[str, Any]]:
     """Plain BM25, or the linear 0.5 BM25/max + 0.5 cosine blend, best first (turn rows)."""
     import numpy as np
 
@@ -462,7 +469,9 @@ def _baseline(service: Any, index: Any, system: str, query: str, where: str | No
     return [rows[t] for t in sorted(score, key=lambda t: (-score[t], t))][:DEPTH]
 
 
-def run_system(service: Any, system: str, conv: Conversation, q: Question, **recall_kw: Any) -> Ranked:
+def run_system(
+    service: MemoryService, system: str, conv: Conversation, q: Question, **recall_kw: Any
+) -> Ranked:
     from memviewer.index.lance import scope_filter
 
     t0 = time.perf_counter()
@@ -532,7 +541,7 @@ class Scores:
 
 
 def evaluate(
-    service: Any,
+    service: MemoryService,
     convs: Sequence[Conversation],
     *,
     systems: Sequence[str] = SYSTEMS,

@@ -54,8 +54,6 @@ def add_case(
     scope: str | None = None,
     scope_id: str | None = None,
 ) -> dict[str, Any]:
-    from memviewer.recall.why import check_turn
-
     if not isinstance(query, str) or not query.strip():
         raise MemviewerError(INVALID_ARGUMENT, "the query must be a non-empty string")
     wanted = list(dict.fromkeys(t.strip() for t in turn_ids if t and t.strip()))
@@ -64,7 +62,7 @@ def add_case(
             INVALID_ARGUMENT, "a golden case needs at least one expected turn", hint="--turn ID"
         )
     for tid in wanted:
-        check_turn(service.store, tid, scope, scope_id)
+        service.check_turn(tid, scope, scope_id)
     with _write(service) as conn:
         return table.add_case(conn, query.strip(), wanted, scope or None, scope_id or None)
 

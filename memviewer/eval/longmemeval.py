@@ -32,11 +32,14 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memviewer.eval import metrics
 from memviewer.timeutil import EARLIEST, LATEST
 from memviewer.words import plural
+
+if TYPE_CHECKING:
+    from memviewer.service import MemoryService
 
 log = logging.getLogger("memviewer.eval")
 
@@ -178,7 +181,9 @@ class Gold:
 
 
 def ingest(
-    service: Any, questions: Sequence[dict[str, Any]], progress: Callable[[int, int, str], None] | None = None
+    service: MemoryService,
+    questions: Sequence[dict[str, Any]],
+    progress: Callable[[int, int, str], None] | None = None,
 ) -> dict[str, Gold]:
     """Import every haystack into its question's scope; return gold ids per question."""
     gold: dict[str, Gold] = {}
@@ -258,7 +263,7 @@ def _session_from_turn(turn_id: str) -> str:
     return turn_id.rsplit("/", 1)[0]
 
 
-def run_system(service: Any, system: str, q: dict[str, Any], **recall_kw: Any) -> Ranked:
+def run_system(service: MemoryService, system: str, q: dict[str, Any], **recall_kw: Any) -> Ranked:
     from memviewer.index.lance import TURNS, scope_filter
 
     qid, query = str(q["question_id"]), str(q["question"])
@@ -324,7 +329,7 @@ class Scores:
 
 
 def evaluate(
-    service: Any,
+    service: MemoryService,
     questions: Sequence[dict[str, Any]],
     gold: dict[str, Gold],
     *,

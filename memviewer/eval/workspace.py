@@ -22,6 +22,13 @@ if TYPE_CHECKING:
     from memviewer.service import MemoryService
 
 
+def model_embedder(model_dir: str | Path | None) -> Embedder:
+    """The packaged ONNX model an evaluation embeds with (``eval`` commands build it here)."""
+    from memviewer.index.embedder import OnnxEmbedder
+
+    return OnnxEmbedder(model_dir)
+
+
 @dataclass
 class Workspace:
     service: MemoryService

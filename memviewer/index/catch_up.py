@@ -28,9 +28,9 @@ from memviewer.index.summaries import Progress, summarise
 from memviewer.store import index_progress, indexing
 
 if TYPE_CHECKING:
+    from memviewer.events import EventRecord
     from memviewer.index.pass_context import PassContext
     from memviewer.store.db import Store
-    from memviewer.store.events import EventRecord
 
 log = logging.getLogger("memviewer.index")
 

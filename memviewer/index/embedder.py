@@ -18,6 +18,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
 
+from memviewer.errors import ModelChecksumError, ModelLoadError, ModelNotFoundError
+
 if TYPE_CHECKING:
     import numpy as np
     import onnxruntime as ort
@@ -30,9 +32,6 @@ __all__ = [
     "MODEL_DIR_ENV",
     "Embedder",
     "HashEmbedder",
-    "ModelChecksumError",
-    "ModelLoadError",
-    "ModelNotFoundError",
     "OnnxEmbedder",
     "default_model_files",
     "probe_embedder",
@@ -78,25 +77,6 @@ _DEFAULT_HINT = f"pip install {_MODEL_DIST}"
 _REINSTALL_HINT = (
     "pip install --force-reinstall memviewer (in a checkout: git checkout memviewer/assets/minilm)"
 )
-
-
-class ModelNotFoundError(Exception):
-    """The embedding model (or part of it) is not installed where we look.
-
-    The message names the missing package, file or folder and how to fix it.
-    """
-
-
-class ModelChecksumError(Exception):
-    """The packaged model file is not the one memviewer was validated with."""
-
-
-class ModelLoadError(ModelNotFoundError):
-    """The model files exist but cannot be used (corrupt, wrong format, bad settings).
-
-    A subclass of ModelNotFoundError so every caller that reports a missing model
-    with a fix hint reports this one too, instead of a traceback.
-    """
 
 
 @runtime_checkable

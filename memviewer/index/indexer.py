@@ -124,7 +124,8 @@ class Indexer:
         The model is loaded and a probe embedded first: if that fails, the working
         index is untouched. An interrupted rebuild leaves the old index in place.
         """
-        from memviewer.index.embedder import ModelLoadError, probe_embedder
+        from memviewer.errors import ModelLoadError
+        from memviewer.index.embedder import probe_embedder
 
         batch = self.settings.embed_batch
         if batch < 1:

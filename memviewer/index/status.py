@@ -16,7 +16,7 @@ from memviewer.words import plural
 if TYPE_CHECKING:
     from memviewer.config import Settings
     from memviewer.index.lance import LanceIndex
-    from memviewer.index.progress import Embedding
+    from memviewer.present.index_words import Embedding
     from memviewer.store.db import Store
 
 
@@ -63,7 +63,8 @@ def index_status(settings: Settings, embedding: Callable[[], Embedding] | None =
     then: ``memviewer.wire.embedding.who_embeds``), or that nothing does.
     """
     from memviewer.index.lance import SUMMARIES, TURNS, WINDOWS, LanceIndex
-    from memviewer.index.progress import index_lag, waiting_line
+    from memviewer.index.progress import index_lag
+    from memviewer.present.index_words import waiting_line
     from memviewer.store.db import Store
 
     home = settings.home_path

@@ -28,7 +28,7 @@ import mcp_types as types
 from mcp.server.lowlevel import Server
 
 from memviewer import __version__
-from memviewer.api import MemoryReader, open_reader
+from memviewer.api import Reader, open_reader
 from memviewer.config import Settings
 from memviewer.errors import INVALID_ARGUMENT, MemviewerError
 from memviewer.mcp.tools import TOOLS, Caller, ToolFailure, call_tool
@@ -50,15 +50,15 @@ class ReaderHolder:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self._lock = threading.Lock()
-        self._reader: MemoryReader | None = None
+        self._reader: Reader | None = None
 
-    def get(self) -> MemoryReader:
+    def get(self) -> Reader:
         with self._lock:
             if self._reader is None:
                 self._reader = open_reader(self.settings, client="memviewer.mcp")
             return self._reader
 
-    def reset(self, stale: MemoryReader) -> None:
+    def reset(self, stale: Reader) -> None:
         with self._lock:
             if self._reader is stale:
                 self._reader = None

@@ -20,7 +20,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from memviewer.api import MemoryReader, RecallParams, SearchParams, int_param
+from memviewer.api import Reader, RecallParams, SearchParams, int_param
 from memviewer.errors import INTERNAL, INVALID_ARGUMENT, SESSION_NOT_FOUND, MemviewerError
 from memviewer.recall_log import RecordAs
 
@@ -307,7 +307,7 @@ def _args(raw: Mapping[str, Any] | None, schema: Mapping[str, Any]) -> dict[str,
     return args
 
 
-def session_search(reader: MemoryReader, raw: Mapping[str, Any] | None, caller: Caller) -> dict[str, Any]:
+def session_search(reader: Reader, raw: Mapping[str, Any] | None, caller: Caller) -> dict[str, Any]:
     args = _args(raw, SESSION_SEARCH_INPUT)
     around = args.get("around_message_id")
     if isinstance(around, bool) or (around is not None and not isinstance(around, str | int)):
@@ -335,13 +335,13 @@ def session_search(reader: MemoryReader, raw: Mapping[str, Any] | None, caller: 
     return out
 
 
-def recall(reader: MemoryReader, raw: Mapping[str, Any] | None, caller: Caller) -> dict[str, Any]:
+def recall(reader: Reader, raw: Mapping[str, Any] | None, caller: Caller) -> dict[str, Any]:
     args = _args(raw, RECALL_INPUT)
     params = RecallParams.from_mapping(args)
     return reader.recall(params.query, **params.as_kwargs(), record=caller.record())
 
 
-def get_session(reader: MemoryReader, raw: Mapping[str, Any] | None, caller: Caller) -> dict[str, Any]:
+def get_session(reader: Reader, raw: Mapping[str, Any] | None, caller: Caller) -> dict[str, Any]:
     args = _args(raw, GET_SESSION_INPUT)
     sid = args["session_id"]
     if not isinstance(sid, str) or not sid.strip():
@@ -364,7 +364,7 @@ def get_session(reader: MemoryReader, raw: Mapping[str, Any] | None, caller: Cal
     return view
 
 
-def list_sessions(reader: MemoryReader, raw: Mapping[str, Any] | None, caller: Caller) -> dict[str, Any]:
+def list_sessions(reader: Reader, raw: Mapping[str, Any] | None, caller: Caller) -> dict[str, Any]:
     args = _args(raw, LIST_SESSIONS_INPUT)
     limit = int_param("limit", args.get("limit"), 20, 1, MAX_LIST)
     agent = args.get("agent")
@@ -396,7 +396,7 @@ class ToolSpec:
     description: str
     input_schema: dict[str, Any]
     output_schema: dict[str, Any]
-    call: Callable[[MemoryReader, Mapping[str, Any] | None, Caller], dict[str, Any]]
+    call: Callable[[Reader, Mapping[str, Any] | None, Caller], dict[str, Any]]
 
 
 TOOLS: tuple[ToolSpec, ...] = (
@@ -446,7 +446,7 @@ TOOL_BY_NAME = {t.name: t for t in TOOLS}
 
 
 def call_tool(
-    reader: MemoryReader, name: str, arguments: Mapping[str, Any] | None, caller: Caller
+    reader: Reader, name: str, arguments: Mapping[str, Any] | None, caller: Caller
 ) -> dict[str, Any]:
     """Run one tool; every failure is a ``ToolFailure`` (code, message, hint)."""
     spec = TOOL_BY_NAME.get(name)

@@ -47,8 +47,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from memviewer import params
+from memviewer.contract import timeref
 from memviewer.errors import INVALID_ARGUMENT, MemviewerError
-from memviewer.recall import names, pool, scoring, stage1, stage2, timeref
+from memviewer.recall import names, pool, scoring, stage1, stage2
 from memviewer.recall import rerank as reranking
 from memviewer.recall.rerun_cache import RerunCache, candidates_key, copy_candidates, vector_key
 from memviewer.recall.trace import RecallTrace

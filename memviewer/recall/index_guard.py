@@ -30,22 +30,14 @@ from typing import TYPE_CHECKING, Any
 from memviewer.errors import MemviewerError
 from memviewer.index.integrity import INDEX_DAMAGED, recall_check
 from memviewer.params import DEFAULT_TOP_K
+from memviewer.present.index_words import DAMAGE_HINT, damage_message
 from memviewer.recall.lagging import add_lag
 
 if TYPE_CHECKING:
     from memviewer.index.parts import IndexParts
-    from memviewer.index.progress import Embedding
+    from memviewer.present.index_words import Embedding
 
 log = logging.getLogger("memviewer.recall")
-
-DAMAGE_HINT = "run `memviewer reindex` (keyword search still works; a hub repairs missing indexes on start)"
-
-
-def damage_message(exc: BaseException) -> str:
-    """The first line of a LanceDB/Arrow error, without its Rust source locations."""
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    text = text.split(", /root/.cargo/")[0].split(", /rustc/")[0]
-    return text[:300]
 
 
 def _fallback(query: str, params: dict[str, Any], started: float) -> dict[str, Any]:

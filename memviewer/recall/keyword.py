@@ -50,9 +50,9 @@ from typing import TYPE_CHECKING, Any
 
 from memviewer import params
 from memviewer.errors import INVALID_ARGUMENT, SESSION_NOT_FOUND, MemviewerError
+from memviewer.present.snippets import make_snippet
 from memviewer.recall import fts_query, keyword_pg
 from memviewer.recall.fts_query import ParsedQuery, Unit
-from memviewer.recall.snippets import make_snippet
 from memviewer.store import fts, pg_fts, repos
 from memviewer.store import keyword_candidates as kc
 from memviewer.store.db import Connection

@@ -16,8 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from memviewer.index.progress import Embedding
 from memviewer.params import DEFAULT_TOP_K
+from memviewer.present.index_words import Embedding
 
 if TYPE_CHECKING:
     from memviewer.store.db import Store

@@ -17,7 +17,7 @@ it (``with_priors``)::
           + w_speaker * speaker    # 1 if the turn's role is the speaker the query asks about
           + w_time    * time       # closeness of the turn's time to a date the query names
 
-``time`` comes from ``memviewer.recall.timeref``: "a week ago", "10 days ago",
+``time`` comes from ``memviewer.contract.timeref``: "a week ago", "10 days ago",
 "last Saturday", "in the past few months" become a window before ``as_of`` (the
 moment of asking). Stage 1 gives a session the same share for the closeness of
 its turn nearest the window (not of its span: a long-lived session overlaps every
@@ -184,33 +184,6 @@ def with_priors(score: float, priors: Iterable[tuple[float, float]]) -> float:
     """
     total = sum(share for share, _ in priors)
     return (1.0 - total) * score + sum(share * value for share, value in priors)
-
-
-_ASKS_ASSISTANT = re.compile(
-    r"\byou\s+(?:\w+\s+)?(?:told|said|mentioned|recommended|suggested|provided|gave|wrote|made|"
-    r"listed|shared|created|explained|described|showed|offered|came\s+up\s+with|proposed|advised|"
-    r"named)\b"
-    r"|\bdid\s+you\s+(?:\w+\s+)?(?:tell|say|mention|recommend|suggest|provide|give|write|make|list|"
-    r"share|create|explain|describe|show|offer|propose|advise|name)\b"
-    r"|\byour\s+(?:suggestion|recommendation|advice|answer|response|list|explanation|reply)",
-    re.IGNORECASE,
-)
-_FIRST_PERSON = re.compile(r"\b(?:i|i'm|i've|i'd|i'll|my|me|mine|myself)\b", re.IGNORECASE)
-
-
-def addressed_speaker(query: str) -> str | None:
-    """Whose words the query asks about: ``"assistant"``, ``"user"`` or None.
-
-    Past-tense verbs after "you" ("you told me", "you recommended", "did you
-    suggest") point at the assistant's earlier replies; a request ("can you
-    recommend") does not. Any
-    other first-person question is about what the user said.
-    """
-    if _ASKS_ASSISTANT.search(query):
-        return "assistant"
-    if _FIRST_PERSON.search(query):
-        return "user"
-    return None
 
 
 ECHO_COVERAGE = 0.5  # share of the query's content words a question turn must repeat to echo it

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from memviewer.recall import lexical, scoring, timeref
+from memviewer.contract import timeref
+from memviewer.recall import lexical, scoring
 from memviewer.recall.stage2 import is_chat
 from memviewer.recall.trace import RecallTrace
 from memviewer.recall.tuning import chat_weights

@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from memviewer.recall import lexical, names, scoring, timeref
+from memviewer.contract import timeref
+from memviewer.present.speaker import addressed_speaker
+from memviewer.recall import lexical, names, scoring
 from memviewer.recall.trace import RecallTrace
 from memviewer.recall.tuning import chat_weights
 from memviewer.store import speakers
@@ -70,7 +72,7 @@ def turn_candidates(
     max_bm25 = scoring.max_of(bm25.values())
     newest = max(float(rows[i]["timestamp"]) for i in ids)
     q_terms = scoring.content_terms(text)
-    addressed = scoring.addressed_speaker(query)
+    addressed = addressed_speaker(query)
     authors: dict[str, str] = {}
     preferred: set[str] = set()
     if store is not None:

@@ -37,10 +37,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from memviewer.errors import INVALID_ARGUMENT, NOT_FOUND, MemviewerError
+from memviewer.contract.compare import INT_KEYS, WEIGHT_KEYS, apply_overrides
+from memviewer.errors import INVALID_ARGUMENT, NOT_FOUND, MemviewerError, WhyCancelled
 from memviewer.params import DEFAULT_CHUNKS_PER_SESSION, DEFAULT_TOP_K, DEFAULT_TOP_SESSIONS
 from memviewer.recall import lexical, scoring
-from memviewer.recall.compare import INT_KEYS, WEIGHT_KEYS, apply_overrides
 from memviewer.recall.hierarchical import OVERFETCH, recall
 from memviewer.recall.rerun_cache import RerunCache
 from memviewer.recall.trace import RecallTrace
@@ -96,14 +96,6 @@ def check_turn(store: Store, turn_id: str, scope: str | None, scope_id: str | No
 
 
 _ID_HINT = "turn ids are in `memviewer recall --json` results and on the viewer's Session screen"
-
-
-class WhyCancelled(Exception):
-    """The caller stopped the fix search (``cancelled()`` said so) before it ended."""
-
-    def __init__(self, done: int, planned: int) -> None:
-        super().__init__(f"why-not cancelled after {done} of {planned} re-runs")
-        self.done, self.planned = done, planned
 
 
 #: ``progress(done, planned)`` after each re-run of a fix search.

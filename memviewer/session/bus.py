@@ -6,7 +6,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Callable
 
-from memviewer.store.events import EventRecord
+from memviewer.events import EventRecord
 
 log = logging.getLogger("memviewer.session")
 

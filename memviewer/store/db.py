@@ -28,8 +28,8 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 
 from memviewer.errors import INTERNAL, MemviewerError
+from memviewer.events import EventRecord
 from memviewer.store import migrations
-from memviewer.store.events import EventRecord
 from memviewer.store.tables import Event
 
 log = logging.getLogger("memviewer.store")

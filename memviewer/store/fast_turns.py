@@ -16,8 +16,8 @@ import sqlite3
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from memviewer.events import EventRecord
 from memviewer.store.db import WriteTx, storage_failure
-from memviewer.store.events import EventRecord
 
 _INSERT_TURN = (
     "INSERT INTO turns (id, session_id, episode_id, idx, role, content, timestamp, archived,"

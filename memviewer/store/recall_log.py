@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from sqlalchemy import JSON, Column, Connection, and_, func, insert, select, text
 from sqlmodel import Field
 
-from memviewer.store.events import EventRecord
+from memviewer.events import EventRecord
 from memviewer.store.tables import _Table
 from memviewer.timeutil import iso
 

@@ -52,7 +52,8 @@ from memviewer.tui.screens.sessions import SessionsScreen
 from memviewer.tui.viewer_app import ViewerApp
 
 if TYPE_CHECKING:  # imported lazily at run time: the first paint does not load it
-    from memviewer.index.progress import Embedding
+    from memviewer.api import LocalService
+    from memviewer.present.index_words import Embedding
     from memviewer.service import MemoryService
 
 SOURCES_REFRESH_S = 5.0  # how often the header re-reads the hub's sources
@@ -146,9 +147,10 @@ class MemviewerApp(ViewerApp):
         self._owns_service = service is None
         factory = service_factory or _default_factory
         self._factory = factory
-        self.service: MemoryService = (
+        self.local: MemoryService = (
             service if service is not None else factory(settings, self.hub_status.role == "connected")
         )
+        self.service: LocalService = self.local
         self.hosted: HostedHub | None = None
         self.hub_indexer = hub_indexer
         # A connected viewer hosts the hub itself once the one it used has not answered for
@@ -247,7 +249,7 @@ class MemviewerApp(ViewerApp):
 
     @work(exclusive=True, group="hub")
     async def boot_hub(self) -> None:
-        hosted = HostedHub(self.service, self.settings.socket_path, start_indexer=self.hub_indexer)
+        hosted = HostedHub(self.local, self.settings.socket_path, start_indexer=self.hub_indexer)
         try:
             await hosted.start()
         except Exception as exc:  # the viewer still works without a hub
@@ -309,15 +311,10 @@ class MemviewerApp(ViewerApp):
         """The lag (``index_lag``) and, when turns wait past the indexer's normal delay,
         who embeds them (``who_embeds``: the one answer doctor and recall give too):
         ``embedding`` (bool), ``indexer`` and ``fix``."""
-        from memviewer.index.progress import index_lag
         from memviewer.wire.embedding import who_embeds
 
-        store = getattr(self.service, "store", None)
-        if store is None:
-            return None
         try:
-            with store.read() as conn:
-                lag = index_lag(self.settings.home_path, conn)
+            lag = self.service.index_lag()
         except Exception:  # a store being swapped (takeover) or closed at exit: next round
             return None
         if lag["lag"] > 0 and not lag["within_grace"]:
@@ -402,7 +399,8 @@ class MemviewerApp(ViewerApp):
             )
             return
         self.workers.cancel_group(self, "live")
-        old, self.service = self.service, message.service
+        old, self.local = self.local, message.service
+        self.service = self.local
         old.close()
         self.hub_status = HubStatus("hosting", self.settings.socket_path)
         self.live_enabled = True

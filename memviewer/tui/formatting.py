@@ -20,8 +20,8 @@ from typing import Any
 
 from rich.text import Text
 
-from memviewer.recall.snippets import anchor_archived
-from memviewer.recall.snippets import tool_call_names as tool_names  # one definition for CLI and TUI
+from memviewer.present.snippets import anchor_archived
+from memviewer.present.snippets import tool_call_names as tool_names  # one definition for CLI and TUI
 
 AUTOMATED_SOURCES = frozenset({"scheduled", "automated", "cron", "system", "batch"})
 LINEAGE_KEYS = ("lineage_id", "root_session_id", "thread_id")
@@ -184,7 +184,7 @@ MATCH_STYLE = "bold black on yellow"
 
 def highlight(text: Text, terms: tuple[str, ...], start: int = 0) -> Text:
     """Mark every match of the search ``terms`` in ``text`` (from offset ``start``)."""
-    from memviewer.recall.highlight import match_spans
+    from memviewer.present.highlight import match_spans
 
     if terms:
         for a, b in match_spans(text.plain[start:], terms):

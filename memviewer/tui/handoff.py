@@ -14,7 +14,7 @@ import subprocess
 import tempfile
 from typing import Any
 
-from memviewer.recall.snippets import text_or_tool_calls
+from memviewer.present.snippets import text_or_tool_calls
 from memviewer.tui.formatting import long_time
 
 

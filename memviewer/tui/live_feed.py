@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 
 from rich.text import Text
 
-from memviewer.store.events import EventRecord
+from memviewer.events import EventRecord
 from memviewer.tui.formatting import one_line, printable
 from memviewer.wire.event_summary import event_summary
 

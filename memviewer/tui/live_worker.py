@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from memviewer.store.events import EventRecord
+from memviewer.events import EventRecord
 
 OnEvent = Callable[[EventRecord], object]
 OnState = Callable[[str, str], object]

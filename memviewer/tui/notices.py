@@ -9,7 +9,7 @@ from typing import Any
 
 from rich.text import Text
 
-from memviewer.index.progress import NO_INDEXER_FIX
+from memviewer.present.index_words import NO_INDEXER_FIX
 from memviewer.tui.formatting import printable
 from memviewer.words import plural
 

@@ -15,6 +15,7 @@ from memviewer.tui.live_feed import LiveFeed
 from memviewer.tui.prefs import ViewerPrefs
 
 if TYPE_CHECKING:
+    from memviewer.api import LocalService
     from memviewer.service import MemoryService
 
 
@@ -22,7 +23,11 @@ class ViewerApp(App[None]):
     """The viewer's shared parts (one service, the live feed, the user's preferences) and the
     two calls screens make back into the app."""
 
-    service: MemoryService
+    #: What screens read and write through (``memviewer.api.LocalService``).
+    service: LocalService
+    #: The same object as the in-process service the app composed: only for what is not part
+    #: of the reader protocol (the golden tables of ``eval.golden``, the hub the app hosts).
+    local: MemoryService
     feed: LiveFeed
     prefs: ViewerPrefs
     live_cap: int  # how many live events the tail keeps

@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from memviewer import recall_log
-from memviewer.store.events import EventRecord
+from memviewer.events import EventRecord
 from memviewer.wire import protocol
 
 log = logging.getLogger("memviewer.hub")

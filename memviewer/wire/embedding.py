@@ -13,7 +13,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from memviewer.errors import MemviewerError
-from memviewer.index.progress import Embedding, catch_up_pid
+from memviewer.index.progress import catch_up_pid
+from memviewer.present.index_words import Embedding
 from memviewer.wire.probe import serving_hello
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor
 from typing import Any
 
-from memviewer.store.events import EventRecord
+from memviewer.events import EventRecord
 from memviewer.wire import protocol
 from memviewer.wire.connection import Connection, Subscription, event_frame
 from memviewer.wire.hub_service import HubService

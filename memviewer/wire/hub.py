@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from memviewer import __version__, paths, recall_log
 from memviewer.errors import MemviewerError
-from memviewer.store.events import EventRecord
+from memviewer.events import EventRecord
 from memviewer.wire import protocol, trust
 from memviewer.wire.connection import AfterAnswer, Connection, Deferred, HeldRecords
 from memviewer.wire.fanout import FanOut

@@ -14,7 +14,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from memviewer.contract.requests import RecallParams, SearchParams, int_fields
-from memviewer.store.events import EVENT_KINDS
+from memviewer.events import EVENT_KINDS
 from memviewer.wire import protocol
 from memviewer.wire.protocol import RpcError
 

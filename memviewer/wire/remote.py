@@ -8,11 +8,12 @@ back as ``MemviewerError`` with the error code of docs/cli.md.
 from __future__ import annotations
 
 import threading
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from memviewer.errors import INTERNAL, MemviewerError
-from memviewer.store.events import EventRecord
+from memviewer.events import EventRecord
 from memviewer.wire import fastjson, protocol
 from memviewer.wire.syncclient import HubUnavailable, RpcConnection
 
@@ -151,6 +152,12 @@ class RemoteService:
 
     def recall(self, query: str, *, record: RecordAs | None = None, **params: Any) -> dict[str, Any]:
         return self.call(protocol.RECALL, {"query": query, **params, **_record_param(record)})
+
+    def compare(self, query: str, params: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+        """A and B, each a recall the hub answers (``recall.compare``)."""
+        from memviewer.contract.compare import compare
+
+        return compare(self.recall, query, params, overrides)
 
     def stats(self) -> dict[str, Any]:
         return self.call(protocol.STATS)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from memviewer.store.events import EventRecord
+from memviewer.events import EventRecord
 from memviewer.wire import protocol
 from memviewer.wire.trust import UntrustedPath, check_socket, hello_home_problem
 

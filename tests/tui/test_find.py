@@ -7,7 +7,7 @@ import asyncio
 
 from tui_helpers import wait_for_workers, wait_until
 
-from memviewer.recall.highlight import match_spans, query_terms
+from memviewer.present.highlight import match_spans, query_terms
 from memviewer.tui.formatting import MATCH_STYLE, turn_text
 from memviewer.tui.screens.session import SessionScreen
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from tui_helpers import wait_until
 
-from memviewer.store.events import EventRecord
+from memviewer.events import EventRecord
 from memviewer.tui.live_feed import EventFilter, LiveFeed, event_text
 from memviewer.tui.screens.live import LiveScreen
 from memviewer.tui.widgets.event_log import EventLog

@@ -9,8 +9,8 @@ import pytest
 from dated import ASKED, DAY_S, cooking_sessions
 from tui_helpers import cell_texts, screen_text, wait_for_workers, wait_until
 
-from memviewer.recall.snippets import text_or_tool_calls, tool_call_label
-from memviewer.recall.timeref import AS_OF_FORMS
+from memviewer.contract.timeref import AS_OF_FORMS
+from memviewer.present.snippets import text_or_tool_calls, tool_call_label
 from memviewer.tui.screens.recall import RecallScreen
 from memviewer.tui.screens.recall_view import breakdown_text, result_detail, trace_text
 from memviewer.tui.screens.session import SessionScreen

@@ -9,7 +9,7 @@ import time
 import pytest
 from tui_helpers import cell_texts, screen_text, wait_for_workers, wait_until
 
-from memviewer.store.events import EventRecord
+from memviewer.events import EventRecord
 from memviewer.tui.live_feed import event_text
 from memviewer.tui.screens.recall import RecallScreen
 from memviewer.tui.screens.recalls import RecallEntryScreen, RecallsScreen

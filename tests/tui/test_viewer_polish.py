@@ -10,7 +10,7 @@ import time
 
 from tui_helpers import cell_texts, screen_text, wait_for_workers, wait_until
 
-from memviewer.store.events import EventRecord
+from memviewer.events import EventRecord
 from memviewer.tui.screens.live import LiveScreen
 from memviewer.tui.screens.recall import RecallScreen
 from memviewer.tui.screens.session import SessionScreen

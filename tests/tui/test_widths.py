@@ -12,7 +12,7 @@ from tui_helpers import screen_text, wait_for_workers, wait_until
 
 from memviewer.eval import golden
 from memviewer.eval.golden_view import METRICS, fmt
-from memviewer.store.events import EventRecord
+from memviewer.events import EventRecord
 from memviewer.tui.hub_link import HubStatus, header_forms
 from memviewer.tui.live_feed import short_id
 from memviewer.tui.messages import HubChanged

@@ -1,7 +1,7 @@
 """The tags-and-note dialog for a session or a turn (``t`` on the Sessions and Session
 screens, ``T`` for the whole session there).
 
-It saves through the typed ``AnnotationWriter`` (``MemoryService.tag`` / ``note``) in a
+It saves through the typed ``LocalService`` (``MemoryService.tag`` / ``note``) in a
 thread worker, shows a refused value (a tag with a space, an unknown id) in the dialog
 without closing it, and is dismissed with the target's annotations after the save
 (None when cancelled).
@@ -19,7 +19,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Static, TextArea
 
-from memviewer.api import AnnotationWriter
+from memviewer.api import LocalService
 from memviewer.tui.formatting import printable
 from memviewer.tui.messages import Loaded
 
@@ -37,7 +37,7 @@ class AnnotateScreen(ModalScreen[dict[str, Any] | None]):
 
     def __init__(
         self,
-        writer: AnnotationWriter,
+        writer: LocalService,
         target_id: str,
         label: str,
         tags: list[str] | None = None,

@@ -149,7 +149,7 @@ class GoldenScreen(Screen):
     def _load(self, token: int, evaluate: bool) -> None:
         from memviewer.eval import golden
 
-        service = self.app.service
+        service = self.app.local
         try:
             report = golden.evaluate(service) if evaluate else None
             data = (golden.cases(service), golden.history(service), report)

@@ -105,7 +105,7 @@ class ImportScreen(ModalScreen[int]):
             self.post_message(Progress(done, total, item))
 
         try:
-            report = run_import(self.app.service, kind, path, replace, progress)
+            report = run_import(self.app.local, kind, path, replace, progress)
         except Exception as exc:
             self.post_message(Loaded("import", error=getattr(exc, "message", None) or str(exc)))
             return

@@ -20,7 +20,7 @@ from textual.containers import Horizontal
 from textual.screen import Screen
 from textual.widgets import Header, Input, Sparkline, Static
 
-from memviewer.store.events import EventRecord
+from memviewer.events import EventRecord
 from memviewer.tui.formatting import printable
 from memviewer.tui.live_feed import EventFilter
 from memviewer.tui.widgets.event_log import EventLog

@@ -39,8 +39,8 @@ from textual.worker import get_current_worker
 from memviewer.contract.checks import int_param
 from memviewer.contract.requests import RecallParams, default, int_bounds
 from memviewer.errors import MemviewerError
-from memviewer.recall.snippets import text_or_tool_calls
-from memviewer.recall.why_view import fix_line
+from memviewer.present.snippets import text_or_tool_calls
+from memviewer.present.why_view import fix_line
 from memviewer.recall_log import RecordAs
 from memviewer.timeutil import utc_minutes
 from memviewer.tui.formatting import one_line, printable
@@ -52,7 +52,7 @@ from memviewer.tui.widgets.footer import CoalescedFooter
 from memviewer.tui.widgets.tick_box import TickBox
 
 if TYPE_CHECKING:
-    from memviewer.service import MemoryService
+    from memviewer.api import LocalService
     from memviewer.tui.viewer_app import ViewerApp
 
 RERUN_DELAY = 0.3
@@ -332,7 +332,7 @@ class RecallScreen(Screen):
 
     def b_overrides(self) -> dict[str, Any]:
         """The side-by-side's B parameter set (``mode=flat`` when the field is empty)."""
-        from memviewer.recall.compare import parse_overrides
+        from memviewer.contract.compare import parse_overrides
 
         spec = self.query_one("#vs", Input).value.strip()
         if not spec:
@@ -418,7 +418,7 @@ class RecallScreen(Screen):
         service = self.app.service
         started = time.perf_counter()
         try:
-            from memviewer.recall.compare import apply_overrides
+            from memviewer.contract.compare import apply_overrides
 
             kwargs = {**params, **rerank_kwargs(rerank)}
             # with_tool_calls: tool-call-only turns show their calls instead of a blank cell
@@ -741,7 +741,7 @@ class RecallScreen(Screen):
             )
             self.notify(note, severity="warning", markup=False)
             return
-        from memviewer.recall.compare import WEIGHT_KEYS
+        from memviewer.contract.compare import WEIGHT_KEYS
 
         for widget_id, _label, name, *_bounds in INT_PARAMS:
             if name in why["fix"]:
@@ -769,7 +769,7 @@ class RecallScreen(Screen):
         from memviewer.eval.golden import add_case
 
         try:
-            case = add_case(self.app.service, query, turns, scope, scope_id)
+            case = add_case(self.app.local, query, turns, scope, scope_id)
         except Exception as exc:
             message = getattr(exc, "message", None) or f"{type(exc).__name__}: {exc}"
             self.app.call_from_thread(
@@ -787,7 +787,7 @@ class RecallScreen(Screen):
 
 
 def why_nots(
-    service: MemoryService,
+    service: LocalService,
     query: str,
     kwargs: dict[str, Any],
     expected: list[dict[str, Any]],
@@ -800,25 +800,22 @@ def why_nots(
     One ``RerunCache`` serves every expected turn (same question, same moment);
     ``progress(turn, done, planned)`` hears each re-run; once ``cancelled()`` says so the
     search in flight and the turns after it say "cancelled" instead of a fix."""
-    from memviewer.recall.rerun_cache import RerunCache
-    from memviewer.recall.why import WhyCancelled, why_not
+    from memviewer.errors import WhyCancelled
 
     kwargs = dict(kwargs)
     if kwargs.get("as_of") in (None, ""):  # one moment for every turn's run, so they share
         kwargs["as_of"] = time.time()
-    cache = RerunCache()
+    cache = service.why_cache()
     out = []
     for n, mark in enumerate(expected, 1):
         if cancelled is not None and cancelled():
             out.append({"turn_id": mark["turn_id"], "index": mark.get("index"), "error": CANCELLED})
             continue
         try:
-            _, why = why_not(
-                service.parts,
+            _, why = service.why(
                 query,
                 mark["turn_id"],
                 kwargs,
-                reranker=service.reranker,
                 cache=cache,
                 progress=_for_turn(progress, n),
                 cancelled=cancelled,
@@ -850,7 +847,7 @@ def _for_turn(
 
 def why_text(whys: list[dict[str, Any]]) -> Text:
     """The trace's why-not section: each expected turn through every stage."""
-    from memviewer.recall.why_view import fix_line, stage_lines, verdict
+    from memviewer.present.why_view import fix_line, stage_lines, verdict
 
     text = Text("why not (expected turns)\n", style="bold magenta")
     for why in whys:
@@ -887,7 +884,7 @@ def _b_label(b: dict[str, Any] | None) -> str:
 def resolve_as_of(value: str) -> float:
     """Epoch seconds of an "as of" entry by recall's own rule (``timeref.parse_as_of``), so
     the screen never accepts what recall would refuse; ValueError with its message otherwise."""
-    from memviewer.recall.timeref import parse_as_of
+    from memviewer.contract.timeref import parse_as_of
 
     return parse_as_of(value)
 
@@ -904,10 +901,8 @@ def _columns(table: DataTable, width: int, columns: list[tuple[str, int]]) -> No
         table.add_column(label, width=w or max(20, width - fixed))
 
 
-def _titles(service: MemoryService, *results: dict[str, Any] | None) -> dict[str, str]:
+def _titles(service: LocalService, *results: dict[str, Any] | None) -> dict[str, str]:
     """Session titles for the ids a recall returned (a handful of primary-key reads)."""
-    from memviewer.store import repos
-
     ids: set[str] = set()
     for res in results:
         if not res:
@@ -916,10 +911,4 @@ def _titles(service: MemoryService, *results: dict[str, Any] | None) -> dict[str
         diag = res.get("diagnostics") or {}
         ids.update(s["session_id"] for s in diag.get("stage1") or [])
         ids.update(d.get("session_id", "") for d in (diag.get("dropped") or []) + (diag.get("capped") or []))
-    out: dict[str, str] = {}
-    with service.store.read() as conn:
-        for sid in ids:
-            row = repos.get_session(conn, sid) if sid else None
-            if row is not None:
-                out[sid] = row["title"] or sid
-    return out
+    return service.session_titles(ids)

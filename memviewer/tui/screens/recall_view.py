@@ -7,8 +7,8 @@ from typing import Any
 
 from rich.text import Text
 
-from memviewer.recall.snippets import text_or_tool_calls
-from memviewer.recall.why_view import demotions
+from memviewer.present.snippets import text_or_tool_calls
+from memviewer.present.why_view import demotions
 from memviewer.timeutil import utc_minutes
 from memviewer.tui.formatting import json_text, long_time, one_line, printable
 
@@ -138,7 +138,7 @@ def trace_text(
 
 def _speaker_line(result: dict[str, Any], diag: dict[str, Any]) -> Text:
     """The speaker hint read from the query (recall's own rule), next to the date hint."""
-    from memviewer.recall.scoring import addressed_speaker
+    from memviewer.present.speaker import addressed_speaker
 
     out = Text("\nspeaker      ", style="bold")
     whose = addressed_speaker(str(result.get("query") or ""))

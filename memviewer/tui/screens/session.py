@@ -13,7 +13,7 @@ from textual.containers import Horizontal, Vertical
 from textual.screen import Screen
 from textual.widgets import DataTable, Header, Static
 
-from memviewer.recall.snippets import text_or_tool_calls
+from memviewer.present.snippets import text_or_tool_calls
 from memviewer.tui.formatting import (
     annotation_badge,
     badges,
@@ -422,7 +422,7 @@ class SessionScreen(Screen):
     def matches(self) -> list[int]:
         """Indexes of the turns (both sides, in order) whose text matches the search terms
         (kept until the terms or the loaded turns change: the header asks on every move)."""
-        from memviewer.recall.highlight import match_spans
+        from memviewer.present.highlight import match_spans
 
         if not self.terms or not self.data:
             return []
@@ -472,7 +472,7 @@ class SessionScreen(Screen):
         self._refresh_info()  # the header says which match of how many
 
     def action_find(self) -> None:
-        from memviewer.recall.highlight import query_terms
+        from memviewer.present.highlight import query_terms
 
         def done(value: str | None) -> None:
             if value is None:

@@ -15,7 +15,7 @@ from textual.timer import Timer
 from textual.widgets import DataTable, Header, Input, OptionList, Static
 from textual.widgets.option_list import Option
 
-from memviewer.recall.highlight import query_terms
+from memviewer.present.highlight import query_terms
 from memviewer.tui.formatting import (
     annotation_badge,
     badges,

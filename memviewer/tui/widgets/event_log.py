@@ -21,7 +21,7 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from memviewer.store.events import EventRecord
+from memviewer.events import EventRecord
 from memviewer.tui.live_feed import event_text
 
 

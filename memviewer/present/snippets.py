@@ -10,13 +10,13 @@ An assistant turn that only calls tools has empty content; wherever a result
 row shows a turn's text, ``text_or_tool_calls`` shows the calls instead (``→
 get_weather(…)``) so such a row does not look blank. Recall asked
 ``with_tool_calls=True`` puts them on its rows itself; search's scroll window (the
-docs/cli.md shape, no tool calls) gets them with ``attach_tool_calls_by_index``.
+docs/cli.md shape, no tool calls) gets them with ``Inspector.attach_tool_calls``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, MutableMapping, Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from memviewer.tool_call_text import (  # the one way a tool call reads on one line
     TOOL_CALL_ARROW,
@@ -25,9 +25,6 @@ from memviewer.tool_call_text import (  # the one way a tool call reads on one l
     tool_call_label,
     tool_call_names,
 )
-
-if TYPE_CHECKING:
-    from memviewer.store.db import Store
 
 __all__ = ["TOOL_CALL_ARROW", "arguments_brief", "tool_call_brief", "tool_call_label", "tool_call_names"]
 
@@ -84,22 +81,3 @@ def text_or_tool_calls(content: str | None, tool_calls: Iterable[Any] | None = N
     """What a one-line view shows for a turn: its content, or its tool calls when it has no text."""
     text = str(content or "")
     return text if text.strip() else tool_call_label(tool_calls) or text
-
-
-def attach_tool_calls_by_index(
-    store: Store, session_id: str, messages: Iterable[MutableMapping[str, Any]]
-) -> None:
-    """Set ``tool_calls`` on the blank messages of one session's scroll window (keyed by
-    index: the window carries no turn ids), read from the store, for display only."""
-    from memviewer.store import repos
-
-    blank = [m for m in messages if not str(m.get("content") or "").strip()]
-    if not blank:
-        return
-    indexes = [int(m["index"]) for m in blank]
-    with store.read() as conn:
-        rows = repos.session_turns(conn, session_id, start=min(indexes), end=max(indexes))
-    calls = {r["idx"]: r["tool_calls"] for r in rows}
-    for m in blank:
-        if calls.get(m["index"]):
-            m["tool_calls"] = calls[m["index"]]
