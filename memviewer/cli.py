@@ -13,7 +13,20 @@ from typing import Any
 import click
 
 from memviewer import __version__
-from memviewer.commands import annotate, calls, core, demo, export, golden, hub, mcp, recall, recalls, search
+from memviewer.commands import (
+    annotate,
+    calls,
+    core,
+    demo,
+    export,
+    golden,
+    hub,
+    mcp,
+    recall,
+    recalls,
+    search,
+    tokens,
+)
 
 _ARGV = "memviewer.argv"  # ctx.meta key: the arguments after the program name
 
@@ -98,9 +111,22 @@ def _from_command_line(ctx: click.Context, name: str) -> bool:
     envvar="MEMVIEWER_CONFIG",
     help="settings TOML file (env MEMVIEWER_CONFIG)",
 )
+@click.option(
+    "--hub",
+    "hub_url",
+    default=None,
+    metavar="tls://HOST:PORT",
+    help="read through a remote hub (env MEMVIEWER_HUB; token: MEMVIEWER_TOKEN or MEMVIEWER_TOKEN_FILE)",
+)
+@click.option(
+    "--tls-ca",
+    default=None,
+    type=click.Path(),
+    help="CA certificate of the remote hub (env MEMVIEWER_TLS_CA)",
+)
 @click.option("--log-level", default="WARNING", show_default=True, help="logging level")
 @click.pass_context
-def cli(ctx: click.Context, home, socket_path, config_file, log_level) -> None:
+def cli(ctx: click.Context, home, socket_path, config_file, hub_url, tls_ca, log_level) -> None:
     """memviewer: browse, search and debug the memory of your AI agents."""
     from pathlib import Path
 
@@ -131,7 +157,11 @@ def cli(ctx: click.Context, home, socket_path, config_file, log_level) -> None:
         _fail(str(exc), hint)
     for warning in settings.warnings:
         click.echo(f"warning: {warning}", err=True)
-    if ctx.invoked_subcommand not in ("config", "doctor"):  # doctor reports it; config just shows
+    if hub_url or tls_ca:  # MEMVIEWER_HUB / MEMVIEWER_TLS_CA reach the env layer themselves
+        settings = settings.with_overrides(hub=hub_url, tls_ca=tls_ca)
+    if settings.hub and ctx.invoked_subcommand not in ("config", "serve", "token"):
+        _remote_hub(ctx, settings)
+    elif ctx.invoked_subcommand not in ("config", "doctor"):  # doctor reports it; config just shows
         # One home, one hub: serving_hub decides (and refuses another home's hub or another
         # user's socket with one error); a hub found elsewhere becomes this command's socket.
         # The probe's connection stays open: a command that reads through the hub goes on
@@ -160,6 +190,22 @@ def cli(ctx: click.Context, home, socket_path, config_file, log_level) -> None:
         run_app(settings)
 
 
+def _remote_hub(ctx: click.Context, settings: Any) -> None:
+    """A remote hub (``--hub tls://…``) serves this command: connect and say hello with the
+    token now, so a bad certificate or token is one ``error:`` line before anything runs."""
+    from memviewer.errors import MemviewerError
+    from memviewer.wire.remote import hub_address, open_remote
+
+    try:
+        addr = hub_address(settings)
+        assert addr is not None
+        conn, hello = open_remote(addr, client="memviewer.cli")
+    except MemviewerError as exc:
+        _fail(f"{exc.message} [{exc.code}]", exc.hint)
+    ctx.obj = {"settings": settings, "hub_socket": addr, "hub_hello": hello, "hub_connection": conn}
+    ctx.call_on_close(lambda: _close_unadopted(ctx.obj))
+
+
 def _close_unadopted(obj: dict[str, Any]) -> None:
     """The probe's connection, unless a reader took it over (it closes it then)."""
     conn = obj.pop("hub_connection", None)
@@ -168,7 +214,7 @@ def _close_unadopted(obj: dict[str, Any]) -> None:
 
 
 # One command module per area, registered here and nowhere else.
-for _area in (core, hub, search, recall, export, demo, golden, recalls, calls, mcp, annotate):
+for _area in (core, hub, search, recall, export, demo, golden, recalls, calls, mcp, annotate, tokens):
     for _cmd in _area.COMMANDS:
         cli.add_command(_cmd)
 
