@@ -41,8 +41,10 @@ class TlsHub:
         return tls.parse_hub(url or self.url, token=token or "", ca_file=str(ca or self.pki.ca))
 
     def stored(self) -> tuple[object, int]:
-        """What the store holds (row counts and the last event's seq): equal means nothing written."""
+        """What the store holds (row counts and the last event's seq): equal means nothing
+        written. Read once the recall log entries of earlier searches are written."""
         with RemoteService(self.sock) as local:  # the Unix socket: no token, as before
+            _wait(lambda: local.stats()["hub"]["recall_log_waiting"] == 0)
             stats = local.stats()
             return stats["counts"], int(stats["last_seq"])
 
@@ -321,3 +323,40 @@ def test_many_unauthenticated_connections_do_not_lock_out_a_real_client(hub: Tls
     finally:
         for s in idle:
             s.close()
+
+
+def test_a_subscriber_over_tls_gets_events_and_is_cut_when_its_token_is_revoked(
+    hub: TlsHub, tmp_path: Path
+) -> None:
+    """The live tail over TLS; a quiet connection is closed within the sweep (≤ 1 s) of a revoke."""
+    import asyncio
+
+    from memviewer.wire.subscriber import ConnectionState, Subscriber
+
+    token = _new_token(hub.home, "tail-me", "read")
+    pub = _publisher(hub, tmp_path, hub.tokens["publish"])
+    try:
+        pub.open_session(agent="tailed")
+        assert pub.flush(20)
+    finally:
+        pub.close()
+    states: list[ConnectionState] = []
+
+    async def run() -> int:
+        sub = Subscriber(hub.addr(token), from_seq=0, on_state=states.append, max_backoff=0.2)
+        got = 0
+        async for item in sub.stream(states=True):
+            if isinstance(item, ConnectionState):
+                if "revoked" in item.detail:
+                    sub.close()
+                continue
+            got += 1
+            if got == 1:
+                assert item.seq >= 1
+                done = await asyncio.to_thread(invoke, hub.home, "token", "revoke", "tail-me")
+                assert done.exit_code == 0
+        return got
+
+    assert asyncio.run(run()) >= 1
+    assert states[0].status == "connected"
+    assert any("was revoked" in s.detail for s in states)

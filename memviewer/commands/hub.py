@@ -200,8 +200,9 @@ def _stored_events(
 ) -> tuple[int, Any]:
     """(last_seq, page reader) from the hub serving the home if one answers, else the store read-only."""
     from memviewer.wire.probe import serving_hub
+    from memviewer.wire.remote import hub_address
 
-    found = serving_hub(settings)
+    found: Any = hub_address(settings) or serving_hub(settings)  # a remote hub (--hub) first
     if found is not None:
         from memviewer.wire.remote import RemoteService
 
@@ -286,13 +287,16 @@ def _follow(
 ) -> None:
     import asyncio
 
+    from memviewer.wire.remote import hub_address
     from memviewer.wire.subscriber import ConnectionState, Subscriber
+
+    remote = hub_address(settings)  # --hub tls://…: follow that hub
 
     def note(st: ConnectionState) -> None:
         if st.status == "reconnecting" and st.attempt > 1:
             return  # one line per outage is enough
         msg = {
-            "connected": f"connected to {settings.socket_path}",
+            "connected": f"connected to {remote or settings.socket_path}",
             "resumed": "resumed",
             "lagged": "lagged behind",
             "reconnecting": "waiting for the hub",
@@ -302,7 +306,7 @@ def _follow(
 
     async def run() -> None:
         sub = Subscriber(
-            settings.socket_path,
+            remote or settings.socket_path,
             home=settings.home_path,
             from_seq=from_seq,
             kinds=kinds,

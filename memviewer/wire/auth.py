@@ -110,6 +110,11 @@ class TokenGate:
             )
         return str(row["name"]), str(row["scope"])
 
+    def revoked(self, name: str) -> bool:
+        """Whether ``name`` no longer stands (revoked, or removed from the store)."""
+        row = self._row(name)
+        return row is None or row["revoked_at"] is not None
+
     def recheck(self, name: str, method: str) -> None:
         """Before each request after ``hello``: the token still stands and covers ``method``."""
         row = self._row(name)

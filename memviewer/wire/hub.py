@@ -57,6 +57,8 @@ from memviewer.wire.threaded import ThreadedReads
 
 log = logging.getLogger("memviewer.hub")
 
+TOKEN_SWEEP_S = 1.0  # how soon a revoked token's quiet connections (subscribers) are closed
+
 # The hub's face; its limits, jobs and parameter checks are imported from their own modules.
 __all__ = ["Hub", "HubAlreadyRunning", "HubError", "HubLimits"]
 
@@ -230,6 +232,8 @@ class Hub(RpcServer):
         self._tasks.append(
             asyncio.create_task(self.jobs.keyword_upkeep(), name="memviewer-hub-keyword-upkeep")
         )
+        if self._tcp is not None:
+            self._tasks.append(asyncio.create_task(self._token_sweep(), name="memviewer-hub-tokens"))
         if self.start_indexer:
             threading.Thread(
                 target=self.jobs.start_indexer, name="memviewer-indexer-start", daemon=True
@@ -277,6 +281,29 @@ class Hub(RpcServer):
                 {"hint": "set MEMVIEWER_TOKEN or MEMVIEWER_TOKEN_FILE"},
             )
         self.tokens.recheck(conn.token_name, method)
+
+    async def _token_sweep(self, interval: float = TOKEN_SWEEP_S) -> None:
+        """Every ``interval``: close the TCP connections whose token was revoked, so a
+        connection that sends nothing (a subscriber, ``tail``) is cut too, not only the
+        next request (which ``_authorize`` refuses at once)."""
+        while not self._closing:
+            await asyncio.sleep(interval)
+            names = {c.token_name for c in self._conns.values() if c.remote and c.token_name}
+            if not names:
+                continue
+            try:
+                gone = {n for n in names if self.tokens.revoked(n)}
+            except Exception as exc:  # a busy store: look again next round
+                log.debug("token sweep skipped: %s", exc)
+                continue
+            for conn in [c for c in self._conns.values() if c.remote and c.token_name in gone]:
+                err = protocol.app_error(
+                    "token_revoked", f"the token {conn.token_name!r} was revoked", {"retry": False}
+                )
+                self.counters["refused_tokens"] += 1
+                with contextlib.suppress(Exception):
+                    conn.write(protocol.error_response(None, err))
+                conn.close()
 
     async def _touch_token(self, name: str) -> None:
         """Record when a token was last used (at hello, on the writer thread)."""

@@ -110,7 +110,7 @@ def connect(addr: HubAddress, timeout: float | None) -> socket.socket:
         return client_context(addr.ca_file).wrap_socket(raw, server_hostname=addr.host)
     except ssl.SSLCertVerificationError as exc:
         raw.close()
-        raise _verify_error(addr, exc) from None
+        raise verify_error(addr, exc) from None
     except ssl.SSLError as exc:
         raw.close()
         raise HubAccessError(
@@ -123,7 +123,7 @@ def connect(addr: HubAddress, timeout: float | None) -> socket.socket:
         raise
 
 
-def _verify_error(addr: HubAddress, exc: ssl.SSLCertVerificationError) -> HubAccessError:
+def verify_error(addr: HubAddress, exc: ssl.SSLCertVerificationError) -> HubAccessError:
     code = exc.verify_code
     where = f"the hub at {addr.url}"
     if code == _EXPIRED:
