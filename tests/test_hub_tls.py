@@ -287,7 +287,15 @@ def test_a_token_revoked_mid_run_stops_the_next_command_and_loses_nothing(
     finally:
         pub.close(timeout=0.5, spool_timeout=5)
     spooled = "".join(p.read_text() for p in (tmp_path / "spool").rglob("*") if p.is_file())
-    assert "after the revoke" in spooled  # on disk, replayed once a valid token connects
+    assert "after the revoke" in spooled  # on disk...
+    again = _publisher(hub, tmp_path, hub.tokens["publish"])  # ...replayed with a valid token
+    try:
+        _wait(lambda: again.adopted_commands >= 1)
+    finally:
+        again.close()
+    with RemoteService(hub.addr(hub.tokens["read"])) as reader:
+        turns = [t["content"] for t in reader.session(sid)["turns"]]
+    assert turns == ["before", "stored before the revoke", "after the revoke"]  # each once
 
 
 # -- as another local user would try ---------------------------------------------------------
