@@ -368,3 +368,59 @@ def test_a_subscriber_over_tls_gets_events_and_is_cut_when_its_token_is_revoked(
     assert asyncio.run(run()) >= 1
     assert states[0].status == "connected"
     assert any("was revoked" in s.detail for s in states)
+
+
+def test_a_token_check_that_cannot_read_the_store_refuses_the_request_retryably() -> None:
+    """A store that fails under the check: the request is answered ``internal`` with
+    ``retry`` and the connection closed; it never runs unchecked."""
+    import asyncio
+
+    from memviewer.wire.connection import Connection
+    from memviewer.wire.rpc_server import RpcServer
+
+    sent: list[bytes] = []
+
+    class Server(RpcServer):
+        ran = False
+
+        def _build_handlers(self):  # type: ignore[no-untyped-def]
+            async def run(conn: Connection, params: dict[str, object]) -> object:
+                Server.ran = True
+                return {}
+
+            return {"sessions": (False, run)}
+
+        def _admit_publish(self, commands, frame_bytes, conn):  # type: ignore[no-untyped-def]
+            return None
+
+        def _forget(self, conn: Connection) -> None:
+            pass
+
+        def _authorize(self, conn: Connection, method: str, params: dict[str, object]) -> None:
+            raise OSError("database is locked")
+
+    class FakeConn:
+        id = 1
+        remote = True
+        token_name = "x"
+        requests = 0
+        closed = False
+
+        async def send(self, data: bytes) -> None:
+            sent.append(data)
+
+        def close(self) -> None:
+            self.closed = True
+
+    server = Server(
+        {"refused_tokens": 0, "protocol_errors": 0},
+        frame_limit=1 << 20,
+        max_inflight=4,
+        max_connections=4,
+        stall_timeout=60,
+    )
+    conn = FakeConn()
+    asyncio.run(server._frame(conn, protocol.request("sessions", {}, 7)))  # type: ignore[arg-type]
+    answer = json.loads(sent[0])
+    assert answer["id"] == 7 and answer["error"]["data"]["retry"] is True
+    assert conn.closed and not Server.ran

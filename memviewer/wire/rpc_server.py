@@ -246,6 +246,14 @@ class RpcServer(abc.ABC):
                 await conn.send(protocol.error_response(req_id, err))
                 conn.close()
                 return
+            except Exception as exc:  # the store could not be read: not now, never unchecked
+                log.warning("cannot check the token of connection %d: %s", conn.id, exc)
+                busy = protocol.app_error(
+                    "internal", f"cannot check the token now: {exc}; try again", {"retry": True}
+                )
+                await conn.send(protocol.error_response(req_id, busy))
+                conn.close()
+                return
         handler = self._handlers().get(method)
         if handler is None:
             self.counters["protocol_errors"] += 1
