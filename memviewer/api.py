@@ -153,7 +153,13 @@ def open_reader(settings: Settings, *, client: str = "memviewer.reader") -> Read
     this function never picks a hub on its own.
     """
     from memviewer.wire.probe import serving_hub
+    from memviewer.wire.remote import hub_address
 
+    remote = hub_address(settings)  # a remote hub (``MEMVIEWER_HUB=tls://…``) is the reader
+    if remote is not None:
+        from memviewer.wire.remote import RemoteService
+
+        return RemoteService(remote, client=client)
     socket_path = serving_hub(settings)
     if socket_path is not None:
         from memviewer.wire.remote import RemoteService

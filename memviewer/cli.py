@@ -13,7 +13,20 @@ from typing import TYPE_CHECKING, Any, NoReturn
 import click
 
 from memviewer import __version__
-from memviewer.commands import annotate, calls, core, demo, export, golden, hub, mcp, recall, recalls, search
+from memviewer.commands import (
+    annotate,
+    calls,
+    core,
+    demo,
+    export,
+    golden,
+    hub,
+    mcp,
+    recall,
+    recalls,
+    search,
+    tokens,
+)
 
 if TYPE_CHECKING:
     from memviewer.config import Settings
@@ -101,9 +114,22 @@ def _from_command_line(ctx: click.Context, name: str) -> bool:
     envvar="MEMVIEWER_CONFIG",
     help="settings TOML file (env MEMVIEWER_CONFIG)",
 )
+@click.option(
+    "--hub",
+    "hub_url",
+    default=None,
+    metavar="tls://HOST:PORT",
+    help="read through a remote hub (env MEMVIEWER_HUB; token: MEMVIEWER_TOKEN or MEMVIEWER_TOKEN_FILE)",
+)
+@click.option(
+    "--tls-ca",
+    default=None,
+    type=click.Path(),
+    help="CA certificate of the remote hub (env MEMVIEWER_TLS_CA)",
+)
 @click.option("--log-level", default="WARNING", show_default=True, help="logging level")
 @click.pass_context
-def cli(ctx: click.Context, home, socket_path, config_file, log_level) -> None:
+def cli(ctx: click.Context, home, socket_path, config_file, hub_url, tls_ca, log_level) -> None:
     """memviewer: browse, search and debug the memory of your AI agents."""
     from pathlib import Path
 
@@ -124,8 +150,11 @@ def cli(ctx: click.Context, home, socket_path, config_file, log_level) -> None:
         "home": home if _from_command_line(ctx, "home") else None,
         "socket": socket_path if _from_command_line(ctx, "socket_path") else None,
     }
+    remote_flags = {k: v for k, v in (("hub", hub_url), ("tls_ca", tls_ca)) if v}
     if ctx.invoked_subcommand in ("config", "doctor"):  # every setting at once; doctor probes itself
         settings = _load_settings(ctx, layers)
+        if remote_flags:  # MEMVIEWER_HUB / MEMVIEWER_TLS_CA reach the env layer themselves
+            settings = settings.with_overrides(**remote_flags)
         for warning in settings.warnings:
             click.echo(f"warning: {warning}", err=True)
         ctx.obj = {"settings": settings}
@@ -143,8 +172,19 @@ def cli(ctx: click.Context, home, socket_path, config_file, log_level) -> None:
         socket=layers["socket"],
     )
     obj: dict[str, Any] = {}
-    if place is None:  # not plain (an unreadable file, a bad home): Settings words the error
+    if place is None or remote_flags:  # not plain (a bad file, a remote hub): Settings says
         obj["settings"] = full = _load_settings(ctx, layers)
+        if remote_flags:
+            obj["settings"] = full = full.with_overrides(**remote_flags)
+        if full.hub and ctx.invoked_subcommand not in ("serve", "token"):
+            for warning in full.warnings:
+                click.echo(f"warning: {warning}", err=True)
+            _remote_hub(ctx, full)  # a remote hub (``--hub tls://…``) serves this command
+            if ctx.invoked_subcommand is None:
+                from memviewer.tui.app import run_app
+
+                run_app(full)
+            return
         sources = {k: full.sources[k] for k in ("home", "socket")}
         place = RootConfig(full.home, full.socket, sources, full.warnings)
     for warning in place.warnings:
@@ -195,6 +235,22 @@ def _load_settings(ctx: click.Context, layers: dict[str, Any]) -> Settings:
         _fail(str(exc), hint)
 
 
+def _remote_hub(ctx: click.Context, settings: Any) -> None:
+    """A remote hub (``--hub tls://…``) serves this command: connect and say hello with the
+    token now, so a bad certificate or token is one ``error:`` line before anything runs."""
+    from memviewer.errors import MemviewerError
+    from memviewer.wire.remote import hub_address, open_remote
+
+    try:
+        addr = hub_address(settings)
+        assert addr is not None
+        conn, hello = open_remote(addr, client="memviewer.cli")
+    except MemviewerError as exc:
+        _fail(f"{exc.message} [{exc.code}]", exc.hint)
+    ctx.obj = {"settings": settings, "hub_socket": addr, "hub_hello": hello, "hub_connection": conn}
+    ctx.call_on_close(lambda: _close_unadopted(ctx.obj))
+
+
 def _close_unadopted(obj: dict[str, Any]) -> None:
     """The probe's connection, unless a reader took it over (it closes it then)."""
     conn = obj.pop("hub_connection", None)
@@ -203,7 +259,7 @@ def _close_unadopted(obj: dict[str, Any]) -> None:
 
 
 # One command module per area, registered here and nowhere else.
-for _area in (core, hub, search, recall, export, demo, golden, recalls, calls, mcp, annotate):
+for _area in (core, hub, search, recall, export, demo, golden, recalls, calls, mcp, annotate, tokens):
     for _cmd in _area.COMMANDS:
         cli.add_command(_cmd)
 

@@ -228,6 +228,17 @@ class Settings(BaseSettings):
     otlp: str | None = Field(
         None, description="OTLP/HTTP receiver address HOST:PORT (default off; a bare port is loopback)"
     )
+    listen: str | None = Field(None, description="hub TCP listener HOST:PORT (serve; TLS, tokens required)")
+    tls_cert: str | None = Field(None, description="the TCP listener's TLS certificate chain (PEM)")
+    tls_key: str | None = Field(None, description="the TCP listener's TLS private key (PEM)")
+    hub: str | None = Field(
+        None, description="a remote hub to read through, tls://HOST:PORT (with token and tls_ca)"
+    )
+    tls_ca: str | None = Field(
+        None, description="CA certificate (PEM) that signed a remote hub's certificate"
+    )
+    token: SecretStr | None = Field(None, description="bearer token for a remote hub (MEMVIEWER_TOKEN)")
+    token_file: str | None = Field(None, description="file holding the bearer token for a remote hub")
 
     #: key -> "default" | "file:PATH" | "env:NAME" | "flag"
     _sources: dict[str, str] = PrivateAttr(default_factory=dict)

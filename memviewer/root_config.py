@@ -63,6 +63,8 @@ def resolve(
         return None
     given = dict(os.environ) if env is None else env
     names = {k.lower(): k for k, v in given.items() if v != ""}
+    if f"{ENV_PREFIX}hub".lower() in names or file_values.get("hub"):
+        return None  # a remote hub: its token and CA are Settings' to read
     values: dict[str, str] = {}
     sources: dict[str, str] = {}
     for key, flag in (("home", home), ("socket", socket)):

@@ -31,11 +31,13 @@ STATS_COUNTERS = {
     "recall_log_failed",
     "overloaded_requests",
     "overloaded_commands",
+    "refused_tokens",
 }
 # ...and the other keys of `stats.hub` it names.
 STATS_HUB_KEYS = {
     "version",
     "socket",
+    "listen",
     "pid",
     "uptime_s",
     "connections",

@@ -30,8 +30,26 @@ if TYPE_CHECKING:
     metavar="HOST:PORT",
     help="receive OpenTelemetry GenAI traces over OTLP/HTTP (a bare PORT listens on 127.0.0.1)",
 )
+@click.option(
+    "--listen",
+    default=None,
+    metavar="HOST:PORT",
+    help="also serve on TCP with TLS; every connection needs a token (setting listen)",
+)
+@click.option("--tls-cert", default=None, metavar="FILE", help="certificate chain (PEM) for --listen")
+@click.option("--tls-key", default=None, metavar="FILE", help="private key (PEM) for --listen")
+@click.option("--plaintext", is_flag=True, help="--listen on loopback without TLS (tests; refused elsewhere)")
 @click.pass_context
-def serve_cmd(ctx: click.Context, no_index: bool, watch_praisonai: tuple[str, ...], otlp: str | None) -> None:
+def serve_cmd(
+    ctx: click.Context,
+    no_index: bool,
+    watch_praisonai: tuple[str, ...],
+    otlp: str | None,
+    listen: str | None,
+    tls_cert: str | None,
+    tls_key: str | None,
+    plaintext: bool,
+) -> None:
     """Run the hub in the foreground (Ctrl-C or SIGTERM stops it cleanly).
 
     Agents publish to it through memviewer.client.Publisher; the TUI, `tail`
@@ -46,11 +64,23 @@ def serve_cmd(ctx: click.Context, no_index: bool, watch_praisonai: tuple[str, ..
     from memviewer.service import MemoryService
     from memviewer.sources import build_sources
     from memviewer.wire.hub import Hub, HubError
+    from memviewer.wire.hub_tcp import parse_listen
 
     try:
-        settings = settings_of(ctx).with_overrides(watch_praisonai=list(watch_praisonai) or None, otlp=otlp)
+        settings = settings_of(ctx).with_overrides(
+            watch_praisonai=list(watch_praisonai) or None,
+            otlp=otlp,
+            listen=listen,
+            tls_cert=tls_cert,
+            tls_key=tls_key,
+        )
         sources = build_sources(settings)
-    except ValueError as exc:
+        spec = (
+            parse_listen(settings.listen, cert=settings.tls_cert, key=settings.tls_key, plaintext=plaintext)
+            if settings.listen
+            else None
+        )
+    except (ValueError, HubError) as exc:
         fail(str(exc))
     sock = settings.socket_path
     from memviewer.errors import MemviewerError
@@ -74,12 +104,15 @@ def serve_cmd(ctx: click.Context, no_index: bool, watch_praisonai: tuple[str, ..
             sock,
             start_indexer=not no_index,
             sources=sources,
+            listen=spec,
         )
         await hub.start()
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, hub.request_stop)
         runs = "; ".join(source_lines([source.status() for source in hub.sources]))
+        if hub.info()["listen"]:
+            runs = f"and on {hub.info()['listen']} (token required); {runs}"
         click.echo(
             f"memviewer hub {__version__} listening on {sock} (home {settings.home_path}); "
             f"{runs}; Ctrl-C to stop",
@@ -171,8 +204,9 @@ def _stored_events(
 ) -> tuple[int, Any]:
     """(last_seq, page reader) from the hub serving the home if one answers, else the store read-only."""
     from memviewer.wire.probe import serving_hub
+    from memviewer.wire.remote import hub_address
 
-    found = serving_hub(settings)
+    found: Any = hub_address(settings) or serving_hub(settings)  # a remote hub (--hub) first
     if found is not None:
         from memviewer.wire.remote import RemoteService
 
@@ -257,13 +291,16 @@ def _follow(
 ) -> None:
     import asyncio
 
+    from memviewer.wire.remote import hub_address
     from memviewer.wire.subscriber import ConnectionState, Subscriber
+
+    remote = hub_address(settings)  # --hub tls://…: follow that hub
 
     def note(st: ConnectionState) -> None:
         if st.status == "reconnecting" and st.attempt > 1:
             return  # one line per outage is enough
         msg = {
-            "connected": f"connected to {settings.socket_path}",
+            "connected": f"connected to {remote or settings.socket_path}",
             "resumed": "resumed",
             "lagged": "lagged behind",
             "reconnecting": "waiting for the hub",
@@ -273,7 +310,7 @@ def _follow(
 
     async def run() -> None:
         sub = Subscriber(
-            settings.socket_path,
+            remote or settings.socket_path,
             home=settings.home_path,
             from_seq=from_seq,
             kinds=kinds,

@@ -29,6 +29,7 @@ from memviewer.publisher.queue import CommandQueue
 from memviewer.publisher.sender import Sender
 from memviewer.publisher.spooler import Spooler
 from memviewer.publisher.state import Options, Shared, log
+from memviewer.wire import tls
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -157,8 +158,18 @@ class Publisher:
         connect_timeout: float = 2.0,
         request_timeout: float = 60.0,
         max_backoff: float = 2.0,
+        hub: str | None = None,
+        token: str | None = None,
+        tls_ca: str | None = None,
     ) -> None:
         root = Path(home).expanduser() if home else paths.default_home()
+        # A remote hub: ``hub`` or MEMVIEWER_HUB (tls://HOST:PORT), its token and CA given or
+        # from MEMVIEWER_TOKEN / MEMVIEWER_TOKEN_FILE / MEMVIEWER_TLS_CA. Raises ValueError.
+        hub = hub or os.environ.get("MEMVIEWER_HUB") or None
+        try:
+            remote = tls.parse_hub(hub, token=token, ca_file=tls_ca) if hub else None
+        except tls.HubAccessError as exc:
+            raise ValueError(exc.message) from None
         sock = Path(socket_path) if socket_path else paths.default_socket(root)
         spool = Path(spool_dir) if spool_dir else paths.spool_dir(root)
         if sync_interval is not None and not (sync_interval >= 0):  # also refuses nan
@@ -180,6 +191,7 @@ class Publisher:
             connect_timeout=connect_timeout,
             request_timeout=request_timeout,
             max_backoff=max_backoff,
+            remote=remote,
         )
         self._shared = Shared(self._opts)
         self._queue = CommandQueue(self._shared)

@@ -19,7 +19,7 @@ from typing import Any
 from memviewer.publisher.answers import refusal, retry_later
 from memviewer.publisher.orphans import Orphans
 from memviewer.publisher.state import FRAME_OVERHEAD, Shared, log
-from memviewer.wire import protocol, trust
+from memviewer.wire import protocol, tls, trust
 from memviewer.wire.spool import cid_of
 from memviewer.wire.spool_segments import Segment, split_lines
 from memviewer.wire.syncclient import HubUnavailable, RpcConnection
@@ -85,11 +85,13 @@ class Sender:
             self._connect()
             self.last_connect_failed = False
         except (OSError, protocol.RpcError) as exc:
-            if isinstance(exc, trust.UntrustedPath | trust.ForeignHub):
-                self.shared.hub_refused = str(exc)
-                if self._logged_refusal != str(exc):  # one line per distinct reason
-                    log.error("not publishing there: %s; spooling to %s", exc, self.shared.opts.spool_dir)
-                    self._logged_refusal = str(exc)
+            if isinstance(exc, trust.UntrustedPath | trust.ForeignHub | tls.HubAccessError) or (
+                isinstance(exc, protocol.RpcError) and exc.app_code in protocol.TOKEN_CODES
+            ):
+                code = getattr(exc, "code", None) if isinstance(exc, tls.HubAccessError) else None
+                if isinstance(exc, protocol.RpcError):
+                    code = exc.app_code
+                self._refused_by_hub(f"{exc} [{code}]" if code else str(exc))
             elif not self.last_connect_failed:
                 opts = self.shared.opts
                 log.info("no hub on %s (%s); spooling to %s", opts.socket_path, exc, opts.spool_dir)
@@ -100,6 +102,13 @@ class Sender:
             self.shared.hub_down = False
         self._adopt_pending = True
         return True
+
+    def _refused_by_hub(self, reason: str) -> None:
+        """The hub refused this publisher (its token): said once per reason, commands kept."""
+        self.shared.hub_refused = reason
+        if self._logged_refusal != reason:  # one line per distinct reason
+            log.error("not publishing there: %s; spooling to %s", reason, self.shared.opts.spool_dir)
+            self._logged_refusal = reason
 
     def _adopt_or_back_off(self) -> bool:
         try:
@@ -129,6 +138,11 @@ class Sender:
             self._back_off()
             return
         except protocol.RpcError as exc:
+            if exc.app_code in protocol.TOKEN_CODES:  # revoked mid-run: keep it all, spool on
+                self._refused_by_hub(f"{exc.message} [{exc.app_code}]")
+                self.drop_conn()
+                self._back_off()
+                return
             if retry_later(exc, whole_request=True):  # hub busy, shutting down, disk trouble
                 log.warning("hub could not take a batch now (%s: %s); retrying", exc.app_code, exc.message)
                 if exc.app_code == "internal":
@@ -290,11 +304,13 @@ class Sender:
         s.report_refusals(failed)
         return held_back
 
-    def _candidates(self) -> list[Path]:
+    def _candidates(self) -> list[Path | tls.HubAddress]:
         """Sockets to try: the one named in ``<home>/hub.owner`` (a hub started with
         ``--socket`` elsewhere) when none was chosen, then ``socket_path``."""
         opts = self.shared.opts
-        out: list[Path] = []
+        if opts.remote is not None:
+            return [opts.remote]
+        out: list[Path | tls.HubAddress] = []
         if opts.follow_owner:
             with contextlib.suppress(OSError, UnicodeDecodeError):
                 fd = os.open(opts.home / HOME_LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -316,7 +332,7 @@ class Sender:
                 if i == len(candidates) - 1:
                     raise
 
-    def _connect_to(self, sock: Path) -> None:
+    def _connect_to(self, sock: Path | tls.HubAddress) -> None:
         s, opts = self.shared, self.shared.opts
         conn = RpcConnection(sock, timeout=opts.connect_timeout)  # UntrustedPath: another user's
         try:
@@ -324,7 +340,9 @@ class Sender:
                 protocol.HELLO,
                 {"protocol": protocol.PROTOCOL_VERSION, "role": "publisher", "client": opts.client_name},
             )
-            problem = trust.hello_home_problem(hello, opts.home, sock)
+            problem = (
+                None if isinstance(sock, tls.HubAddress) else trust.hello_home_problem(hello, opts.home, sock)
+            )
             if problem is not None:  # one home, one hub: never publish into another home
                 raise trust.ForeignHub(problem)
         except BaseException:

@@ -19,6 +19,7 @@ from typing import Any
 
 from memviewer.wire.spool_segments import Segment
 from memviewer.wire.syncclient import RpcConnection
+from memviewer.wire.tls import HubAddress
 
 log = logging.getLogger("memviewer.client")  # one logger for the whole publisher, as documented
 
@@ -45,6 +46,7 @@ class Options:
     connect_timeout: float
     request_timeout: float
     max_backoff: float
+    remote: HubAddress | None = None  # a hub on TCP (``tls://``): the only one tried
 
     @property
     def spill_at(self) -> int:

@@ -180,6 +180,13 @@ def _v9_llm_calls(conn: Connection) -> None:
     llm_calls.create(conn)
 
 
+def _v10_api_tokens(conn: Connection) -> None:
+    """The hub's hashed bearer tokens (``memviewer.store.api_tokens``)."""
+    from memviewer.store import api_tokens
+
+    api_tokens.create(conn)
+
+
 def _v5_recall_log(conn: Connection) -> None:
     """The recall log (``memviewer.store.recall_log``), frozen here as plain SQLAlchemy."""
     md = MetaData()
@@ -211,6 +218,7 @@ MIGRATIONS: list[Migration] = [
     Migration(7, "tags and notes", _v7_annotations),
     Migration(8, "recall log bounds", _v8_recall_log_bounds),
     Migration(9, "llm calls", _v9_llm_calls),
+    Migration(10, "api tokens", _v10_api_tokens),
     Migration(pg_fts.MIGRATION_VERSION, "postgres keyword index", pg_fts.apply_migration),
 ]
 

@@ -90,3 +90,17 @@ class Event(_Table, table=True):
 
 
 TABLES = (Session, Episode, Turn, Event)
+
+
+class ApiToken(_Table, table=True):
+    """A bearer token for the hub's TCP listener (migration 10): only the sha256 of its
+    secret is kept, so the store (or a backup of it) never holds a usable token."""
+
+    __tablename__ = "api_tokens"
+
+    name: str = Field(primary_key=True)
+    scope: str  # publish | read | admin
+    secret_sha256: str
+    created_at: float
+    last_used_at: float | None = None
+    revoked_at: float | None = None

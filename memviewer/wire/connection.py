@@ -57,10 +57,14 @@ class Connection:
         self.tail: list[bytes] = []
         self.tsock: socket.socket | None = None  # the serving thread's copy of the socket
         self.peer = peer_credentials(writer)  # {"pid", "uid"} from the kernel, {} where unknown
+        self.remote = False  # accepted on the TCP listener: a token is required (``wire.auth``)
+        self.token_name: str | None = None  # the token its hello presented, once accepted
 
     def caller(self) -> dict[str, Any]:
         """Who is on this connection as the hub knows it (for the recall log's ``caller``):
         the kernel's peer pid/uid, the hello's client name and the connection number."""
+        if self.remote:
+            return {"via": "tcp", "connection": self.id, "client": self.client, "token": self.token_name}
         return {"via": "socket", "connection": self.id, "client": self.client, **self.peer}
 
     def write(self, data: bytes) -> None:

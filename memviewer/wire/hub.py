@@ -50,6 +50,7 @@ from memviewer.wire.hub_params import check_kinds
 from memviewer.wire.hub_records import HubRecords
 from memviewer.wire.hub_service import HubService
 from memviewer.wire.hub_socket import HubAlreadyRunning, HubError, HubSocket
+from memviewer.wire.hub_tcp import TLS_HANDSHAKE_TIMEOUT_S, Listen, server_context
 from memviewer.wire.protocol import RpcError
 from memviewer.wire.rpc_server import Handler, RpcServer, raise_fd_limit
 
@@ -58,6 +59,8 @@ if TYPE_CHECKING:  # a type only: sources sit a layer below the hub that runs th
 from memviewer.wire.threaded import ThreadedReads
 
 log = logging.getLogger("memviewer.hub")
+
+TOKEN_SWEEP_S = 1.0  # how soon a revoked token's quiet connections (subscribers) are closed
 
 # The hub's face; its limits, jobs and parameter checks are imported from their own modules.
 __all__ = ["Hub", "HubAlreadyRunning", "HubError", "HubLimits"]
@@ -79,6 +82,7 @@ COUNTERS = (  # the hub's counters in ``stats`` (``hub.counters``), in this orde
     "refused_commands",
     "overloaded_requests",
     "overloaded_commands",
+    "refused_tokens",
 )
 
 
@@ -101,6 +105,7 @@ class Hub(RpcServer):
         spool_dir: str | Path | None = None,
         start_indexer: bool = True,
         sources: Sequence[Source] | None = None,
+        listen: Listen | None = None,
     ) -> None:
         settings = service.settings
         self.limits = limits = limits or HubLimits()
@@ -120,6 +125,10 @@ class Hub(RpcServer):
         # Sources (memviewer.sources): started after the socket answers, stopped first.
         self.sources: list[Source] = list(sources or [])
         self.last_close_report: dict[str, Any] = {}
+        self.listen = listen  # the TCP listener (``serve --listen``), if any
+        self.listen_port: int | None = None  # the port it is bound to (``--listen HOST:0``)
+        self._tcp: asyncio.AbstractServer | None = None
+        self.tokens: Any = None  # wire.auth.TokenGate, made with the TCP listener
 
         self._loop: asyncio.AbstractEventLoop | None = None
         self._server: asyncio.AbstractServer | None = None
@@ -202,7 +211,13 @@ class Hub(RpcServer):
                 self._handle, path=str(self.socket_path), limit=self.frame_limit
             )
             self._socket.bound()
+            if self.listen is not None:
+                await self._start_tcp(self.listen)
         except BaseException:
+            if self._tcp is not None:
+                self._tcp.close()
+            if self._server is not None:
+                self._server.close()
             self.fanout.stop()
             if self.service.record_sink == self.records.submit:
                 self.service.record_sink = None
@@ -220,6 +235,8 @@ class Hub(RpcServer):
         self._tasks.append(
             asyncio.create_task(self.jobs.keyword_upkeep(), name="memviewer-hub-keyword-upkeep")
         )
+        if self._tcp is not None:
+            self._tasks.append(asyncio.create_task(self._token_sweep(), name="memviewer-hub-tokens"))
         if self.start_indexer:
             threading.Thread(
                 target=self.jobs.start_indexer, name="memviewer-indexer-start", daemon=True
@@ -230,6 +247,79 @@ class Hub(RpcServer):
             except Exception:  # a source that cannot start (port taken…) is reported, the hub serves
                 log.exception("source %s did not start", source.kind)
         log.info("hub %s listening on %s", __version__, self.socket_path)
+
+    async def _start_tcp(self, spec: Listen) -> None:
+        """Listen on ``spec`` (TLS unless ``--plaintext`` on loopback); raises ``HubError``."""
+        from memviewer.wire.auth import TokenGate
+
+        self.tokens = TokenGate(self.service.store)
+        ctx = server_context(spec)
+        try:
+            self._tcp = await asyncio.start_server(
+                functools.partial(self._handle, remote=True),
+                spec.host,
+                spec.port,
+                ssl=ctx,
+                ssl_handshake_timeout=TLS_HANDSHAKE_TIMEOUT_S if ctx is not None else None,
+                limit=self.frame_limit,
+            )
+        except OSError as exc:
+            raise HubError(f"cannot listen on {spec.host}:{spec.port}: {exc.strerror or exc}") from None
+        self.listen_port = int(self._tcp.sockets[0].getsockname()[1])
+        log.info("hub listening on %s://%s:%d", "tls" if ctx else "tcp", spec.host, self.listen_port)
+
+    def _authorize(self, conn: Connection, method: str, params: dict[str, Any]) -> None:
+        """A TCP connection: ``hello`` must carry a valid token; every later request is
+        checked again against the store (revoked, or outside the token's scope: refused)."""
+        if method == protocol.HELLO:
+            name, _scope = self.tokens.check(params.get("token"))
+            conn.token_name = name
+            if self._loop is not None and self.writes.executor is not None:
+                self._loop.create_task(self._touch_token(name))
+            return
+        if conn.token_name is None:
+            raise protocol.app_error(
+                "token_missing",
+                "say hello with a token first: this hub requires a token on TCP connections",
+                {"hint": "set MEMVIEWER_TOKEN or MEMVIEWER_TOKEN_FILE"},
+            )
+        self.tokens.recheck(conn.token_name, method)
+
+    async def _token_sweep(self, interval: float = TOKEN_SWEEP_S) -> None:
+        """Every ``interval``: close the TCP connections whose token was revoked, so a
+        connection that sends nothing (a subscriber, ``tail``) is cut too, not only the
+        next request (which ``_authorize`` refuses at once)."""
+        while not self._closing:
+            await asyncio.sleep(interval)
+            names = {c.token_name for c in self._conns.values() if c.remote and c.token_name}
+            if not names:
+                continue
+            try:
+                gone = {n for n in names if self.tokens.revoked(n)}
+            except Exception as exc:  # a busy store: look again next round
+                log.debug("token sweep skipped: %s", exc)
+                continue
+            for conn in [c for c in self._conns.values() if c.remote and c.token_name in gone]:
+                err = protocol.app_error(
+                    "token_revoked", f"the token {conn.token_name!r} was revoked", {"retry": False}
+                )
+                self.counters["refused_tokens"] += 1
+                with contextlib.suppress(Exception):
+                    conn.write(protocol.error_response(None, err))
+                conn.close()
+
+    async def _touch_token(self, name: str) -> None:
+        """Record when a token was last used (at hello, on the writer thread)."""
+        from memviewer.store import api_tokens
+
+        def touch() -> None:
+            with self.service.store.write() as tx:
+                api_tokens.touch(tx.conn, name, time.time())
+
+        try:
+            await self.writes.run(touch)
+        except Exception as exc:  # a busy store: the use is not recorded, the hello stands
+            log.debug("could not record the use of token %s: %s", name, exc)
 
     async def serve_forever(self) -> None:
         """Wait until ``close()`` (or ``request_stop()``) finished."""
@@ -268,6 +358,8 @@ class Hub(RpcServer):
         loop = asyncio.get_running_loop()
         if self._server is not None:
             self._server.close()
+        if self._tcp is not None:
+            self._tcp.close()
         for source in self.sources:  # no new writes from them once the queue drains
             try:
                 await source.stop()
@@ -536,6 +628,11 @@ class Hub(RpcServer):
             "version": __version__,
             "protocol": protocol.PROTOCOL_VERSION,
             "socket": str(self.socket_path),
+            "listen": (
+                f"{'tcp' if self.listen.plaintext else 'tls'}://{self.listen.host}:{self.listen_port}"
+                if self.listen is not None and self.listen_port is not None
+                else None
+            ),
             "pid": os.getpid(),
             "uptime_s": round(time.monotonic() - self._started_at, 3) if self._started_at else 0.0,
             "connections": len(self._conns),

@@ -48,7 +48,7 @@ def contract_required(model: type[BaseModel]) -> tuple[str, ...]:
 # name -> allowed types; names in REQUIRED must be present. Unknown names are
 # rejected (-32602) except where a method passes extra options through.
 SCHEMAS: dict[str, dict[str, tuple[type, ...]]] = {
-    protocol.HELLO: {"protocol": (int,), "role": (str,), "client": (str,)},
+    protocol.HELLO: {"protocol": (int,), "role": (str,), "client": (str,), "token": OPT_STR},
     protocol.PUBLISH: {"commands": (list,)},
     protocol.SUBSCRIBE: {"from_seq": OPT_INT, "kinds": (list, NONE), "session_id": OPT_STR},
     protocol.UNSUBSCRIBE: {},

@@ -35,6 +35,9 @@ LAGGED = "lagged"
 
 ROLES = ("publisher", "subscriber", "reader")
 
+# A token the hub refused: the connection is not used again (a publisher spools meanwhile).
+TOKEN_CODES = frozenset({"token_missing", "token_invalid", "token_revoked", "token_scope"})
+
 # Standard JSON-RPC 2.0 codes.
 PARSE_ERROR = -32700
 INVALID_REQUEST = -32600
@@ -51,6 +54,11 @@ APP_ERROR_NUMBERS: dict[str, int] = {
     "llm_timeout": -32005,
     "llm_output_malformed": -32006,
     "not_found": -32007,
+    # The TCP listener's bearer tokens (docs/protocol.md, "TCP with TLS"): one code each.
+    "token_missing": -32010,
+    "token_invalid": -32011,
+    "token_revoked": -32012,
+    "token_scope": -32013,
     "internal": INTERNAL_ERROR,
 }
 APP_ERROR_CODES: dict[int, str] = {v: k for k, v in APP_ERROR_NUMBERS.items()}

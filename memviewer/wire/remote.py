@@ -14,11 +14,53 @@ from typing import TYPE_CHECKING, Any
 
 from memviewer.errors import INTERNAL, MemviewerError
 from memviewer.events import EventRecord
-from memviewer.wire import fastjson, protocol
+from memviewer.wire import fastjson, protocol, tls
 from memviewer.wire.syncclient import HubUnavailable, RpcConnection
 
 if TYPE_CHECKING:
+    from memviewer.config import Settings
     from memviewer.recall_log import RecordAs
+
+
+def hub_address(settings: Settings) -> tls.HubAddress | None:
+    """The remote hub ``settings`` name (``hub``, ``MEMVIEWER_HUB``) with its token and CA,
+    or None for the local one. Raises ``MemviewerError`` for a malformed address."""
+    if not settings.hub:
+        return None
+    token = settings.token.get_secret_value() if settings.token is not None else None
+    try:
+        return tls.parse_hub(
+            settings.hub, token=token, token_file=settings.token_file, ca_file=settings.tls_ca
+        )
+    except tls.HubAccessError as exc:
+        raise MemviewerError(exc.code, exc.message, hint=exc.hint) from None
+
+
+def open_remote(
+    addr: tls.HubAddress, *, client: str = "memviewer.remote", timeout: float = 10.0
+) -> tuple[RpcConnection, dict[str, Any]]:
+    """A connection to a remote hub that has said ``hello`` with the token, and its answer.
+    Every failure is one ``MemviewerError`` with its own code (docs/cli.md, "Errors")."""
+    try:
+        conn = RpcConnection(addr, timeout=timeout, decode=fastjson.decode_answer)
+    except tls.HubAccessError as exc:
+        raise MemviewerError(exc.code, exc.message, hint=exc.hint) from None
+    except OSError as exc:
+        raise MemviewerError(INTERNAL, f"hub unavailable: {exc}", hint="is the hub running?") from None
+    try:
+        hello = conn.call(
+            protocol.HELLO, {"protocol": protocol.PROTOCOL_VERSION, "role": "reader", "client": client}
+        )
+    except tls.HubAccessError as exc:
+        conn.close()
+        raise MemviewerError(exc.code, exc.message, hint=exc.hint) from None
+    except HubUnavailable as exc:
+        conn.close()
+        raise MemviewerError(INTERNAL, f"hub unavailable: {exc}") from None
+    except protocol.RpcError as err:
+        conn.close()
+        raise MemviewerError(err.app_code, err.message, data=err.data) from None
+    return conn, hello
 
 
 def _record_param(record: RecordAs | None) -> dict[str, Any]:
@@ -29,9 +71,16 @@ class RemoteService:
     """A small synchronous client; thread-safe (one request at a time)."""
 
     def __init__(
-        self, socket_path: str | Path, *, timeout: float = 120.0, client: str = "memviewer.remote"
+        self,
+        socket_path: str | Path | tls.HubAddress,
+        *,
+        timeout: float = 120.0,
+        client: str = "memviewer.remote",
     ) -> None:
-        self.socket_path = Path(socket_path)
+        # A remote hub (``tls://``) is kept as its address: its token goes in hello.
+        self.socket_path: Path | tls.HubAddress = (
+            socket_path if isinstance(socket_path, tls.HubAddress) else Path(socket_path)
+        )
         self.timeout = timeout
         self.client = client
         self._conn: RpcConnection | None = None
@@ -41,7 +90,7 @@ class RemoteService:
     @classmethod
     def adopt(
         cls,
-        socket_path: str | Path,
+        socket_path: str | Path | tls.HubAddress,
         conn: RpcConnection,
         hello: dict[str, Any],
         *,
@@ -75,6 +124,8 @@ class RemoteService:
                     if self._conn is None:
                         self._conn = self._connect()
                     return self._conn.call(method, params or {})
+                except tls.HubAccessError as exc:
+                    raise MemviewerError(exc.code, exc.message, hint=exc.hint) from None
                 except HubUnavailable as exc:
                     if self._conn is not None:
                         self._conn.close()
@@ -92,6 +143,10 @@ class RemoteService:
             if self._conn is None:
                 try:
                     self._conn = self._connect()
+                except tls.HubAccessError as exc:
+                    raise MemviewerError(exc.code, exc.message, hint=exc.hint) from None
+                except protocol.RpcError as err:
+                    raise MemviewerError(err.app_code, err.message, data=err.data) from None
                 except HubUnavailable as exc:
                     raise MemviewerError(INTERNAL, f"hub unavailable: {exc}") from None
             return dict(self._hello)

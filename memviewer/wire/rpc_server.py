@@ -75,14 +75,21 @@ class RpcServer(abc.ABC):
     def _forget(self, conn: Connection) -> None:
         """A connection closed: drop what the subclass keeps for it (its subscription)."""
 
+    @abc.abstractmethod
+    def _authorize(self, conn: Connection, method: str, params: dict[str, Any]) -> None:
+        """A TCP connection's request: raise ``RpcError`` unless its token allows it."""
+
     @staticmethod
     async def _publish_results(pending: asyncio.Future[Results] | None) -> dict[str, Any]:
         """The answer to an admitted publish, once its batch is committed."""
         return {"results": await pending if pending is not None else []}
 
     # -- connections --------------------------------------------------------------------
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        """One accepted connection, until it closes (``asyncio.start_unix_server``'s callback)."""
+    async def _handle(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, *, remote: bool = False
+    ) -> None:
+        """One accepted connection, until it closes (``asyncio.start_unix_server``'s callback;
+        ``remote``: the TCP listener's, whose requests need a token)."""
         if self._closing:
             writer.close()
             return
@@ -91,6 +98,7 @@ class RpcServer(abc.ABC):
             return
         self._next_conn += 1
         conn = Connection(self._next_conn, reader, writer, self.max_inflight)
+        conn.remote = remote
         self._conns[conn.id] = conn
         self.counters["connections_total"] += 1
         try:
@@ -222,14 +230,30 @@ class RpcServer(abc.ABC):
             msg = protocol.decode(line)
         except RpcError as err:
             self.counters["protocol_errors"] += 1
-            await conn.send(protocol.error_response(None, err))
+            await self._send_error(conn, None, err)
             return
         try:
             req_id, method, params, is_note = protocol.parse_request(msg)
         except RpcError as err:
             self.counters["protocol_errors"] += 1
-            await conn.send(protocol.error_response(protocol.request_id_of(msg), err))
+            await self._send_error(conn, protocol.request_id_of(msg), err)
             return
+        if conn.remote:
+            try:
+                self._authorize(conn, method, params)
+            except RpcError as err:  # answered (a note too: the client must learn why), then closed
+                self.counters["refused_tokens"] += 1
+                await conn.send(protocol.error_response(req_id, err))
+                conn.close()
+                return
+            except Exception as exc:  # the store could not be read: not now, never unchecked
+                log.warning("cannot check the token of connection %d: %s", conn.id, exc)
+                busy = protocol.app_error(
+                    "internal", f"cannot check the token now: {exc}; try again", {"retry": True}
+                )
+                await conn.send(protocol.error_response(req_id, busy))
+                conn.close()
+                return
         handler = self._handlers().get(method)
         if handler is None:
             self.counters["protocol_errors"] += 1
@@ -271,6 +295,13 @@ class RpcServer(abc.ABC):
             conn.spawn(self._answer(conn, req_id, is_note, self._publish_results(pending), release=True))
             return
         conn.spawn(self._answer(conn, req_id, is_note, fn(conn, params), release=True))
+
+    async def _send_error(self, conn: Connection, req_id: Any, err: RpcError) -> None:
+        """Answer a malformed frame; a TCP connection that has not said hello with a valid
+        token is closed after it (garbage from someone without a token gets one answer)."""
+        await conn.send(protocol.error_response(req_id, err))
+        if conn.remote and conn.token_name is None:
+            conn.close()
 
     def _handlers(self) -> dict[str, tuple[bool, Handler]]:
         if self._handler_table is None:

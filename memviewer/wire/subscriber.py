@@ -20,6 +20,7 @@ import contextlib
 import itertools
 import json
 import logging
+import ssl
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from memviewer.events import EventRecord
-from memviewer.wire import protocol
+from memviewer.wire import protocol, tls
 from memviewer.wire.trust import UntrustedPath, check_socket, hello_home_problem
 
 log = logging.getLogger("memviewer.hub")
@@ -56,7 +57,7 @@ class _Resync(Exception):
 class Subscriber:
     def __init__(
         self,
-        socket_path: str | Path,
+        socket_path: str | Path | tls.HubAddress,
         from_seq: int = 0,
         kinds: list[str] | None = None,
         session_id: str | None = None,
@@ -69,8 +70,10 @@ class Subscriber:
     ) -> None:
         """``home``: the home this stream is for; a hub serving another one is never used
         (the state says why and the subscriber keeps waiting for the right hub)."""
-        self.socket_path = Path(socket_path)
-        self.home = home
+        # A remote hub (``tls://``): reached over TCP, its token in hello, no home check.
+        self.address = socket_path if isinstance(socket_path, tls.HubAddress) else None
+        self.socket_path = Path(str(socket_path)) if self.address is None else Path()
+        self.home = home if self.address is None else None
         self.last_seq = int(from_seq)
         self.kinds = list(kinds) if kinds else None
         self.session_id = session_id
@@ -110,6 +113,25 @@ class Subscriber:
                 log.exception("on_state callback failed")
         return self.state
 
+    async def _open(self) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+        """Connect: the Unix socket (checked: never another user's), or the remote hub with
+        its certificate and host name verified (``tls.HubAccessError`` names what failed)."""
+        addr = self.address
+        if addr is None:
+            check_socket(self.socket_path)
+            return await asyncio.open_unix_connection(str(self.socket_path), limit=READ_LIMIT)
+        if not addr.tls:
+            return await asyncio.open_connection(addr.host, addr.port, limit=READ_LIMIT)
+        ctx = tls.client_context(addr.ca_file)
+        try:
+            return await asyncio.open_connection(
+                addr.host, addr.port, ssl=ctx, server_hostname=addr.host, limit=READ_LIMIT
+            )
+        except ssl.SSLCertVerificationError as exc:
+            raise tls.verify_error(addr, exc) from None
+        except ssl.SSLError as exc:
+            raise tls.HubAccessError("tls_failed", f"TLS with the hub at {addr.url} failed: {exc}") from None
+
     def _sub_params(self) -> dict[str, Any]:
         return {"from_seq": self.last_seq, "kinds": self.kinds, "session_id": self.session_id}
 
@@ -145,15 +167,15 @@ class Subscriber:
                 if self._closed:
                     break
             try:
-                check_socket(self.socket_path)  # never another user's socket
-                reader, writer = await asyncio.open_unix_connection(str(self.socket_path), limit=READ_LIMIT)
-            except UntrustedPath as exc:
+                reader, writer = await self._open()
+            except (UntrustedPath, tls.HubAccessError) as exc:
                 attempt += 1
                 detail = str(exc)
                 continue
             except OSError as exc:
                 attempt += 1
-                detail = f"no hub on {self.socket_path}: {exc.strerror or exc}"
+                where = self.address.url if self.address is not None else self.socket_path
+                detail = f"no hub on {where}: {exc.strerror or exc}"
                 continue
             self._writer = writer
             try:
@@ -166,6 +188,7 @@ class Subscriber:
                             "protocol": protocol.PROTOCOL_VERSION,
                             "role": "subscriber",
                             "client": self.client,
+                            **({"token": self.address.token} if self.address and self.address.token else {}),
                         },
                     ),
                     timeout=10,

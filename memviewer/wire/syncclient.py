@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from memviewer.wire import protocol
+from memviewer.wire import protocol, tls
 from memviewer.wire.trust import check_socket
 
 
@@ -23,7 +23,7 @@ class HubUnavailable(OSError):
 class RpcConnection:
     def __init__(
         self,
-        socket_path: str | Path,
+        socket_path: str | Path | tls.HubAddress,
         *,
         timeout: float | None = 30.0,
         on_notification: Callable[[str, dict[str, Any]], None] | None = None,
@@ -35,6 +35,20 @@ class RpcConnection:
         self.on_notification = on_notification
         self._decode = decode
         self._ids = itertools.count(1)
+        # A hub on TCP (``tls://``): its token goes in ``hello``; the Unix socket needs none.
+        self.address = socket_path if isinstance(socket_path, tls.HubAddress) else None
+        if self.address is not None:
+            try:
+                self.sock: socket.socket = tls.connect(self.address, timeout)
+            except tls.HubAccessError:
+                raise
+            except OSError as exc:
+                raise HubUnavailable(
+                    exc.errno, f"no hub at {self.address.url}: {exc.strerror or exc}"
+                ) from None
+            self._rfile = self.sock.makefile("rb")
+            return
+        assert not isinstance(socket_path, tls.HubAddress)
         check_socket(socket_path)  # raises UntrustedPath: never talk to another user's socket
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         sock.settimeout(timeout)
@@ -60,6 +74,10 @@ class RpcConnection:
             line = self._rfile.readline()
         except OSError as exc:  # includes socket timeouts
             raise HubUnavailable(getattr(exc, "errno", None), f"hub connection lost: {exc}") from None
+        if self.address is not None and (not line or line.startswith(b"\x15\x03")):
+            problem = tls.plaintext_problem(self.address, line)
+            if problem is not None:
+                raise problem
         if not line:
             raise HubUnavailable(None, "hub closed the connection")
         try:
@@ -73,6 +91,8 @@ class RpcConnection:
     def call(self, method: str, params: dict[str, Any] | None = None) -> Any:
         """Send one request and wait for its response; errors raise ``RpcError``."""
         req_id = next(self._ids)
+        if method == protocol.HELLO and self.address is not None and self.address.token:
+            params = {**(params or {}), "token": self.address.token}
         self.send_raw(protocol.request(method, params, req_id))
         return self.wait(req_id)
 

@@ -103,7 +103,7 @@ class ThreadedReads:
     def wants(self, conn: Connection, line: bytes, reader: asyncio.StreamReader) -> bool:
         """Loop: hand this connection to a thread now? Only at a fast read with nothing
         else read from the connection yet (the thread then reads the socket itself)."""
-        if self.serving >= self.limit or self.hub._closing or conn.closed:
+        if self.serving >= self.limit or self.hub._closing or conn.closed or conn.remote:
             return False
         buffered = getattr(reader, "_buffer", None)
         if buffered is None or len(buffered) or reader.at_eof():
