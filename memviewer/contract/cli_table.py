@@ -66,4 +66,11 @@ SETTING_KEYS: tuple[str, ...] = (
     'watch_max_file_bytes',
     'watch_read_timeout',
     'otlp',
+    'listen',
+    'tls_cert',
+    'tls_key',
+    'hub',
+    'tls_ca',
+    'token',
+    'token_file',
 )
