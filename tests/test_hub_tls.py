@@ -177,6 +177,8 @@ def test_publisher_over_tls_stores_turns_that_the_cli_reads_over_tls(hub: TlsHub
     assert out.returncode == 0, out.stderr
     found = json.loads(out.stdout)
     assert found["total_found"] >= 1 and found["results"][0]["session_id"] == sid
+    with RemoteService(hub.sock) as local:  # the hub logs the search after answering it
+        _wait(lambda: any(e.kind == "recall.performed" for e in local.events(0, 1000)))
     listed = json.loads(invoke(hub.home, "token", "list", "--json").stdout)["tokens"]
     assert {t["name"]: t["last_used_at"] for t in listed}["t-publish"] is not None
 

@@ -73,6 +73,7 @@ def test_the_publisher_needs_only_the_standard_library() -> None:
         "memviewer.wire.spool",
         "memviewer.wire.spool_segments",
         "memviewer.wire.syncclient",
+        "memviewer.wire.tls",  # the TLS client context for a remote hub (ssl only)
         "memviewer.wire.trust",
     }
     assert set(result["memviewer"]) <= allowed
