@@ -7,7 +7,7 @@ up as a failed check with its error instead of crashing the command.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from memviewer import paths
 from memviewer.config import Settings
@@ -100,7 +100,7 @@ LOW_DISK_BYTES = 512 * 1024**2  # below this, writes (and LanceDB's compaction) 
 def _size(path: Any) -> int:
     """Bytes under ``path`` (a file or a folder; 0 when missing)."""
     if path.is_file():
-        return path.stat().st_size
+        return cast("int", path.stat().st_size)
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) if path.is_dir() else 0
 
 

@@ -16,7 +16,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from memviewer.errors import MemviewerError
 
@@ -101,7 +101,7 @@ def _send(request: urllib.request.Request, url: str, timeout: float) -> bytes:
     """POST and read the body, mapping every transport failure onto a stable code."""
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
-            return response.read()
+            return cast("bytes", response.read())
     except urllib.error.HTTPError as exc:  # before URLError: it is a subclass
         detail = _http_error_detail(exc)
         raise MemviewerError(

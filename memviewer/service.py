@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from memviewer.praisonai.format import ImportReport
     from memviewer.recall.rerank import Reranker
     from memviewer.recall_log import RecordAs
+    from memviewer.session.bus import EventBus
     from memviewer.session.chunked_import import ChunkedImport
 
 log = logging.getLogger("memviewer")
@@ -175,7 +176,7 @@ class MemoryService:
         return self.parts.llm_endpoint()
 
     @property
-    def bus(self):  # noqa: ANN201 - EventBus, kept import-light
+    def bus(self) -> EventBus:
         return self.manager.bus
 
     @property
@@ -197,10 +198,10 @@ class MemoryService:
     def add_turn(self, episode_id: str, role: str, content: str, **kwargs: Any) -> dict[str, Any]:
         return self.manager.add_turn(episode_id, role, content, **kwargs)
 
-    def finalize_episode(self, episode_id: str, r_task: float | None = None, **kw: Any) -> dict:
+    def finalize_episode(self, episode_id: str, r_task: float | None = None, **kw: Any) -> dict[str, Any]:
         return self.manager.finalize_episode(episode_id, r_task, **kw)
 
-    def abandon_episode(self, episode_id: str, reason: str | None = None, **kw: Any) -> dict:
+    def abandon_episode(self, episode_id: str, reason: str | None = None, **kw: Any) -> dict[str, Any]:
         return self.manager.abandon_episode(episode_id, reason, **kw)
 
     def close_session(self, session_id: str, **kwargs: Any) -> dict[str, Any]:

@@ -10,7 +10,7 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO, cast
 
 import click
 
@@ -29,7 +29,7 @@ def settings_of(ctx: click.Context) -> Settings:
     obj = ctx.find_root().obj
     if "settings" not in obj:
         obj["settings"] = obj.pop("load_settings")()
-    return obj["settings"]
+    return cast("Settings", obj["settings"])
 
 
 # -- stored text on a terminal ------------------------------------------------------------

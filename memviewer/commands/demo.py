@@ -23,7 +23,7 @@ def _created(before: dict[str, int], after: dict[str, int]) -> dict[str, int]:
     return out
 
 
-def _apply_through_hub(socket_path: Any, commands: list[dict[str, Any]]) -> tuple[dict, list]:
+def _apply_through_hub(socket_path: Any, commands: list[dict[str, Any]]) -> tuple[dict[str, Any], list[Any]]:
     from memviewer.wire.remote import RemoteService
 
     with RemoteService(socket_path, client="memviewer.demo") as remote:
@@ -35,7 +35,9 @@ def _apply_through_hub(socket_path: Any, commands: list[dict[str, Any]]) -> tupl
     return _created(before, after), results
 
 
-def _apply_in_process(ctx: click.Context, commands: list[dict[str, Any]], index: bool) -> tuple[dict, list]:
+def _apply_in_process(
+    ctx: click.Context, commands: list[dict[str, Any]], index: bool
+) -> tuple[dict[str, Any], list[Any]]:
     with open_service(ctx) as svc:
         before = svc.stats()["counts"]
         results: list[dict[str, Any]] = []

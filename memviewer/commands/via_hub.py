@@ -11,7 +11,7 @@ returns in-process.
 from __future__ import annotations
 
 from collections.abc import Iterable, MutableMapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import click
 
@@ -29,7 +29,7 @@ def served_socket(ctx: click.Context) -> Path | None:
     for (``config``, ``doctor``). A long command (an import) probes again where it matters."""
     root = ctx.find_root().obj or {}
     if "hub_socket" in root:
-        return root["hub_socket"]
+        return cast("Path | None", root["hub_socket"])
     from memviewer.wire.probe import serving_hub
 
     return serving_hub(settings_of(ctx))

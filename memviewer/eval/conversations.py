@@ -57,7 +57,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from memviewer.timeutil import EARLIEST, LATEST
 
@@ -449,7 +449,7 @@ def _baseline(
     cols = ["turn_id", "session_id"]
     bm = index.fulltext(TURNS, query, where, BLEND_DEPTH if system == "blend" else DEPTH, cols)
     if system == "bm25":
-        return bm
+        return cast("list[dict[str, Any]]", bm)
     qvec = np.asarray(service.embedder.embed([query])[0], dtype=np.float32)
     dense = index.dense(TURNS, qvec, where, BLEND_DEPTH, cols)
     top = max((float(r["_score"]) for r in bm), default=0.0)

@@ -16,7 +16,7 @@ import re
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, NamedTuple, Protocol, cast, runtime_checkable
 
 from memviewer.errors import ModelChecksumError, ModelLoadError, ModelNotFoundError
 
@@ -227,7 +227,7 @@ def _mean_pool_normalise(hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
     counts = np.maximum(weights.sum(axis=1), 1e-9)
     pooled = summed / counts
     norms = np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
-    return (pooled / norms).astype(np.float32, copy=False)
+    return cast("np.ndarray", (pooled / norms).astype(np.float32, copy=False))
 
 
 class OnnxEmbedder:
@@ -531,4 +531,4 @@ class HashEmbedder:
                 h = int.from_bytes(hashlib.blake2b(feature.encode("utf-8"), digest_size=8).digest(), "little")
                 out[row, h % self.dim] += weight
         norms = np.linalg.norm(out, axis=1, keepdims=True)
-        return out / np.maximum(norms, 1e-12)
+        return cast("np.ndarray", out / np.maximum(norms, 1e-12))

@@ -48,7 +48,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from memviewer import locks
 
@@ -460,7 +460,7 @@ class LanceIndex:
     # -- state ---------------------------------------------------------------------
     def load_state(self) -> dict[str, Any]:
         try:
-            return json.loads((self.folder / STATE_FILE).read_text(encoding="utf-8"))
+            return cast("dict[str, Any]", json.loads((self.folder / STATE_FILE).read_text(encoding="utf-8")))
         except (FileNotFoundError, json.JSONDecodeError):
             return {}
 
@@ -554,7 +554,7 @@ class LanceIndex:
         q = tbl.search()
         if where:
             q = q.where(where)
-        return q.select(list(columns)).limit(None).to_list()
+        return cast("list[dict[str, Any]]", q.select(list(columns)).limit(None).to_list())
 
     def count(self, name: str, where: str | None = None) -> int:
         tbl = self.table(name)
@@ -583,7 +583,7 @@ class LanceIndex:
             q = q.nprobes(ANN_NPROBES).refine_factor(ANN_REFINE)
         else:
             q = q.bypass_vector_index()
-        return q.select([*columns, "_distance"]).limit(limit).to_list()
+        return cast("list[dict[str, Any]]", q.select([*columns, "_distance"]).limit(limit).to_list())
 
     def fulltext(
         self, name: str, query: str, where: str | None, limit: int, columns: Sequence[str]
@@ -601,7 +601,7 @@ class LanceIndex:
         q = tbl.search(match, query_type="fts")
         if where:
             q = q.where(where, prefilter=True)
-        return q.select([*columns, "_score"]).limit(limit).to_list()
+        return cast("list[dict[str, Any]]", q.select([*columns, "_score"]).limit(limit).to_list())
 
     def vectors(
         self, name: str, key: str, ids: Sequence[str], *, by: str | None = None

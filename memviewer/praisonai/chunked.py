@@ -30,7 +30,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 from memviewer.jsonvalues import MAX_DEPTH as VALUE_DEPTH
 from memviewer.jsonvalues import check_value
@@ -127,13 +127,13 @@ class _Reader:
         if self.progress is not None:
             total = self.big.size * self.passes
             self.progress(min(self.big._done, total), total, str(self.big.path))
-        return data
+        return cast("bytes", data)
 
 
 @contextlib.contextmanager
 def opened(
     path: Path, progress: BytesProgress | None = None
-) -> Iterator[tuple[BigFile, Iterator[list[dict]]]]:
+) -> Iterator[tuple[BigFile, Iterator[list[dict[str, Any]]]]]:
     """Check ``path`` (pass 1), then yield ``(big, chunks)``; ``chunks`` reads pass 2.
 
     Ctrl-C anywhere inside (main thread) stops the reading at the next 1 MiB and raises
@@ -159,7 +159,7 @@ def opened(
 
 def check_open_file(
     fh: BinaryIO, path: Path, progress: BytesProgress | None = None
-) -> tuple[BigFile, Iterator[list[dict]]]:
+) -> tuple[BigFile, Iterator[list[dict[str, Any]]]]:
     """``opened`` for a caller that owns the open file and its threads (the hub's folder
     watcher hashes the same file first and steps ``chunks`` from worker threads): pass 1
     runs now, on this thread; Ctrl-C is not intercepted; the caller closes ``fh``.

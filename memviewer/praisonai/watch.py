@@ -638,7 +638,7 @@ def _read(fh: BinaryIO, path: Path, last_digest: str | None, limit: int) -> tupl
 
 def _import_all(
     service: Any, sessions: list[tuple[dict[str, Any], list[Any]]], origin: str, first: int = 0
-) -> list[dict]:
+) -> list[dict[str, Any]]:
     """Writer thread: the parent first, then its children; a refused session fails alone.
     ``first`` is the position of ``sessions[0]`` in the file (1: children only)."""
     from memviewer.store.db import storage_failure

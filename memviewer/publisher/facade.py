@@ -20,7 +20,7 @@ import time
 import weakref
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, overload
+from typing import Any, Concatenate, Generic, ParamSpec, TypeVar, cast, overload
 
 from memviewer import paths
 from memviewer.publisher import commands
@@ -97,7 +97,7 @@ class _Of(Generic[T]):
     def __get__(self, obj: object | None, objtype: type | None = None) -> T | _Of[T]:
         if obj is None:
             return self
-        return getattr(getattr(obj, self.part), self.name)
+        return cast("T | _Of[T]", getattr(getattr(obj, self.part), self.name))
 
     def __set__(self, obj: object, value: T) -> None:
         setattr(getattr(obj, self.part), self.name, value)

@@ -3,7 +3,7 @@ chat's pool adds (the flat safety net, the session prior)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 
 def post_filter(
@@ -72,8 +72,8 @@ def _pick(group: list[dict[str, Any]], m: int, mmr: float) -> list[dict[str, Any
 
         def value(c: dict[str, Any]) -> float:
             if not picked:
-                return c["score"]
-            return c["score"] - mmr * max(float(np.dot(c["_vec"], p["_vec"])) for p in picked)
+                return cast("float", c["score"])
+            return cast("float", c["score"] - mmr * max(float(np.dot(c["_vec"], p["_vec"])) for p in picked))
 
         best = max(rest, key=value)
         picked.append(best)

@@ -21,7 +21,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from typing import Any
+from typing import Any, cast
 
 from memviewer.errors import INVALID_ARGUMENT, NOT_FOUND, MemviewerError
 from memviewer.store import annotations as rows
@@ -251,7 +251,7 @@ def search(
             found = _matches(store, query, int(params.get("limit") or 5))
             if found:
                 out["annotations"] = found
-        return out
+        return cast("dict[str, Any]", out)
     for t in tags:
         try:
             check_tag(t)
@@ -284,7 +284,7 @@ def search(
                 scope_id=params.get("scope_id"),
             )
             if not found.get("success"):
-                return found
+                return cast("dict[str, Any]", found)
             hits += found.get("results") or []
         hits.sort(key=lambda h: -float(h.get("score") or 0.0))
         total = len(hits)

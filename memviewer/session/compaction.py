@@ -73,7 +73,7 @@ def tool_safe_cut(real: list[dict[str, Any]], cut: int) -> int:
     return forward
 
 
-def compact(tx: WriteTx, session: dict[str, Any], ts: float, keep: int | None = None) -> dict:
+def compact(tx: WriteTx, session: dict[str, Any], ts: float, keep: int | None = None) -> dict[str, Any]:
     """Archive the oldest active turns, keeping ``keep`` (default half the window)."""
     conn = tx.conn
     sid = session["id"]

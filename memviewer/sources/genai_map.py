@@ -543,7 +543,9 @@ class GenAIMapper:
             self._convs.move_to_end(key)
         return conv
 
-    def _open(self, conv: _Conversation, key: str, agent: str, meta: dict[str, Any], ts: float) -> list[dict]:
+    def _open(
+        self, conv: _Conversation, key: str, agent: str, meta: dict[str, Any], ts: float
+    ) -> list[dict[str, Any]]:
         if conv.opened:
             return []
         conv.opened = True

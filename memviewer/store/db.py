@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event, insert, select, text
+from sqlalchemy import Connection as Connection  # re-exported: the type other layers name
+from sqlalchemy import Engine, create_engine, event, insert, select, text
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 

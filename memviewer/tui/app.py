@@ -480,7 +480,7 @@ class MemviewerApp(ViewerApp):
     def open_session(self, session_id: str, anchor: int | None = None, terms: tuple[str, ...] = ()) -> None:
         self.push_screen(SessionScreen(session_id, anchor=anchor, terms=terms))
 
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         """The palette: each entry named by the action it performs (``memviewer.tui.palette``)."""
         for command in super().get_system_commands(screen):
             yield command._replace(title=TEXTUAL_TITLES.get(command.title, command.title))
@@ -523,7 +523,7 @@ class MemviewerApp(ViewerApp):
         yield SystemCommand("Show key bindings", "List every key of every screen (?)", self.action_help)
         yield from self._screen_commands(screen)
 
-    def _screen_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+    def _screen_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         for binding in getattr(screen, "BINDINGS", []):
             if isinstance(binding, Binding) and binding.description:
                 title, help_text = screen_command(

@@ -12,7 +12,9 @@ import re
 from typing import Any
 
 # The JSON value rules live in memviewer.jsonvalues; re-exported for the hub and clients.
-from memviewer.jsonvalues import MAX_DEPTH, check_value, loads_strict  # noqa: F401
+from memviewer.jsonvalues import MAX_DEPTH as MAX_DEPTH  # re-exported: the wire's limits
+from memviewer.jsonvalues import check_value as check_value
+from memviewer.jsonvalues import loads_strict as loads_strict
 
 PROTOCOL_VERSION = 1
 JSONRPC = "2.0"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from memviewer.errors import INTERNAL, MemviewerError
 from memviewer.events import EventRecord
@@ -175,10 +175,10 @@ class RemoteService:
             "limit": limit,
             "offset": offset,
         }
-        return self.call(protocol.SESSIONS, params)
+        return cast("dict[str, Any]", self.call(protocol.SESSIONS, params))
 
     def session(self, session_id: str) -> dict[str, Any]:
-        return self.call(protocol.SESSION, {"session_id": session_id})
+        return cast("dict[str, Any]", self.call(protocol.SESSION, {"session_id": session_id}))
 
     def search(
         self,
@@ -203,10 +203,12 @@ class RemoteService:
             "scope": scope,
             "scope_id": scope_id,
         }
-        return self.call(protocol.SEARCH, {**params, **_record_param(record)})
+        return cast("dict[str, Any]", self.call(protocol.SEARCH, {**params, **_record_param(record)}))
 
     def recall(self, query: str, *, record: RecordAs | None = None, **params: Any) -> dict[str, Any]:
-        return self.call(protocol.RECALL, {"query": query, **params, **_record_param(record)})
+        return cast(
+            "dict[str, Any]", self.call(protocol.RECALL, {"query": query, **params, **_record_param(record)})
+        )
 
     def compare(self, query: str, params: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
         """A and B, each a recall the hub answers (``recall.compare``)."""
@@ -215,7 +217,7 @@ class RemoteService:
         return compare(self.recall, query, params, overrides)
 
     def stats(self) -> dict[str, Any]:
-        return self.call(protocol.STATS)
+        return cast("dict[str, Any]", self.call(protocol.STATS))
 
     def events(
         self,
@@ -231,7 +233,7 @@ class RemoteService:
 
     def publish(self, commands: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Apply commands through the hub (durable when this returns); one result each."""
-        return self.call(protocol.PUBLISH, {"commands": commands})["results"]
+        return cast("list[dict[str, Any]]", self.call(protocol.PUBLISH, {"commands": commands})["results"])
 
     def close(self) -> None:
         with self._lock:

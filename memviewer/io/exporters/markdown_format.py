@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, TextIO
+from typing import Any, TextIO, cast
 
 from memviewer.io.exporters.bundle import Bundle
 from memviewer.timeutil import iso
@@ -66,7 +66,7 @@ def _pretty_args(args: Any) -> str:
         try:
             args = json.loads(args)
         except ValueError:
-            return args
+            return cast("str", args)
     return json.dumps(args, ensure_ascii=False, indent=2, sort_keys=False)
 
 

@@ -55,7 +55,7 @@ def bar(parts: list[dict[str, Any]], width: int) -> Text:
     return out
 
 
-class ContextScreen(Screen):
+class ContextScreen(Screen[None]):
     if TYPE_CHECKING:
         app = getters.app(ViewerApp)
 

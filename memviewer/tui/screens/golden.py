@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from memviewer.tui.viewer_app import ViewerApp
 
 
-class GoldenScreen(Screen):
+class GoldenScreen(Screen[None]):
     if TYPE_CHECKING:  # self.app is the viewer (its service, feed, open_session)
         app = getters.app(ViewerApp)
 
@@ -65,12 +65,12 @@ class GoldenScreen(Screen):
         self.action_reload()
 
     @staticmethod
-    def _rest(table: DataTable, width: int, cols: list[tuple[str, int]]) -> int:
+    def _rest(table: DataTable[Any], width: int, cols: list[tuple[str, int]]) -> int:
         """What a table ``width`` wide leaves for its one 0-width column after the others
         (cell padding, the scrollbar and the margins counted)."""
         return width - sum(w for _, w in cols) - 2 * table.cell_padding * len(cols) - 4
 
-    def _run_columns(self, table: DataTable, width: int) -> list[tuple[str, int]]:
+    def _run_columns(self, table: DataTable[Any], width: int) -> list[tuple[str, int]]:
         """Fixed widths (the metrics always on screen); 0: the rest of the width."""
         cols = [("run", 3), ("when", 16), ("K M top_k", 9), ("cases", 5)]
         cols += [(m, max(len(m), 5)) for m in METRICS]

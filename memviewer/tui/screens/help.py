@@ -3,6 +3,8 @@ cannot drift from what the keys really do."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from rich.table import Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -18,7 +20,7 @@ NOTES = (
 )
 
 
-def _screen_classes() -> list[tuple[str, type[Screen]]]:
+def _screen_classes() -> list[tuple[str, type[Screen[Any]]]]:
     from memviewer.tui.screens.context import ContextScreen
     from memviewer.tui.screens.export import ExportScreen
     from memviewer.tui.screens.live import LiveScreen

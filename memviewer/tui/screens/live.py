@@ -41,7 +41,7 @@ STATE_STYLES = {
 }
 
 
-class LiveScreen(Screen):
+class LiveScreen(Screen[None]):
     if TYPE_CHECKING:  # self.app is the viewer (its service, feed, open_session)
         app = getters.app(ViewerApp)
 

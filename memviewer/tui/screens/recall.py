@@ -131,7 +131,7 @@ class QueryInput(Input):
         await super()._on_key(event)
 
 
-class RecallScreen(Screen):
+class RecallScreen(Screen[None]):
     if TYPE_CHECKING:  # self.app is the viewer (its service, feed, open_session)
         app = getters.app(ViewerApp)
 
@@ -894,7 +894,7 @@ def rerank_kwargs(rerank: bool) -> dict[str, Any]:
     return {"rerank": rerank}
 
 
-def _columns(table: DataTable, width: int, columns: list[tuple[str, int]]) -> None:
+def _columns(table: DataTable[Any], width: int, columns: list[tuple[str, int]]) -> None:
     """Fixed widths; the one given as 0 takes what is left (so no sideways scrolling)."""
     fixed = sum(w for _, w in columns) + 2 * table.cell_padding * len(columns) + 2
     for label, w in columns:

@@ -35,7 +35,7 @@ PAGE = 200
 RECALL_PARAMS = tuple(k for k in RecallParams.model_fields if k not in ("query", "rerank"))
 
 
-class RecallsScreen(Screen):
+class RecallsScreen(Screen[None]):
     if TYPE_CHECKING:  # self.app is the viewer (its service, feed, open_session)
         app = getters.app(ViewerApp)
 
@@ -174,7 +174,7 @@ class RecallsScreen(Screen):
         self.query_one("#recalls", DataTable).focus()
 
 
-class RecallEntryScreen(Screen):
+class RecallEntryScreen(Screen[None]):
     """One recorded search or recall: what the caller got at that moment."""
 
     if TYPE_CHECKING:  # self.app is the viewer (its service, feed, open_session)

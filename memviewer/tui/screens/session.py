@@ -105,7 +105,7 @@ def bookends(turns: list[dict[str, Any]]) -> dict[str, list[dict[str, Any]]] | N
     return {"opening": talk[:2], "closing": talk[-2:]}
 
 
-class SessionScreen(Screen):
+class SessionScreen(Screen[None]):
     """One session; ``anchor`` (a turn index) is highlighted when opened from a search hit."""
 
     if TYPE_CHECKING:  # self.app is the viewer (its service, feed, open_session)

@@ -86,7 +86,7 @@ FILTER_DELAY = 0.15
 LIVE_REFRESH_S = 2.0
 
 
-class SessionsScreen(Screen):
+class SessionsScreen(Screen[None]):
     """Page through sessions without loading them all (``service.sessions(limit, offset)``)."""
 
     if TYPE_CHECKING:  # self.app is the viewer (its service, feed, open_session)

@@ -8,6 +8,8 @@ opening a session by about a third on the 2-core test machine.
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual.dom import NoScreen
 from textual.screen import Screen
 from textual.widgets import Footer
@@ -18,13 +20,13 @@ class CoalescedFooter(Footer):
         super().__init__()
         self._queued = False
 
-    def bindings_changed(self, screen: Screen) -> None:
+    def bindings_changed(self, screen: Screen[Any]) -> None:
         if self._queued:
             return
         self._queued = True
         self.call_after_refresh(self._rebuild, screen)
 
-    def _rebuild(self, screen: Screen) -> None:
+    def _rebuild(self, screen: Screen[Any]) -> None:
         self._queued = False
         if not self.is_attached or not self.is_mounted:
             return  # its screen was closed before the refresh came round

@@ -8,11 +8,13 @@ stays bounded by the page size.
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual.message import Message
 from textual.widgets import DataTable
 
 
-class PagedTable(DataTable):
+class PagedTable(DataTable[Any]):
     class Edge(Message):
         """The cursor tried to leave the page: ``direction`` is +1 (down) or -1 (up)."""
 

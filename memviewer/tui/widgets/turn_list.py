@@ -280,12 +280,12 @@ class TurnList(OptionList):
     def action_page_up(self) -> None:
         if self.windowed and self._at_top() and self._k0 > 0:
             self._load_adjacent(-1)
-        super().action_page_up()
+        super().action_page_up()  # type: ignore[no-untyped-call]  # untyped in Textual
 
     def action_page_down(self) -> None:
         if self.windowed and self._at_bottom() and self._k1 < len(self._turn_rows):
             self._load_adjacent(1)
-        super().action_page_down()
+        super().action_page_down()  # type: ignore[no-untyped-call]  # untyped in Textual
 
     def action_first(self) -> None:
         """The side's first turn (not only the window's)."""
