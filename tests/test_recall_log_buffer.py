@@ -131,3 +131,39 @@ def test_a_burst_of_searches_is_logged_in_few_transactions(service, settings) ->
 
     asyncio.run(main())
     assert service.recalls(source="cli")["total"] == n
+
+
+def test_entries_being_committed_still_count_as_waiting() -> None:
+    """``recall_log_waiting`` is 0 only once the writer answered: an entry handed to it and not
+    yet committed is not in the store, and a caller waiting for 0 must not read it as written."""
+    from memviewer.wire.hub_records import HubRecords
+
+    class Writes:
+        ready = True
+
+        def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+            self.loop = loop
+            self.futures: list[asyncio.Future[list[dict[str, Any]]]] = []
+
+        def enqueue(self, commands: list[dict[str, Any]], bounded: bool = True) -> asyncio.Future[Any]:
+            fut: asyncio.Future[list[dict[str, Any]]] = self.loop.create_future()
+            self.futures.append(fut)
+            return fut
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        writes = Writes(loop)
+        counters = {"recall_log_written": 0, "recall_log_failed": 0}
+        records = HubRecords(writes, counters, quiet_s=0.01, max_wait_s=0.05)  # type: ignore[arg-type]
+        records.open(loop)
+        entry = {"op": "record_recall", "recall_id": "r-1", "kind": "search", "query": "q"}
+        records.queue(entry)  # type: ignore[arg-type]
+        assert records.waiting() == 1
+        while not writes.futures:  # the quiet moment hands it to the writer
+            await asyncio.sleep(0.005)
+        assert records.waiting() == 1, "handed to the writer, not yet committed"
+        writes.futures[0].set_result([{"ok": True}])
+        await asyncio.sleep(0)  # the done callback runs on the loop
+        assert records.waiting() == 0 and counters["recall_log_written"] == 1
+
+    asyncio.run(main())

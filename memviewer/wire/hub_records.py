@@ -40,6 +40,7 @@ class HubRecords:
         self.max_wait_s = max_wait_s
         self.buffer: recall_buffer.RecallLogBuffer | None = None  # entries waiting (on the loop)
         self.closed = False  # set on close once answered reads have queued their entries
+        self.writing = 0  # entries handed to the writer, not yet committed (or refused)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._held = threading.local()  # a reader thread's HeldRecords while it serves a request
 
@@ -57,8 +58,10 @@ class HubRecords:
             self.buffer.flush()
 
     def waiting(self) -> int:
-        """Entries waiting for a quiet moment (``stats``: ``recall_log_waiting``)."""
-        return len(self.buffer) if self.buffer is not None else 0
+        """Entries not yet in the store (``stats``: ``recall_log_waiting``): those waiting for a
+        quiet moment and those the writer is committing, so 0 means every entry queued so far
+        is written or counted as failed."""
+        return (len(self.buffer) if self.buffer is not None else 0) + self.writing
 
     def submit(self, command: recall_log.Entry) -> None:
         """Any thread: queue a recall log entry for the one writer (answered without waiting).
@@ -116,9 +119,11 @@ class HubRecords:
         """Loop thread: the waiting entries to the one writer, one request (one transaction)."""
         fut = self.writes.enqueue(commands, bounded=False)  # the hub's own small writes
         ids = [c.get("recall_id") for c in commands]
+        self.writing += len(ids)
         fut.add_done_callback(functools.partial(self._done, ids))
 
     def _done(self, recall_ids: list[Any], fut: asyncio.Future[list[dict[str, Any]]]) -> None:
+        self.writing -= len(recall_ids)
         if fut.cancelled() or fut.exception() is not None:
             self.counters["recall_log_failed"] += len(recall_ids)
             log.warning(
