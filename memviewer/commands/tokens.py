@@ -9,7 +9,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import click
 
@@ -74,10 +74,10 @@ def create_cmd(ctx: click.Context, name: str, scope: str, as_json: bool) -> None
 @click.pass_context
 def list_cmd(ctx: click.Context, as_json: bool) -> None:
     """Every token: name, scope, created, last used, revoked (never the secret)."""
-    from memviewer.store import api_tokens
+    from memviewer.wire.auth import list_tokens
 
-    with _store(ctx, as_json) as store, store.read() as conn:
-        rows: list[dict[str, Any]] = api_tokens.listing(conn)
+    with _store(ctx, as_json) as store:
+        rows = list_tokens(store)
     if as_json:
         emit_json({"tokens": rows})
         return
@@ -99,10 +99,10 @@ def list_cmd(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def revoke_cmd(ctx: click.Context, name: str, as_json: bool) -> None:
     """Revoke NAME: every hub sharing this store refuses it from its next request on."""
-    from memviewer.store import api_tokens
+    from memviewer.wire.auth import revoke_token
 
-    with _store(ctx, as_json) as store, store.write() as tx:
-        done = api_tokens.revoke(tx.conn, name, time.time())
+    with _store(ctx, as_json) as store:
+        done = revoke_token(store, name)
     if done is None:
         fail_maybe_json(as_json, f"no token named {name!r}", hint="memviewer token list", code="not_found")
     if as_json:

@@ -143,3 +143,15 @@ def create_token(store: Store, name: str, scope: str) -> dict[str, Any]:
         if not api_tokens.add(tx.conn, name, scope, hashed, now):
             raise ValueError(f"a token named {name!r} exists already (revoked names stay taken)")
     return {"name": name, "scope": scope, "created_at": now, "token": token}
+
+
+def list_tokens(store: Store) -> list[dict[str, Any]]:
+    """Every token's name, scope and times (never its secret or hash)."""
+    with store.read() as conn:
+        return api_tokens.listing(conn)
+
+
+def revoke_token(store: Store, name: str) -> bool | None:
+    """Revoke ``name``: True if revoked now, False if it was already, None if there is none."""
+    with store.write() as tx:
+        return api_tokens.revoke(tx.conn, name, time.time())
