@@ -42,13 +42,15 @@ from typing import TYPE_CHECKING, Any
 from memviewer.errors import CONFLICT, INVALID_ARGUMENT, MemviewerError
 from memviewer.jsonvalues import check_value
 from memviewer.logctx import log_context
+from memviewer.session.import_plan import write_session_row
 from memviewer.session.importcheck import (
-    LIVE,
     check_session,
     check_turn,
-    describe_origin,
+    is_foreign,
     live_turns_since_import,
+    live_turns_would_go,
     prior_origin,
+    session_exists,
     stored_turn,
 )
 from memviewer.store import import_pages, repos
@@ -115,57 +117,22 @@ class _Run:
             self.prior = prior_origin(conn, self.sid)
             self.session_changes = {k: v for k, v in self.row.items() if k != "id" and existing[k] != v}
         prior = self.prior
-        self.foreign = (
-            prior is not None and prior != self.origin and (self.origin is not None or prior == LIVE)
-        )
+        self.foreign = is_foreign(prior, self.origin)
         if self.foreign and not self.replace and self.session_changes:
-            raise self.refusal()
+            raise session_exists(self.sid, prior)
         if existing is not None and not self.replace and not self.foreign and not self.keep_missing:
             live = live_turns_since_import(conn, self.sid)
             if live:  # the file is the record, but these turns were never in it
-                raise MemviewerError(
-                    CONFLICT,
-                    f"session {self.sid} has {live} turns published live since it was "
-                    "imported; re-importing would remove them",
-                    data={
-                        "reason": "live_turns",
-                        "hint": "pass --replace to make the session match the file anyway",
-                    },
-                )
+                raise live_turns_would_go(self.sid, live)
         self.begun = True
-
-    def refusal(self) -> MemviewerError:
-        return MemviewerError(
-            CONFLICT,
-            f"session {self.sid} already exists (from {describe_origin(str(self.prior))})",
-            data={"reason": "session_exists", "origin": self.prior},
-        )
 
     def start(self, tx: WriteTx) -> None:
         """Before the first change: the session row, and the event that records the origin."""
         if self.started:
             return
         if self.foreign and not self.replace:
-            raise self.refusal()
-        conn, row = tx.conn, self.row
-        if self.existing is None:
-            repos.insert_session(conn, row)
-            tx.append_event(
-                "session.started",
-                self.sid,
-                None,
-                {
-                    "agent": row["agent"],
-                    "scope": row["scope"],
-                    "scope_id": row["scope_id"],
-                    "title": row["title"],
-                    "source": row["source"],
-                    "imported": True,
-                },
-                ts=self.t,
-            )
-        elif self.session_changes:
-            repos.update_session(conn, self.sid, **self.session_changes)
+            raise session_exists(self.sid, self.prior)
+        write_session_row(tx, self.row, self.existing, self.session_changes, self.t)
         tx.append_event("session.imported", self.sid, None, self.payload(partial=True), ts=self.t)
         self.started = True
 

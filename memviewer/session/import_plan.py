@@ -16,11 +16,12 @@ from memviewer.errors import CONFLICT, INVALID_ARGUMENT, MemviewerError
 from memviewer.logctx import log_context
 from memviewer.session.importcheck import (
     EPISODE_DEFAULTS,
-    LIVE,
     check_import,
-    describe_origin,
+    is_foreign,
     live_turns_since_import,
+    live_turns_would_go,
     prior_origin,
+    session_exists,
     stored_turn,
 )
 from memviewer.store import import_pages, repos
@@ -165,6 +166,19 @@ def merged_order(
     return {tid: i for i, tid in enumerate(ids)}
 
 
+def write_session_row(
+    tx: WriteTx, row: dict[str, Any], existing: dict[str, Any] | None, changes: dict[str, Any], ts: float
+) -> None:
+    """An imported session's row: inserted with its ``session.started`` event (marked
+    ``imported``), or the changed columns updated (the whole-session and the chunked import)."""
+    if existing is None:
+        repos.insert_session(tx.conn, row)
+        started = {k: row[k] for k in ("agent", "scope", "scope_id", "title", "source")}
+        tx.append_event("session.started", row["id"], None, {**started, "imported": True}, ts=ts)
+    elif changes:
+        repos.update_session(tx.conn, row["id"], **changes)
+
+
 def import_session(
     store: Store,
     import_row: Callable[[dict[str, Any], float], dict[str, Any]],
@@ -186,9 +200,7 @@ def import_session(
         row = import_row(session, t)
         plan = ImportPlan.build(tx, sid, existing, row, turns, episodes or [], keep_missing=keep_missing)
         prior = prior_origin(tx.conn, sid) if existing is not None else None
-        # Another file's session, or one published live: an origin-less caller (the API,
-        # the eval) may update origin-less imports, but never silently take a live session.
-        foreign = prior is not None and prior != origin and (origin is not None or prior == LIVE)
+        foreign = is_foreign(prior, origin)
         result = {
             "session_id": sid,
             "created": existing is None,
@@ -202,41 +214,12 @@ def import_session(
         if foreign and not plan.changes:
             return result  # an identical copy from elsewhere: nothing to do, origin kept
         if foreign and not replace:
-            raise MemviewerError(
-                CONFLICT,
-                f"session {sid} already exists (from {describe_origin(str(prior))})",
-                data={"reason": "session_exists", "origin": prior},
-            )
+            raise session_exists(sid, prior)
         if existing is not None and not replace and plan.removed_turns:
             live = live_turns_since_import(tx.conn, sid)
             if live:  # the file is the record, but these turns were never in it
-                raise MemviewerError(
-                    CONFLICT,
-                    f"session {sid} has {live} turns published live since it was "
-                    "imported; re-importing would remove them",
-                    data={
-                        "reason": "live_turns",
-                        "hint": "pass --replace to make the session match the file anyway",
-                    },
-                )
-        if existing is None:
-            repos.insert_session(tx.conn, row)
-            tx.append_event(
-                "session.started",
-                sid,
-                None,
-                {
-                    "agent": row["agent"],
-                    "scope": row["scope"],
-                    "scope_id": row["scope_id"],
-                    "title": row["title"],
-                    "source": row["source"],
-                    "imported": True,
-                },
-                ts=t,
-            )
-        elif plan.session_changes:
-            repos.update_session(tx.conn, sid, **plan.session_changes)
+                raise live_turns_would_go(sid, live)
+        write_session_row(tx, row, existing, plan.session_changes, t)
         plan.apply(tx)
         tx.append_event(
             "session.imported",

@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from memviewer.errors import INVALID_ARGUMENT, MemviewerError
+from memviewer.errors import CONFLICT, INVALID_ARGUMENT, MemviewerError
 from memviewer.jsonvalues import check_value
 from memviewer.timeutil import EARLIEST, LATEST
 
@@ -214,6 +214,32 @@ def describe_origin(origin: str) -> str:
     kind_, _, where = origin.partition(":")
     names = {"praisonai": "PraisonAI file", "export": "memviewer export", "longmemeval": "LongMemEval file"}
     return f"{names[kind_]} {where}" if kind_ in names and where else origin
+
+
+def is_foreign(prior: str | None, origin: str | None) -> bool:
+    """Whether a stored session came from elsewhere than this import: another file's, or one
+    published live. An origin-less caller (the API, the eval) may update origin-less imports,
+    but never silently take a live session."""
+    return prior is not None and prior != origin and (origin is not None or prior == LIVE)
+
+
+def session_exists(session_id: str, prior: str | None) -> MemviewerError:
+    """The refusal of an import onto a foreign session without ``replace``."""
+    return MemviewerError(
+        CONFLICT,
+        f"session {session_id} already exists (from {describe_origin(str(prior))})",
+        data={"reason": "session_exists", "origin": prior},
+    )
+
+
+def live_turns_would_go(session_id: str, live: int) -> MemviewerError:
+    """The refusal of a re-import that would remove turns published live since the import."""
+    return MemviewerError(
+        CONFLICT,
+        f"session {session_id} has {live} turns published live since it was "
+        "imported; re-importing would remove them",
+        data={"reason": "live_turns", "hint": "pass --replace to make the session match the file anyway"},
+    )
 
 
 def stored_turn(turn: dict[str, Any], session_id: str, episode_id: str | None, idx: int) -> dict[str, Any]:
