@@ -14,6 +14,7 @@ from pathlib import Path
 import click
 
 from memviewer.cli import cli
+from memviewer.generated import write_or_check
 
 #: Where the reference lives in a checkout (the package sits beside docs/).
 REFERENCE = Path(__file__).resolve().parents[1] / "docs" / "cli-reference.md"
@@ -147,18 +148,7 @@ def render() -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Write the reference (or, with ``--check``, say whether it is current)."""
-    args = sys.argv[1:] if argv is None else argv
-    fresh = render()
-    current = REFERENCE.read_text(encoding="utf-8") if REFERENCE.exists() else ""
-    if "--check" in args:
-        if current != fresh:
-            print(f"{REFERENCE} is out of date: run `{REGENERATE}`", file=sys.stderr)
-            return 1
-        return 0
-    if current != fresh:
-        REFERENCE.write_text(fresh, encoding="utf-8")
-        print(f"wrote {REFERENCE}")
-    return 0
+    return write_or_check(REFERENCE, render(), REGENERATE, argv)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@ from pydantic import BaseModel
 
 from memviewer.config import Settings
 from memviewer.contract.requests import RecallParams, SearchParams, int_bounds
+from memviewer.generated import write_or_check
 
 #: The generated module, inside the package.
 TABLE = Path(__file__).resolve().parent / "contract" / "cli_table.py"
@@ -79,18 +80,7 @@ def _fields(table: dict[str, dict[str, Any]]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Write the table (or, with ``--check``, say whether it is current)."""
-    args = sys.argv[1:] if argv is None else argv
-    fresh = render()
-    current = TABLE.read_text(encoding="utf-8") if TABLE.exists() else ""
-    if "--check" in args:
-        if current != fresh:
-            print(f"{TABLE} is out of date: run `{REGENERATE}`", file=sys.stderr)
-            return 1
-        return 0
-    if current != fresh:
-        TABLE.write_text(fresh, encoding="utf-8")
-        print(f"wrote {TABLE}")
-    return 0
+    return write_or_check(TABLE, render(), REGENERATE, argv)
 
 
 if __name__ == "__main__":

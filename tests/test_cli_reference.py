@@ -43,13 +43,3 @@ def test_defaults_ranges_and_hidden_options() -> None:
     assert "| `--format` | `json` \\| `jsonl` \\| `md` \\| `praisonai` | — |" in text  # a choice
     assert "--keep-open" not in text  # serve's hidden no-op is not advertised
     assert "&lt;tmp&gt;" not in text and "&lt;tmp>/memviewer-eval-cache" in text  # not an HTML tag
-
-
-def test_check_mode_names_the_fix(tmp_path, monkeypatch, capsys) -> None:
-    stale = tmp_path / "cli-reference.md"
-    stale.write_text("old\n", encoding="utf-8")
-    monkeypatch.setattr(cli_reference, "REFERENCE", stale)
-    assert cli_reference.main(["--check"]) == 1
-    assert cli_reference.REGENERATE in capsys.readouterr().err
-    assert stale.read_text(encoding="utf-8") == "old\n"  # --check writes nothing
-    assert cli_reference.main([]) == 0 and cli_reference.main(["--check"]) == 0

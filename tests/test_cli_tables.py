@@ -25,13 +25,3 @@ def test_the_imported_table_holds_the_models_facts() -> None:
             assert table[name]["help"] == field.description
             assert table[name]["default"] == (None if field.is_required() else field.default)
     assert cli_table.SETTING_KEYS == tuple(Settings.model_fields)
-
-
-def test_check_mode_names_the_fix(tmp_path, monkeypatch, capsys) -> None:
-    stale = tmp_path / "cli_table.py"
-    stale.write_text("old\n", encoding="utf-8")
-    monkeypatch.setattr(cli_tables, "TABLE", stale)
-    assert cli_tables.main(["--check"]) == 1
-    assert cli_tables.REGENERATE in capsys.readouterr().err
-    assert stale.read_text(encoding="utf-8") == "old\n"  # --check writes nothing
-    assert cli_tables.main([]) == 0 and cli_tables.main(["--check"]) == 0

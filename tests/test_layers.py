@@ -27,6 +27,7 @@ LAYERS: dict[str, int] = {
     "memviewer.contract": 0,  # the request models: search and recall parameters, declared once
     "memviewer.recall_log": 0,
     "memviewer.words": 0,
+    "memviewer.generated": 0,  # writes or checks a generated file (the CLI reference, the CLI table)
     "memviewer.tool_call_text": 0,  # a tool call on one line (recall rows, tail, Live)
     "memviewer.access": 0,  # the HTTP listeners' token (standard library only)
     "memviewer.ops": 0,  # the publish ops and their arguments, declared once (standard library only)
