@@ -76,6 +76,12 @@ def _refuse(code: str, message: str, hint: str) -> RpcError:
     return protocol.app_error(code, message, {"hint": hint})
 
 
+def _revoked(name: str) -> RpcError:
+    return _refuse(
+        "token_revoked", f"the token {name!r} was revoked", "ask for a new token (memviewer token create)"
+    )
+
+
 class TokenGate:
     """The hub's checks of a TCP connection's token (loop thread; reads are primary-key reads)."""
 
@@ -103,11 +109,7 @@ class TokenGate:
                 "check MEMVIEWER_TOKEN; tokens are shown once at `memviewer token create`",
             )
         if row["revoked_at"] is not None:
-            raise _refuse(
-                "token_revoked",
-                f"the token {name!r} was revoked",
-                "ask for a new token (memviewer token create)",
-            )
+            raise _revoked(str(name))
         return str(row["name"]), str(row["scope"])
 
     def revoked(self, name: str) -> bool:
@@ -119,11 +121,7 @@ class TokenGate:
         """Before each request after ``hello``: the token still stands and covers ``method``."""
         row = self._row(name)
         if row is None or row["revoked_at"] is not None:
-            raise _refuse(
-                "token_revoked",
-                f"the token {name!r} was revoked",
-                "ask for a new token (memviewer token create)",
-            )
+            raise _revoked(name)
         scope = str(row["scope"])
         if not allowed(scope, method):
             raise _refuse(

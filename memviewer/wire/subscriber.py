@@ -127,10 +127,8 @@ class Subscriber:
             return await asyncio.open_connection(
                 addr.host, addr.port, ssl=ctx, server_hostname=addr.host, limit=READ_LIMIT
             )
-        except ssl.SSLCertVerificationError as exc:
-            raise tls.verify_error(addr, exc) from None
         except ssl.SSLError as exc:
-            raise tls.HubAccessError("tls_failed", f"TLS with the hub at {addr.url} failed: {exc}") from None
+            raise tls.handshake_error(addr, exc) from None
 
     def _sub_params(self) -> dict[str, Any]:
         return {"from_seq": self.last_seq, "kinds": self.kinds, "session_id": self.session_id}

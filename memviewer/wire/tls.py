@@ -108,19 +108,24 @@ def connect(addr: HubAddress, timeout: float | None) -> socket.socket:
         return raw
     try:
         return client_context(addr.ca_file).wrap_socket(raw, server_hostname=addr.host)
-    except ssl.SSLCertVerificationError as exc:
-        raw.close()
-        raise verify_error(addr, exc) from None
     except ssl.SSLError as exc:
         raw.close()
-        raise HubAccessError(
-            "tls_failed",
-            f"TLS with the hub at {addr.url} failed: {exc.reason or exc}",
-            "is it a TLS port? a hub started with --plaintext is reached as tcp://",
-        ) from None
+        raise handshake_error(addr, exc) from None
     except BaseException:
         raw.close()
         raise
+
+
+def handshake_error(addr: HubAddress, exc: ssl.SSLError) -> HubAccessError:
+    """What a failed TLS handshake with ``addr`` means, as one ``HubAccessError`` (the
+    blocking ``connect`` and the subscriber's asyncio connection both ask)."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return verify_error(addr, exc)
+    return HubAccessError(
+        "tls_failed",
+        f"TLS with the hub at {addr.url} failed: {exc.reason or exc}",
+        "is it a TLS port? a hub started with --plaintext is reached as tcp://",
+    )
 
 
 def verify_error(addr: HubAddress, exc: ssl.SSLCertVerificationError) -> HubAccessError:
