@@ -293,24 +293,10 @@ class KeywordSearch:
                 if window_used is not None:
                     out["ranked_window"] = window_used
                 tables = {"word": True, "cjk": True}  # nothing left to scan
-            # ``plan.counts`` holds the units found in the index (in this snapshot): when none is,
-            # no turn can match and the ranked statement is skipped (a query matching nothing
-            # costs the count alone).
-            if self._pg:
-                pass
-            elif tables["word"] and (plan := _word_match(db, pq, self._counts)) and plan.counts:
-                if not plan.windowed:
-                    _add(candidates, _fts_candidates(db, fts.WORD_TABLE, plan.match, pq, filters))
-                elif self._broad_bm25:
-                    all_common = all(n > COMMON_DF for n in plan.counts.values())
-                    narrow = COMMON_WINDOW if all_common else None
-                    _add(candidates, _fts_candidates(db, fts.WORD_TABLE, plan.match, pq, filters, narrow))
-                else:
-                    _add(candidates, _common_candidates(db, plan, pq, filters))
-                    # said in the answer, not only in the docs: older sessions may be missing
-                    out["ranked_window"] = COMMON_TURNS
-            if not self._pg and pq.cjk_units and tables["cjk"] and (cjk := _cjk_match(db, pq.cjk_units)):
-                _add(candidates, _fts_candidates(db, fts.CJK_TABLE, cjk, pq, filters))
+            else:
+                window_used = self._sqlite_candidates(db, pq, filters, tables, candidates)
+                if window_used is not None:
+                    out["ranked_window"] = window_used
             scan = ([] if tables["word"] else pq.word_units) + ([] if tables["cjk"] else pq.cjk_units)
             if scan:
                 whole = None if tables["word"] else pq.text
@@ -334,6 +320,35 @@ class KeywordSearch:
             ranked, total = _rank(db, raw, sessions, limit)
             results = _hits(db, [(sessions[sid], anchors[sid], score) for sid, score in ranked], window, pq)
         return {**out, "total_found": total, "results": results}
+
+    def _sqlite_candidates(
+        self,
+        db: _Db,
+        pq: ParsedQuery,
+        filters: _Filters,
+        tables: dict[str, bool],
+        into: dict[int, _Candidate],
+    ) -> int | None:
+        """The word and CJK candidates from SQLite's FTS5 tables into ``into``; the
+        window of newest matches ranked when a common query was cut to it (else None)."""
+        window_used = None
+        # ``plan.counts`` holds the units found in the index (in this snapshot): when none is,
+        # no turn can match and the ranked statement is skipped (a query matching nothing
+        # costs the count alone).
+        if tables["word"] and (plan := _word_match(db, pq, self._counts)) and plan.counts:
+            if not plan.windowed:
+                _add(into, _fts_candidates(db, fts.WORD_TABLE, plan.match, pq, filters))
+            elif self._broad_bm25:
+                all_common = all(n > COMMON_DF for n in plan.counts.values())
+                narrow = COMMON_WINDOW if all_common else None
+                _add(into, _fts_candidates(db, fts.WORD_TABLE, plan.match, pq, filters, narrow))
+            else:
+                _add(into, _common_candidates(db, plan, pq, filters))
+                # said in the answer, not only in the docs: older sessions may be missing
+                window_used = COMMON_TURNS
+        if pq.cjk_units and tables["cjk"] and (cjk := _cjk_match(db, pq.cjk_units)):
+            _add(into, _fts_candidates(db, fts.CJK_TABLE, cjk, pq, filters))
+        return window_used
 
     def _postgres_candidates(
         self, db: _Db, pq: ParsedQuery, filters: _Filters, into: dict[int, _Candidate]
